@@ -1,0 +1,143 @@
+"""Author the project's USD assets (cartpole, cart-pusher, cube, ground) as text ``.usda`` files.
+
+Stock Isaac Lab assets live on a Nucleus server; these are authored from scratch with ``pxr`` so the
+tasks run offline. The physical parameters are written out in :mod:`isaaclab_suspend.assets.params`
+so that model-based controllers (the embedded LQR chunk policy) use the same numbers as the simulator.
+
+Run ``python -m isaaclab_suspend.assets.generate_usd`` to regenerate the files in ``assets/data``.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
+
+from .params import CARTPOLE, CUBE, PUSHER
+
+DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
+
+
+def _rigid_box(stage: Usd.Stage, path: str, size: tuple[float, float, float], mass: float, pos, collide: bool = True):
+    """Create a rigid body Xform at ``pos`` holding a box of ``size`` with explicit mass and inertia."""
+    xform = UsdGeom.Xform.Define(stage, path)
+    xform.AddTranslateOp().Set(Gf.Vec3d(*pos))
+    prim = xform.GetPrim()
+    UsdPhysics.RigidBodyAPI.Apply(prim)
+    mass_api = UsdPhysics.MassAPI.Apply(prim)
+    mass_api.CreateMassAttr(mass)
+    sx, sy, sz = size
+    inertia = (mass * (sy**2 + sz**2) / 12.0, mass * (sx**2 + sz**2) / 12.0, mass * (sx**2 + sy**2) / 12.0)
+    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*inertia))
+    mass_api.CreateCenterOfMassAttr(Gf.Vec3f(0.0, 0.0, 0.0))
+    geom = UsdGeom.Cube.Define(stage, f"{path}/geom")
+    geom.CreateSizeAttr(1.0)
+    geom.AddScaleOp().Set(Gf.Vec3f(*size))
+    if collide:
+        UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
+    return prim
+
+
+def _joint(stage, path, kind, body0, body1, pos0, pos1, axis=None, limits=None):
+    """Create a fixed, prismatic or revolute joint between two bodies (``body0`` None means the world)."""
+    cls = {"fixed": UsdPhysics.FixedJoint, "prismatic": UsdPhysics.PrismaticJoint, "revolute": UsdPhysics.RevoluteJoint}
+    joint = cls[kind].Define(stage, path)
+    if body0 is not None:
+        joint.CreateBody0Rel().SetTargets([Sdf.Path(body0)])
+    joint.CreateBody1Rel().SetTargets([Sdf.Path(body1)])
+    joint.CreateLocalPos0Attr(Gf.Vec3f(*pos0))
+    joint.CreateLocalPos1Attr(Gf.Vec3f(*pos1))
+    joint.CreateLocalRot0Attr(Gf.Quatf(1.0))
+    joint.CreateLocalRot1Attr(Gf.Quatf(1.0))
+    if axis is not None:
+        joint.CreateAxisAttr(axis)
+    if limits is not None:
+        joint.CreateLowerLimitAttr(limits[0])
+        joint.CreateUpperLimitAttr(limits[1])
+    return joint
+
+
+def _new_stage(path: str, root: str) -> Usd.Stage:
+    stage = Usd.Stage.CreateNew(path)
+    UsdGeom.SetStageUpAxis(stage, UsdGeom.Tokens.z)
+    UsdGeom.SetStageMetersPerUnit(stage, 1.0)
+    root_prim = UsdGeom.Xform.Define(stage, root).GetPrim()
+    stage.SetDefaultPrim(root_prim)
+    return stage
+
+
+def write_cartpole(path: str) -> None:
+    """Cart on a rail (prismatic ``slider_to_cart`` along x), pole on the cart (revolute ``cart_to_pole`` about y)."""
+    p = CARTPOLE
+    stage = _new_stage(path, "/cartpole")
+    UsdPhysics.ArticulationRootAPI.Apply(stage.GetPrimAtPath("/cartpole"))
+    _rigid_box(stage, "/cartpole/rail", (8.0, 0.03, 0.03), 1.0, (0.0, 0.0, 0.0), collide=False)
+    _rigid_box(stage, "/cartpole/cart", p.cart_size, p.cart_mass, (0.0, 0.0, 0.0), collide=False)
+    pole = _rigid_box(stage, "/cartpole/pole", p.pole_size, p.pole_mass, (0.0, 0.0, p.pole_com), collide=False)
+    del pole
+    _joint(stage, "/cartpole/root_joint", "fixed", None, "/cartpole/rail", (0, 0, 0), (0, 0, 0))
+    _joint(
+        stage, "/cartpole/slider_to_cart", "prismatic", "/cartpole/rail", "/cartpole/cart", (0, 0, 0), (0, 0, 0),
+        axis="X", limits=(-p.rail_limit, p.rail_limit),
+    )
+    _joint(
+        stage, "/cartpole/cart_to_pole", "revolute", "/cartpole/cart", "/cartpole/pole", (0, 0, 0),
+        (0, 0, -p.pole_com), axis="Y",
+    )
+    stage.GetRootLayer().Save()
+
+
+def write_pusher(path: str) -> None:
+    """A cart on a floor-level rail (prismatic ``slider_to_cart`` along x) whose paddle pushes free objects."""
+    p = PUSHER
+    stage = _new_stage(path, "/pusher")
+    UsdPhysics.ArticulationRootAPI.Apply(stage.GetPrimAtPath("/pusher"))
+    _rigid_box(stage, "/pusher/rail", (0.05, 0.05, 0.05), 1.0, (0.0, 0.0, 0.0), collide=False)
+    _rigid_box(stage, "/pusher/cart", p.paddle_size, p.cart_mass, (0.0, 0.0, 0.0), collide=True)
+    _joint(stage, "/pusher/root_joint", "fixed", None, "/pusher/rail", (0, 0, 0), (0, 0, 0))
+    _joint(
+        stage, "/pusher/slider_to_cart", "prismatic", "/pusher/rail", "/pusher/cart", (0, 0, 0), (0, 0, 0),
+        axis="X", limits=(-p.rail_limit, p.rail_limit),
+    )
+    stage.GetRootLayer().Save()
+
+
+def write_cube(path: str) -> None:
+    """A free rigid cube with collision, mass and inertia."""
+    stage = _new_stage(path, "/cube")
+    prim = stage.GetPrimAtPath("/cube")
+    UsdPhysics.RigidBodyAPI.Apply(prim)
+    mass_api = UsdPhysics.MassAPI.Apply(prim)
+    s, m = CUBE.size, CUBE.mass
+    mass_api.CreateMassAttr(m)
+    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*(m * s * s / 6.0,) * 3))
+    mass_api.CreateCenterOfMassAttr(Gf.Vec3f(0.0, 0.0, 0.0))
+    geom = UsdGeom.Cube.Define(stage, "/cube/geom")
+    geom.CreateSizeAttr(s)
+    UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
+    stage.GetRootLayer().Save()
+
+
+def write_ground(path: str) -> None:
+    """A static 100 m x 100 m collision plane at z = 0 (a thin box, so every solver collides with it)."""
+    stage = _new_stage(path, "/ground")
+    geom = UsdGeom.Cube.Define(stage, "/ground/collider")
+    geom.CreateSizeAttr(1.0)
+    geom.AddTranslateOp().Set(Gf.Vec3d(0.0, 0.0, -0.05))
+    geom.AddScaleOp().Set(Gf.Vec3f(100.0, 100.0, 0.1))
+    UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
+    stage.GetRootLayer().Save()
+
+
+def main() -> None:
+    os.makedirs(DATA_DIR, exist_ok=True)
+    for name, writer in (("cartpole", write_cartpole), ("pusher", write_pusher), ("cube", write_cube), ("ground", write_ground)):
+        path = os.path.join(DATA_DIR, f"{name}.usda")
+        if os.path.exists(path):
+            os.remove(path)
+        writer(path)
+        print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

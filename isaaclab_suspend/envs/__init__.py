@@ -1,0 +1,6 @@
+"""Environments with per-env suspension."""
+
+from .suspendable_env import SuspendableManagerBasedRLEnv
+from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg, SuspendCfg
+
+__all__ = ["SuspendCfg", "SuspendableManagerBasedRLEnv", "SuspendableManagerBasedRLEnvCfg"]

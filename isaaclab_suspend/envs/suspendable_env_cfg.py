@@ -1,0 +1,34 @@
+"""Configuration of per-env suspension for :class:`SuspendableManagerBasedRLEnv`."""
+
+from __future__ import annotations
+
+from isaaclab.envs import ManagerBasedRLEnvCfg
+from isaaclab.utils import configclass
+
+
+@configclass
+class SuspendCfg:
+    """Per-env suspension settings.
+
+    With :attr:`enabled` False the env behaves bit-identically to :class:`~isaaclab.envs.ManagerBasedRLEnv`
+    and :meth:`~SuspendableManagerBasedRLEnv.suspend_envs` raises.
+    """
+
+    enabled: bool = False
+    """Whether envs can be suspended. Defaults to False (stock behaviour)."""
+
+    freeze_solver_state: bool = True
+    """Whether to also freeze the physics solver's persistent per-world state (MuJoCo-Warp's
+    acceleration warm start and actuator activations), so that a resumed env continues bit-exactly
+    as if it had never been suspended. Defaults to True."""
+
+    record_active_only: bool = True
+    """Whether the recorder manager records only active envs (no samples while suspended). Defaults to True."""
+
+
+@configclass
+class SuspendableManagerBasedRLEnvCfg(ManagerBasedRLEnvCfg):
+    """A :class:`~isaaclab.envs.ManagerBasedRLEnvCfg` with a :class:`SuspendCfg`."""
+
+    suspend: SuspendCfg = SuspendCfg()
+    """Per-env suspension settings."""

@@ -1,0 +1,3 @@
+"""Tasks registered as gym ids ending in ``-Suspendable``."""
+
+from . import cartpole  # noqa: F401

@@ -1,0 +1,17 @@
+"""Cartpole with per-env suspension."""
+
+import gymnasium as gym
+
+from isaaclab_tasks.core.cartpole import agents
+
+gym.register(
+    id="Isaac-Cartpole-Suspendable",
+    entry_point="isaaclab_suspend.envs:SuspendableManagerBasedRLEnv",
+    disable_env_checker=True,
+    kwargs={
+        "env_cfg_entry_point": f"{__name__}.cartpole_env_cfg:CartpoleSuspendableEnvCfg",
+        "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:CartpolePPORunnerCfg",
+        "skrl_cfg_entry_point": f"{agents.__name__}:skrl_manager_ppo_cfg.yaml",
+        "default_agent": "rsl_rl",
+    },
+)
