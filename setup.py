@@ -18,7 +18,7 @@ setup(
     license="BSD-3-Clause",
     python_requires=">=3.11",
     packages=find_packages(exclude=("tests", "scripts")),
-    package_data={"isaaclab_suspend": ["assets/data/*.usda"]},
+    package_data={"isaaclab_suspend": ["assets/data/*.usda", "tasks/*/agents/*.yaml"]},
     include_package_data=True,
     zip_safe=False,
 )

@@ -1,3 +1,3 @@
-"""Tasks registered as gym ids ending in ``-Suspendable``."""
+"""Tasks registered as gym ids ending in ``-Suspendable``: importing this package registers them."""
 
-from . import cartpole  # noqa: F401
+from . import cartpole, push_cube  # noqa: F401

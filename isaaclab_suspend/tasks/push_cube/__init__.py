@@ -1,0 +1,17 @@
+"""Push-cube: an articulation pushing a free rigid cube, with per-env suspension."""
+
+import gymnasium as gym
+
+from . import agents
+
+gym.register(
+    id="Isaac-PushCube-Suspendable",
+    entry_point="isaaclab_suspend.envs:SuspendableManagerBasedRLEnv",
+    disable_env_checker=True,
+    kwargs={
+        "env_cfg_entry_point": f"{__name__}.push_cube_env_cfg:PushCubeEnvCfg",
+        "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:PushCubePPORunnerCfg",
+        "skrl_cfg_entry_point": f"{agents.__name__}:skrl_ppo_cfg.yaml",
+        "default_agent": "rsl_rl",
+    },
+)

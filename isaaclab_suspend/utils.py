@@ -1,0 +1,47 @@
+"""Helpers to create the project's envs the standard Isaac Lab way (kitless, Newton)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+
+import gymnasium as gym
+
+from isaaclab.app.sim_launcher import launch_simulation
+
+import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
+from isaaclab_tasks.utils import parse_env_cfg
+
+
+def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
+    """``parse_env_cfg`` for ``task`` with ``num_envs`` envs; ``attrs`` set dotted cfg fields (e.g. ``seed=3``).
+
+    Raises:
+        ValueError: If ``task`` is not a registered gym id.
+    """
+    if task not in gym.registry:
+        known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
+        raise ValueError(f"Unknown task '{task}'. Registered suspendable tasks: {known}.")
+    cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
+    for dotted, value in attrs.items():
+        owner = cfg
+        *path, leaf = dotted.split("__")
+        for part in path:
+            owner = getattr(owner, part)
+        setattr(owner, leaf, value)
+    return cfg
+
+
+@contextlib.contextmanager
+def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
+    """Create ``task`` inside ``launch_simulation`` and close it on exit. Yields the unwrapped env.
+
+    ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``.
+    """
+    cfg = make_env_cfg(task, num_envs, device, overrides, **attrs)
+    with launch_simulation(cfg, {}):
+        env = gym.make(task, cfg=cfg)
+        try:
+            yield env.unwrapped
+        finally:
+            env.close()
