@@ -381,7 +381,9 @@ class SuspendedState:
                 for term in terms:
                     self.observations.add(f"obs.{group}.{term}", lambda g=group, t=term: env.obs_buf[g][t])
             for term, buffer in om._group_obs_term_history_buffer[group].items():
-                self.observations.add(f"obs.{group}.{term}.history", lambda b=buffer: b._buffer, dim=1)
+                # the ring's env dim: 0 when frames are stacked along a feature dim, else 1 (after the ring dim)
+                env_dim = 0 if buffer._stack_dim_arg is not None else 1
+                self.observations.add(f"obs.{group}.{term}.history", lambda b=buffer: b._buffer, dim=env_dim)
                 self.observations.add(f"obs.{group}.{term}.history_pushes", lambda b=buffer: b._num_pushes)
 
         self._groups = (self.actions, self.physics, self.termination, self.reward, self.commands, self.observations)
