@@ -8,7 +8,7 @@ from isaaclab_suspend.utils import open_env
 NUM_ENVS = 4
 STEPS = 60
 SUSPENDED = [1, 2]
-SUSPEND_AT, SUSPEND_FOR = 15, 12
+SUSPEND_AT, SUSPEND_FOR = 15, 13  # 13 is prime to every ring length here
 
 
 def _feedback(obs: torch.Tensor) -> torch.Tensor:
@@ -16,10 +16,11 @@ def _feedback(obs: torch.Tensor) -> torch.Tensor:
     return torch.clamp(-0.8 * obs[:, :1] - 0.3 * obs[:, 2:3] + 0.5, -1.0, 1.0)
 
 
-def _rollout(task: str, suspend: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _rollout(task: str, suspend: bool, **attrs) -> tuple[torch.Tensor, torch.Tensor]:
     """Obs per step and per env, and a mask of the steps each env was active."""
-    # no interval events (they draw from the shared RNG at times that depend on the schedule)
-    with open_env(task, NUM_ENVS, events__nudge_cube=None) if "PushCube" in task else open_env(task, NUM_ENVS) as env:
+    if "PushCube" in task:
+        attrs["events__nudge_cube"] = None  # interval events draw from the shared RNG at schedule-dependent times
+    with open_env(task, NUM_ENVS, **attrs) as env:
         obs, _ = env.reset()
         trajectory, active = [obs["policy"].clone()], [torch.ones(NUM_ENVS, dtype=torch.bool)]
         for step in range(STEPS):
@@ -34,10 +35,22 @@ def _rollout(task: str, suspend: bool) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.stack(trajectory), torch.stack(active)
 
 
-@pytest.mark.parametrize("task", ["Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"])
-def test_resume_continues_bit_exactly(task):
-    reference, _ = _rollout(task, suspend=False)
-    result, active = _rollout(task, suspend=True)
+OBS_WITH_MEMORY = {
+    # a 3-step history on every policy term and a fixed 2-step delay on the joint positions
+    "observations__policy__history_length": 3,
+    "observations__policy__joint_pos_rel__delay_min_lag": 2,
+    "observations__policy__joint_pos_rel__delay_max_lag": 2,
+}
+
+
+@pytest.mark.parametrize(
+    "task, attrs",
+    [("Isaac-Cartpole-Suspendable", {}), ("Isaac-Cartpole-Suspendable", OBS_WITH_MEMORY), ("Isaac-PushCube-Suspendable", {})],
+    ids=["cartpole", "cartpole-history-delay", "push-cube"],
+)
+def test_resume_continues_bit_exactly(task, attrs):
+    reference, _ = _rollout(task, suspend=False, **attrs)
+    result, active = _rollout(task, suspend=True, **attrs)
     for env_id in range(NUM_ENVS):
         steps = active[:, env_id]
         ours = result[steps, env_id]

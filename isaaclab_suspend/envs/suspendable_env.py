@@ -380,6 +380,12 @@ class SuspendedState:
             else:
                 for term in terms:
                     self.observations.add(f"obs.{group}.{term}", lambda g=group, t=term: env.obs_buf[g][t])
+            for term, delay in om._group_obs_term_delay_buffer[group].items():
+                self.observations.add(
+                    f"obs.{group}.{term}.delay", lambda d=delay: d._buffer, dim=1, ring_write_index=lambda d=delay: d._write_index
+                )
+                self.observations.add(f"obs.{group}.{term}.delay_pushes", lambda d=delay: d._num_pushes)
+                self.observations.add(f"obs.{group}.{term}.delay_lags", lambda d=delay: d._time_lags)
             for term, buffer in om._group_obs_term_history_buffer[group].items():
                 # the ring's env dim: 0 when frames are stacked along a feature dim, else 1 (after the ring dim)
                 env_dim = 0 if buffer._stack_dim_arg is not None else 1

@@ -21,8 +21,14 @@ class FrozenTensor:
     row_env: torch.Tensor | None = None
     """Env id of each row along :attr:`dim` (``-1`` for rows owned by no env), or None if row i is env i.
     Shape: (num_rows,)."""
+    ring_write_index: Callable[[], torch.Tensor] | None = None
+    """For a ring buffer whose slots (dim 0) all envs advance together: returns the shared write index.
+    Restoring then rotates each env's captured ring by the pushes made since its capture, so the env's
+    history keeps its order relative to the write index. Shape of the index: (1,)."""
     snapshot: torch.Tensor | None = field(default=None, repr=False)
     """Captured values, allocated on the first capture."""
+    captured_write_index: torch.Tensor | None = field(default=None, repr=False)
+    """Ring write index at each env's capture. Shape: (num_envs,)."""
 
 
 class FrozenRows:
@@ -51,6 +57,7 @@ class FrozenRows:
         getter: Callable[[], torch.Tensor],
         dim: int = 0,
         row_env: torch.Tensor | None = None,
+        ring_write_index: Callable[[], torch.Tensor] | None = None,
     ) -> None:
         """Register a tensor. With ``row_env`` None its size along ``dim`` must be ``num_envs``.
 
@@ -60,7 +67,9 @@ class FrozenRows:
         if row_env is not None:
             # rows owned by no env index the appended False entry of the mask
             row_env = torch.where(row_env < 0, self.num_envs, row_env).to(device=self.device, dtype=torch.long)
-        self._tensors.append(FrozenTensor(name, getter, dim, row_env))
+        if ring_write_index is not None and dim != 1:
+            raise ValueError(f"'{name}': a ring buffer must have its slots along dim 0 and its envs along dim 1.")
+        self._tensors.append(FrozenTensor(name, getter, dim, row_env, ring_write_index))
 
     def capture(self, env_mask: torch.Tensor) -> None:
         """Copy the rows of the envs in ``env_mask`` (bool, shape (num_envs,)) into the snapshot."""
@@ -72,12 +81,26 @@ class FrozenRows:
                 t.snapshot = live.clone()
             else:
                 torch.where(self._row_mask(t, env_mask, live), live, t.snapshot, out=t.snapshot)
+            if t.ring_write_index is not None:
+                index = t.ring_write_index().expand(self.num_envs)
+                if t.captured_write_index is None:
+                    t.captured_write_index = index.clone()
+                torch.where(env_mask, index, t.captured_write_index, out=t.captured_write_index)
 
     def restore(self, env_mask: torch.Tensor) -> None:
         """Write the captured rows of the envs in ``env_mask`` back into the live tensors."""
         for t in self._tensors:
             live = t.getter()
-            torch.where(self._row_mask(t, env_mask, live), t.snapshot, live, out=live)
+            frozen = t.snapshot if t.ring_write_index is None else self._rotated(t, live)
+            torch.where(self._row_mask(t, env_mask, live), frozen, live, out=live)
+
+    def _rotated(self, t: FrozenTensor, live: torch.Tensor) -> torch.Tensor:
+        """The captured ring of each env moved forward by the slots written since its capture."""
+        slots = live.shape[0]
+        shift = (t.ring_write_index() - t.captured_write_index) % slots  # (num_envs,)
+        source = (torch.arange(slots, device=live.device).unsqueeze(1) - shift.unsqueeze(0)) % slots  # (slots, num_envs)
+        source = source.view(*source.shape, *([1] * (live.ndim - 2))).expand_as(live)
+        return t.snapshot.gather(0, source)
 
     def _row_mask(self, t: FrozenTensor, env_mask: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
         """The env mask mapped onto the rows of ``t`` and shaped to broadcast against ``live``."""
