@@ -1,0 +1,130 @@
+"""Per-env queues of planned actions: the chunk buffer of :class:`~isaaclab_suspend.policies.ActionChunkingPolicy`."""
+
+from __future__ import annotations
+
+import torch
+
+from .aggregators import Aggregator
+
+
+class ChunkQueues:
+    """The action chunk of every env, a cursor into it, and a host-side mirror of the earliest refill.
+
+    Env ``i`` executes ``chunks[i, cursor[i]]`` and advances its cursor; ``cursor[i] == H`` means its queue is
+    empty (exhausted, or dropped at a reset). A new chunk is merged with the leftover actions by an
+    aggregator and restarts the cursor at 0.
+
+    Everything lives on the env device; only :meth:`requests` reads the device back, gated by a host-side
+    mirror of the step at which the first queue reaches the refill level.
+
+    Args:
+        num_envs: Number of envs.
+        chunk_length: Actions per chunk H.
+        action_dim: Action dimension A.
+        refill_at: An env requests a new chunk once at most this many actions are left in its queue
+            (0: when it is empty). Read only by :meth:`requests`.
+        device: Torch device of the env.
+    """
+
+    def __init__(self, num_envs: int, chunk_length: int, action_dim: int, refill_at: int, device: str):
+        self.num_envs = num_envs
+        """Number of envs N."""
+        self.chunk_length = chunk_length
+        """Actions per chunk H."""
+        self.refill_at = refill_at
+        """Queue length at or below which an env requests a new chunk (see :meth:`requests`)."""
+        self.chunks = torch.zeros(num_envs, chunk_length, action_dim, device=device)
+        """Planned actions. Shape: (N, H, A)."""
+        self.cursor = torch.full((num_envs,), chunk_length, dtype=torch.long, device=device)
+        """Index of each env's next action; H when its queue is empty. Shape: (N,)."""
+        self.counts = torch.zeros(num_envs, chunk_length, dtype=torch.long, device=device)
+        """Number of predictions merged into each planned action (for the aggregators). Shape: (N, H)."""
+        self._rows = torch.arange(num_envs, device=device)
+        self._offsets = torch.arange(chunk_length, device=device)
+        self._steps_to_refill: int | None = 0
+        """Host mirror: steps until the first env reaches :attr:`refill_at` (a lower bound if some env is
+        suspended mid-chunk); None when it must be re-read from the device."""
+
+    def empty_mask(self) -> torch.Tensor:
+        """Envs with no action left. Shape: (N,)."""
+        return self.cursor >= self.chunk_length
+
+    def refill_mask(self) -> torch.Tensor:
+        """Envs with at most :attr:`refill_at` actions left. Shape: (N,)."""
+        return self.chunk_length - self.cursor <= self.refill_at
+
+    def requests(self, resets_pending: bool) -> torch.Tensor | None:
+        """The envs requesting a chunk (:meth:`refill_mask`), or None if none does.
+
+        Reads the device (one sync) only when ``resets_pending`` or when the host mirror says the earliest
+        queue has reached the refill level, and once after each merge to refresh the mirror: between
+        those steps it costs nothing.
+
+        Args:
+            resets_pending: Whether queues were dropped (env resets) since the last call.
+        """
+        if self._steps_to_refill is None:
+            self._refresh_mirror()
+        if not resets_pending and self._steps_to_refill > 0:
+            return None
+        mask = self.refill_mask()
+        if not bool(mask.any()):
+            self._refresh_mirror()  # an env was suspended mid-chunk: it refills later than the mirror said
+            return None
+        return mask
+
+    def drop(self, env_mask: torch.Tensor) -> None:
+        """Empty the queues of the envs in ``env_mask`` (bool, shape (N,)): their leftovers are discarded."""
+        self.cursor.masked_fill_(env_mask, self.chunk_length)
+        self.counts.masked_fill_(env_mask.unsqueeze(1), 0)
+        self._steps_to_refill = 0
+
+    def merge(self, env_ids: torch.Tensor, chunk: torch.Tensor, aggregator: Aggregator, take: torch.Tensor | None) -> None:
+        """Merge a new chunk into the queues of ``env_ids`` and restart their cursors.
+
+        Args:
+            env_ids: Env indices, unique. Shape: (B,).
+            chunk: The new chunk, ``chunk[:, 0]`` being the action for the current step. Shape: (B, H, A).
+            aggregator: Merges the leftovers with the new chunk (see :mod:`~isaaclab_suspend.policies.aggregators`).
+            take: Envs that take the new chunk; the others keep their queue untouched (None: all of
+                ``env_ids``). Shape: (N,).
+        """
+        cursor = self.cursor[env_ids]
+        chunks, counts = self.chunks[env_ids], self.counts[env_ids]
+        # leftovers aligned with the new chunk: old step cursor + j meets new step j
+        source = cursor.unsqueeze(1) + self._offsets
+        left = source < self.chunk_length
+        source = source.clamp(max=self.chunk_length - 1)
+        old = chunks.gather(1, source.unsqueeze(-1).expand_as(chunks))
+        old_counts = torch.where(left, counts.gather(1, source), 0)
+        merged, merged_counts = aggregator(old, chunk, old_counts)
+        new_cursor = torch.zeros_like(cursor)
+        if take is not None:
+            rows = take[env_ids]
+            merged = torch.where(rows.view(-1, 1, 1), merged, chunks)
+            merged_counts = torch.where(rows.view(-1, 1), merged_counts, counts)
+            new_cursor = torch.where(rows, new_cursor, cursor)
+        self.chunks[env_ids] = merged
+        self.counts[env_ids] = merged_counts
+        self.cursor[env_ids] = new_cursor
+        self._steps_to_refill = None
+
+    def pop(self, executing: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
+        """The next action of every env, advancing the queues of the executing envs.
+
+        Args:
+            executing: Envs that execute their next queued action this step (they must have one). Shape: (N,).
+            fallback: Action of the other envs. Shape: (N, A).
+
+        Returns:
+            A new tensor of actions. Shape: (N, A).
+        """
+        index = self.cursor.clamp(max=self.chunk_length - 1)
+        actions = torch.where(executing.unsqueeze(1), self.chunks[self._rows, index], fallback)
+        self.cursor += executing
+        if self._steps_to_refill is not None:
+            self._steps_to_refill -= 1
+        return actions
+
+    def _refresh_mirror(self) -> None:
+        self._steps_to_refill = int((self.chunk_length - self.refill_at - self.cursor).min())

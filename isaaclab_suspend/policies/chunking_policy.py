@@ -1,0 +1,352 @@
+"""Action-chunking policy wrapper: runs a chunk model on a schedule and feeds the env one action per step."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, NamedTuple
+
+import torch
+from prettytable import PrettyTable
+
+from isaaclab.utils import configclass
+
+from ..envs import SuspendableManagerBasedRLEnv
+from .aggregators import Aggregator, resolve_aggregator
+from .chunk_queues import ChunkQueues
+from .latency import ChunkModel, LatencyEmulator
+from .schedules import SchedulePlan, make_schedule
+from .stats import ChunkingStats, stats_table
+
+if TYPE_CHECKING:
+    from torch.utils.tensorboard import SummaryWriter
+
+
+class StepStatus(NamedTuple):
+    """What each env did in the step of the last :meth:`ActionChunkingPolicy.act`. Bool masks of shape (N,)."""
+
+    executing: torch.Tensor
+    """Envs that executed a chunk action."""
+    suspended: torch.Tensor
+    """Envs that were suspended."""
+    served: torch.Tensor | None
+    """Envs that were served a new chunk (None: no inference this step)."""
+
+
+class ActionChunkingPolicy:
+    """Wraps a chunk model so that parallel envs get one action per step, inferring chunks on a schedule.
+
+    The model maps observations to chunks of H actions, ``model(obs_rows, env_ids) -> chunk`` of shape
+    (B, H, action_dim), where ``obs_rows`` is the observation dict with every tensor sliced to the B envs in
+    ``env_ids``: the model only sees the rows it must serve. Plain callables and ``torch.nn.Module`` both work.
+    The loop is::
+
+        policy = ActionChunkingPolicy(model, env, chunk_length=16, schedule="global_clock")
+        obs, _ = env.reset()
+        for _ in range(T):
+            actions = policy.act(obs)           # runs the model only when the schedule says so
+            obs, rew, terminated, truncated, extras = env.step(actions)
+            policy.observe(terminated | truncated)   # drops the chunks of the envs that were reset
+
+    Each env queues its chunk and executes one action per step. When an env is reset, its queue is dropped
+    and the schedule (:mod:`~isaaclab_suspend.policies.schedules`) decides what happens until it gets a new
+    chunk: served at once (``any``, ``partial_batch``), holding its last action (``hold``), or suspended in the
+    env until the next clock tick (``global_clock``, ``auto``). A new chunk that meets leftover actions is
+    merged by the aggregator (:mod:`~isaaclab_suspend.policies.aggregators`).
+
+    The hot path is that of a GPU loop: device bool masks, no host sync on a step unless a host-side mirror
+    says the schedule may act (a clock tick, a reset in the last step, the earliest queue running out).
+    Whether the env reset some env is read without a sync: Isaac Lab's ``_reset_idx`` stores a new
+    ``extras["log"]`` dict on every reset, so :meth:`observe` compares its identity with the one before the step.
+
+    Args:
+        model: The chunk model.
+        env: A :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` (or a gym wrapper of one).
+        cfg: The policy configuration (defaults if None).
+        **overrides: Fields of ``cfg`` to override, e.g. ``chunk_length=16, schedule="global_clock"``.
+
+    Raises:
+        TypeError: If the model is not callable, the env is not a suspendable env, or an override is unknown.
+        ValueError: If the chunk length is not a positive int, the refill threshold is outside [0, 1], the
+            schedule or aggregator is unknown, or the schedule suspends envs and the env has suspension disabled.
+    """
+
+    def __init__(self, model: ChunkModel, env, cfg: ActionChunkingPolicyCfg | None = None, **overrides):
+        cfg = _with_overrides(cfg or ActionChunkingPolicyCfg(), overrides)
+        if not callable(model):
+            raise TypeError(f"model must be callable as model(obs_rows, env_ids), got {type(model).__name__}.")
+        env = getattr(env, "unwrapped", env)
+        if not isinstance(env, SuspendableManagerBasedRLEnv):
+            raise TypeError(
+                f"env must be a SuspendableManagerBasedRLEnv (a '-Suspendable' task), got {type(env).__name__}."
+            )
+        h = cfg.chunk_length
+        if isinstance(h, bool) or not isinstance(h, int) or h <= 0:
+            raise ValueError(f"chunk_length must be a positive int (actions per chunk), got {h!r}.")
+        if not 0.0 <= cfg.refill_threshold <= 1.0:
+            raise ValueError(f"refill_threshold must lie in [0, 1] (a fraction of the chunk), got {cfg.refill_threshold}.")
+        if cfg.log_interval <= 0:
+            raise ValueError(f"log_interval must be a positive number of steps, got {cfg.log_interval}.")
+        self.schedule = make_schedule(cfg.schedule)
+        """The schedule deciding when and on which envs the model runs."""
+        if self.schedule.suspends and not env.suspend_cfg.enabled:
+            raise ValueError(
+                f"Schedule '{cfg.schedule}' suspends envs, but the env has suspension disabled: set"
+                " env_cfg.suspend.enabled = True (every '-Suspendable' task does), or use 'hold', 'any' or"
+                " 'partial_batch'."
+            )
+        self._aggregator: Aggregator = resolve_aggregator(cfg.aggregator)
+
+        self.cfg = cfg
+        """The policy configuration."""
+        self.model = model
+        """The chunk model."""
+        self.env: SuspendableManagerBasedRLEnv = env
+        """The unwrapped env."""
+        self.num_envs = env.num_envs
+        """Number of envs N."""
+        self.chunk_length = h
+        """Actions per chunk H."""
+        self.action_dim = env.action_manager.total_action_dim
+        """Action dimension A."""
+        self.queues = ChunkQueues(self.num_envs, h, self.action_dim, math.floor(cfg.refill_threshold * h), env.device)
+        """Per-env queues of planned actions."""
+        self.stats_counters = ChunkingStats(self.num_envs, env.device)
+        """Counters behind :attr:`stats`."""
+        self.last_step: StepStatus | None = None
+        """What each env did in the last :meth:`act` (fresh tensors every step); None before the first."""
+
+        self._parked = torch.zeros(self.num_envs, dtype=torch.bool, device=env.device)
+        """Envs this policy suspended until they are served a chunk. Shape: (N,)."""
+        self._maybe_parked = False
+        """Host mirror: False guarantees that :attr:`_parked` is empty."""
+        self._step = 0
+        """Steps since the last full :meth:`reset` (host counter: step % H == 0 is a clock tick)."""
+        self._resets_pending = True
+        """Host mirror: some queues were dropped since the last :meth:`act` (at start, all are empty)."""
+        self._log_at_act = None
+        self._act_end: float | None = None
+        self._writer: SummaryWriter | None = None
+        if cfg.log_dir is not None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            self._writer = SummaryWriter(cfg.log_dir)
+
+    """
+    Properties.
+    """
+
+    @property
+    def stats(self) -> dict:
+        """Figures of the run so far (one device sync), see :meth:`ChunkingStats.as_dict`."""
+        return self.stats_counters.as_dict()
+
+    def summary(self) -> PrettyTable:
+        """The figures as a table."""
+        return stats_table({self.cfg.schedule: self.stats})
+
+    """
+    Operations.
+    """
+
+    def act(self, obs: Mapping[str, torch.Tensor | Mapping]) -> torch.Tensor:
+        """The actions for the next ``env.step``, running the model first if the schedule says so.
+
+        Args:
+            obs: The observation dict returned by the env (tensors of shape (N, ...), possibly nested).
+
+        Returns:
+            A new tensor of actions (never a buffer the policy writes again). Shape: (N, action_dim).
+
+        Raises:
+            TypeError, ValueError: If the model returns something other than a finite float chunk of shape
+                (B, H, action_dim) (checked once per inference).
+        """
+        if not isinstance(obs, Mapping):
+            raise TypeError(f"obs must be the env's observation dict, got {type(obs).__name__}.")
+        self.stats_counters.begin()
+        plan = self.schedule.plan(self.queues, self._step, self._resets_pending)
+        served = None
+        if plan is not None:
+            if plan.park is not None:
+                self._park(plan.park)
+            if plan.infer:
+                served = self._infer(obs, plan)
+        suspended = self.env.suspended_mask
+        executing = ~(self.queues.empty_mask() | suspended)
+        actions = self.queues.pop(executing, self.env.action_manager.action)
+        self.stats_counters.record_step(executing, suspended)
+        self.last_step = StepStatus(executing, suspended, served)
+        self._step += 1
+        self._resets_pending = False
+        self._log_at_act = self.env.extras.get("log")
+        self._act_end = time.perf_counter()
+        return actions
+
+    def observe(self, dones: torch.Tensor) -> None:
+        """Account the step just taken and drop the chunks of the envs the env reset.
+
+        Args:
+            dones: ``terminated | truncated`` returned by ``env.step``. Shape: (N,), bool.
+
+        Raises:
+            RuntimeError: If not called after :meth:`act` and ``env.step``.
+            TypeError, ValueError: If ``dones`` is not a bool tensor of shape (N,) on the env device.
+        """
+        if self._act_end is None:
+            raise RuntimeError("observe() follows a step: call actions = policy.act(obs), then env.step(actions).")
+        self._check_dones(dones)
+        seconds = time.perf_counter() - self._act_end
+        self._act_end = None
+        self.stats_counters.record_outcome(seconds, dones)
+        self.schedule.record_step(seconds)
+        if self.env.extras.get("log") is not self._log_at_act:  # the env reset some envs in this step
+            self._drop(dones)
+        if self._writer is not None and self._step % self.cfg.log_interval == 0:
+            self.stats_counters.write_tensorboard(self._writer, self._step)
+
+    def reset(self, env_ids: Sequence[int] | torch.Tensor | None = None) -> None:
+        """Drop the chunks of the given envs (after resetting them in the env); all envs if None.
+
+        A full reset also restarts the clock (the next :meth:`act` is a tick) and resumes the envs this policy
+        suspended. A partial reset leaves the other envs' chunks and the clock untouched.
+
+        Args:
+            env_ids: A 1-D integer tensor, a list or tuple of ints, or a bool mask of shape (N,); None for all.
+        """
+        if env_ids is None:
+            if self._maybe_parked:
+                self.env.resume_envs(self._parked)
+                self._parked.zero_()
+                self._maybe_parked = False
+            self._step = 0
+            mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.env.device)
+        else:
+            mask = self.env.env_mask(env_ids)
+        self._drop(mask)
+
+    def close(self) -> None:
+        """Write the final figures to TensorBoard (if logging) and close the writer."""
+        if self._writer is not None:
+            self.stats_counters.write_tensorboard(self._writer, self._step)
+            self._writer.close()
+            self._writer = None
+
+    """
+    Internals.
+    """
+
+    def _drop(self, env_mask: torch.Tensor) -> None:
+        self.queues.drop(env_mask)
+        self._resets_pending = True
+
+    def _park(self, env_mask: torch.Tensor) -> None:
+        self.env.suspend_envs(env_mask)
+        self._parked |= env_mask
+        self._maybe_parked = True
+
+    def _infer(self, obs: Mapping, plan: SchedulePlan) -> torch.Tensor:
+        """Run the model for the plan, merge its chunk and resume the served parked envs; returns the served mask."""
+        device = self.env.device
+        full = plan.env_ids is None
+        env_ids = torch.arange(self.num_envs, device=device) if full else plan.env_ids
+        rows = _select_rows(obs, env_ids)
+        start = time.perf_counter()
+        with torch.no_grad():
+            chunk = self.model(rows, env_ids)
+        chunk = self._check_chunk(chunk, env_ids)
+        virtual = self.model.virtual_s if isinstance(self.model, LatencyEmulator) else 0.0
+        seconds = time.perf_counter() - start + virtual
+        self.queues.merge(env_ids, chunk, self._aggregator, plan.take)
+        if plan.take is not None:
+            served = plan.take.clone()
+        else:
+            served = torch.zeros(self.num_envs, dtype=torch.bool, device=device)
+            served[env_ids] = True
+        self.stats_counters.record_inference(len(env_ids), served, seconds, virtual)
+        self.schedule.record_inference(len(env_ids), seconds)
+        if self._maybe_parked:
+            self.env.resume_envs(self._parked & served)
+            self._parked &= ~served
+            self._maybe_parked = not (full and plan.take is None)
+        return served
+
+    def _check_chunk(self, chunk, env_ids: torch.Tensor) -> torch.Tensor:
+        """The model's chunk on the env device, after checking its type, shape and values (one sync)."""
+        expected = (len(env_ids), self.chunk_length, self.action_dim)
+        if not isinstance(chunk, torch.Tensor):
+            raise TypeError(f"The model must return a torch.Tensor of shape {expected}, got {type(chunk).__name__}.")
+        if tuple(chunk.shape) != expected:
+            raise ValueError(
+                f"The model returned a chunk of shape {tuple(chunk.shape)}; expected (len(env_ids), chunk_length,"
+                f" action_dim) = {expected}. If it predicts a longer horizon, slice the first {self.chunk_length}"
+                " actions; if it ignores env_ids, return one row per env id."
+            )
+        if not chunk.is_floating_point():
+            raise TypeError(f"The model must return floating-point actions, got {chunk.dtype}.")
+        chunk = chunk.to(device=self.env.device, dtype=self.queues.chunks.dtype)
+        finite = torch.isfinite(chunk).flatten(1).all(dim=1)
+        if not bool(finite.all()):
+            bad = env_ids[~finite].tolist()
+            raise ValueError(
+                f"The model returned non-finite actions (NaN or inf) for envs {bad[:8]}"
+                f"{' ...' if len(bad) > 8 else ''}: check the model and its inputs for these envs."
+            )
+        return chunk
+
+    def _check_dones(self, dones) -> None:
+        if not isinstance(dones, torch.Tensor) or dones.dtype != torch.bool:
+            raise TypeError(
+                "observe() takes the bool tensor terminated | truncated returned by env.step, got"
+                f" {dones.dtype if isinstance(dones, torch.Tensor) else type(dones).__name__}."
+            )
+        if tuple(dones.shape) != (self.num_envs,) or dones.device != self.queues.cursor.device:
+            raise ValueError(
+                f"dones must have shape ({self.num_envs},) on {self.env.device}, got {tuple(dones.shape)} on"
+                f" {dones.device}."
+            )
+
+
+def _select_rows(obs: Mapping, env_ids: torch.Tensor) -> dict:
+    """The observation dict with every tensor sliced to ``env_ids`` (new tensors)."""
+    rows = {}
+    for key, value in obs.items():
+        if isinstance(value, Mapping):
+            rows[key] = _select_rows(value, env_ids)
+        elif isinstance(value, torch.Tensor):
+            rows[key] = value.index_select(0, env_ids)
+        else:
+            raise TypeError(f"Observation '{key}' must be a tensor or a dict of tensors, got {type(value).__name__}.")
+    return rows
+
+
+def _with_overrides(cfg: ActionChunkingPolicyCfg, overrides: dict) -> ActionChunkingPolicyCfg:
+    unknown = sorted(set(overrides) - set(cfg.to_dict()))
+    if unknown:
+        raise TypeError(f"Unknown ActionChunkingPolicyCfg fields {unknown}; known: {sorted(cfg.to_dict())}.")
+    return cfg.replace(**overrides) if overrides else cfg
+
+
+@configclass
+class ActionChunkingPolicyCfg:
+    """Configuration of :class:`ActionChunkingPolicy`."""
+
+    class_type: type = ActionChunkingPolicy
+    """The class this cfg configures."""
+    chunk_length: int = 16
+    """Actions per chunk H (the model must return (B, H, action_dim))."""
+    schedule: str = "global_clock"
+    """Schedule name: ``any``, ``hold``, ``partial_batch``, ``global_clock`` or ``auto`` (see
+    :mod:`~isaaclab_suspend.policies.schedules`)."""
+    aggregator: str | Callable = "replace"
+    """How a new chunk is merged with leftover actions: ``replace``, ``blend``, ``temporal_ensemble``, or a
+    callable ``fn(old, new, count) -> (merged, merged_count)`` (see :mod:`~isaaclab_suspend.policies.aggregators`)."""
+    refill_threshold: float = 0.0
+    """Fraction g of the chunk: under ``any`` and ``partial_batch`` an env requests a chunk once at most
+    ``floor(g * H)`` actions are left (LeRobot's ``chunk_size_threshold``); 0 requests when the queue is empty.
+    With g > 0, new chunks meet leftovers and the aggregator merges them."""
+    log_dir: str | None = None
+    """TensorBoard log directory (None: no TensorBoard)."""
+    log_interval: int = 100
+    """Steps between two TensorBoard writes (each reads the device once)."""

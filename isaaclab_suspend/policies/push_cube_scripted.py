@@ -1,0 +1,80 @@
+"""An embedded chunk policy for push-cube: a scripted PD plan that drives the pusher behind the cube to the target.
+
+The cube reaches its target when the pusher's face, touching the cube, stops there: the cart's goal is
+``target - contact_offset`` with ``target = cube_x + cube_to_target`` (the observation) and
+``contact_offset`` half the paddle plus half the cube. Each call plans H actions ahead by rolling a
+point-mass model of the cart (pusher and cube masses, the actuator's viscous damping) under a
+position-to-velocity PD law with a speed limit; the env then runs the plan open-loop until the next inference.
+The cube slides only a few millimetres once the pusher slows down (ground friction), so stopping the pusher
+stops the cube close to the target.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from isaaclab.utils import configclass
+
+from ..assets.params import CUBE, PUSHER
+
+
+class PushCubeChunkModel:
+    """Chunk model ``model(obs_rows, env_ids) -> (B, H, 1)`` for ``Isaac-PushCube-Suspendable``.
+
+    Observation ``obs_rows["policy"]``: ``[cart_pos, cart_vel, cube_x, cube_vel_x, cube_to_target]``, shape (B, 5).
+
+    Args:
+        cfg: Model configuration (defaults match the task).
+    """
+
+    def __init__(self, cfg: PushCubeChunkCfg | None = None):
+        self.cfg = cfg or PushCubeChunkCfg()
+        """Model configuration."""
+
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
+        """Plan H actions. Returns shape (B, H, 1)."""
+        cfg = self.cfg
+        obs = obs_rows["policy"].to(torch.float32)
+        pos, vel = obs[:, 0], obs[:, 1]
+        goal = obs[:, 2] + obs[:, 4] - cfg.contact_offset
+        actions = []
+        for _ in range(cfg.chunk_length):
+            vel_goal = (cfg.position_gain * (goal - pos)).clamp(-cfg.max_speed, cfg.max_speed)
+            force = cfg.mass * cfg.velocity_gain * (vel_goal - vel) + cfg.damping * vel
+            action = (force / cfg.action_scale).clamp(-cfg.action_limit, cfg.action_limit)
+            actions.append(action)
+            # implicit damping, semi-implicit Euler over one env step
+            vel = (vel + cfg.dt * action * cfg.action_scale / cfg.mass) / (1.0 + cfg.dt * cfg.damping / cfg.mass)
+            pos = pos + cfg.dt * vel
+        return torch.stack(actions, dim=1).unsqueeze(-1)
+
+    def __repr__(self) -> str:
+        return f"PushCubeChunkModel(H={self.cfg.chunk_length})"
+
+
+@configclass
+class PushCubeChunkCfg:
+    """Configuration of :class:`PushCubeChunkModel`. Defaults match ``Isaac-PushCube-Suspendable``."""
+
+    class_type: type = PushCubeChunkModel
+    """The class this cfg configures."""
+    chunk_length: int = 16
+    """Actions per plan H."""
+    contact_offset: float = PUSHER.paddle_size[0] / 2 + CUBE.size / 2
+    """Cart position minus cube position when the paddle touches the cube [m]."""
+    mass: float = PUSHER.cart_mass + CUBE.mass
+    """Mass moved by the cart force while pushing [kg]."""
+    damping: float = 5.0
+    """Viscous damping of the cart joint [N/(m/s)] (the task's cart actuator)."""
+    action_scale: float = 20.0
+    """Force per unit action [N] (the task's joint-effort action scale)."""
+    action_limit: float = 5.0
+    """Largest planned |action|: the actuator's effort limit 100 N over the action scale."""
+    dt: float = 1.0 / 60.0
+    """Env step [s]."""
+    position_gain: float = 5.0
+    """Goal speed per metre of position error [1/s]."""
+    velocity_gain: float = 20.0
+    """Acceleration per m/s of speed error [1/s]."""
+    max_speed: float = 0.6
+    """Speed limit of the plan [m/s]."""

@@ -1,0 +1,211 @@
+"""Chunk schedules: when to run the model, on which envs, and what envs without actions do meanwhile.
+
+Each schedule is a small strategy that the chunking policy asks once per step, before the actions are
+taken, for a :class:`SchedulePlan`. They are selected by name from :data:`SCHEDULES`:
+
+========================  =====================================================  ===============================
+name                      runs the model                                         an env that reset mid-chunk
+========================  =====================================================  ===============================
+``any``                   on the full batch whenever any env needs a chunk;      is served at once
+                          only the requesting envs take it (IsaacLab-Arena's
+                          ``ActionChunkingState``: the naive baseline)
+``hold``                  on the full batch every H steps (Arena's synced        holds its last action (zero
+                          batch)                                                 after a reset) until the tick
+``partial_batch``         on the requesting envs only, batched together          is served at once
+``global_clock``          on the full batch every H steps: exactly ceil(T / H)   is suspended until the tick,
+                          calls over T steps, whatever the terminations          then gets a chunk computed from
+                                                                                 its post-reset observation
+``auto``                  on the full batch every H steps, plus partial          waits suspended or is served
+                          batches between ticks when a cost model says they      at once, whichever the cost
+                          pay                                                    model says pays more
+========================  =====================================================  ===============================
+
+The schedules read the device only on steps where a host-side mirror says something may have to happen
+(a clock tick, a reset in the last step, or the earliest chunk running out), never on the other steps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from .chunk_queues import ChunkQueues
+from .cost_model import InferenceCostModel
+
+
+@dataclass(frozen=True)
+class SchedulePlan:
+    """What the chunking policy does this step, before taking the actions."""
+
+    infer: bool = False
+    """Whether to run the model this step."""
+    env_ids: torch.Tensor | None = None
+    """Envs whose observation rows go to the model, unique (None: all envs). Shape: (B,)."""
+    take: torch.Tensor | None = None
+    """Envs that take the new chunk, a subset of :attr:`env_ids` (None: all of them). Shape: (num_envs,)."""
+    park: torch.Tensor | None = None
+    """Envs to suspend until they are served a chunk (None: none). Shape: (num_envs,)."""
+
+
+class ChunkSchedule:
+    """Base class: a strategy deciding, once per step, the :class:`SchedulePlan`."""
+
+    name: ClassVar[str]
+    """Name in :data:`SCHEDULES`."""
+    suspends: ClassVar[bool] = False
+    """Whether the schedule suspends envs (it then needs an env with suspension enabled)."""
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        """The plan for this step, or None to just execute the queued actions.
+
+        Args:
+            queues: The chunk queues of all envs.
+            step: Steps taken since the policy was (fully) reset; step 0, H, 2H, ... are clock ticks.
+            resets_pending: Whether some envs were reset since the last step (their queues are empty).
+        """
+        raise NotImplementedError
+
+    def record_inference(self, batch_size: int, seconds: float) -> None:
+        """Measured latency of an inference call on ``batch_size`` rows (for schedules that learn costs)."""
+
+    def record_step(self, seconds: float) -> None:
+        """Measured simulation time of an env step (for schedules that learn costs)."""
+
+
+FULL_BATCH = SchedulePlan(infer=True)
+"""Run the model on every env; every env takes the chunk."""
+
+
+def _is_tick(queues: ChunkQueues, step: int) -> bool:
+    return step % queues.chunk_length == 0
+
+
+class AnySchedule(ChunkSchedule):
+    """Full-batch inference whenever any env requests a chunk; only the requesting envs take it.
+
+    This is IsaacLab-Arena's ``ActionChunkingState`` trigger (``if env_requires_new_chunk.any()``). Once
+    asynchronous resets desynchronise the envs' chunk phases, some env requests a chunk at almost every
+    step, and every step pays a full-batch inference.
+    """
+
+    name = "any"
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        requests = queues.requests(resets_pending)
+        return None if requests is None else SchedulePlan(infer=True, take=requests)
+
+
+class HoldSchedule(ChunkSchedule):
+    """Full-batch inference every H steps; envs without actions hold their last action meanwhile.
+
+    IsaacLab-Arena's synced-batch workaround: it fetches when all envs need a chunk, which, with envs
+    starting in phase, is every H steps. Nothing is suspended: a waiting env keeps being simulated with
+    the action manager's last action (zero after a reset, which for position targets means drift).
+    """
+
+    name = "hold"
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        return FULL_BATCH if _is_tick(queues, step) else None
+
+
+class PartialBatchSchedule(ChunkSchedule):
+    """Inference on the requesting envs only, batched together, whenever some env requests a chunk."""
+
+    name = "partial_batch"
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        requests = queues.requests(resets_pending)
+        if requests is None:
+            return None
+        return SchedulePlan(infer=True, env_ids=requests.nonzero().squeeze(1))
+
+
+class GlobalClockSchedule(ChunkSchedule):
+    """Full-batch inference on a global tick every H steps; an env reset mid-chunk is suspended until then.
+
+    Over T steps the model runs exactly ceil(T / H) times whatever the terminations. A suspended env is
+    frozen (no physics, no episode time, no reward, no recording), so waiting costs it nothing but wall
+    time, and at the tick it is resumed with a fresh chunk computed from its post-reset observation.
+    """
+
+    name = "global_clock"
+    suspends = True
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        if _is_tick(queues, step):
+            return FULL_BATCH
+        if resets_pending:
+            return SchedulePlan(park=queues.empty_mask())
+        return None
+
+
+class AutoSchedule(ChunkSchedule):
+    """A global clock that also serves waiting envs between ticks when that raises useful env-steps per second.
+
+    At each step after resets, the k envs without actions either wait suspended for the next tick, s steps
+    away, or are served now by a partial batch. Serving buys ``k * s`` active env-steps for ``L(k)`` seconds
+    of inference; it pays when that marginal rate beats the rate of the run,
+    ``k * s / L(k) > N * H / (H * t_step + L(N))``, with the latency ``L`` and step time ``t_step`` fitted
+    online by an :class:`InferenceCostModel`. Envs served between ticks take the next tick's chunk merged
+    with their leftovers, so all envs stay on the clock. With a latency that does not grow with the batch
+    size (a fixed 200 ms) it waits like ``global_clock``; with small batches cheap and env steps expensive it
+    serves like ``partial_batch``, without the per-step calls of ``partial_batch`` when few envs wait.
+
+    Args:
+        cost_model: The cost model (a fresh :class:`InferenceCostModel` if None).
+    """
+
+    name = "auto"
+    suspends = True
+
+    def __init__(self, cost_model: InferenceCostModel | None = None):
+        self.cost_model = cost_model or InferenceCostModel()
+        """Fitted inference latency and step time."""
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        if _is_tick(queues, step):
+            return FULL_BATCH
+        if not resets_pending:
+            return None
+        waiting = queues.empty_mask()
+        num_waiting = int(waiting.sum())
+        if num_waiting == 0:
+            return None
+        steps_to_tick = queues.chunk_length - step % queues.chunk_length
+        if self.serve_now(num_waiting, steps_to_tick, queues.num_envs, queues.chunk_length):
+            return SchedulePlan(infer=True, env_ids=waiting.nonzero().squeeze(1))
+        return SchedulePlan(park=waiting)
+
+    def serve_now(self, num_waiting: int, steps_to_tick: int, num_envs: int, chunk_length: int) -> bool:
+        """Whether serving ``num_waiting`` envs now beats letting them wait ``steps_to_tick`` steps."""
+        cost = self.cost_model
+        if not cost.ready:
+            return False
+        gain = num_waiting * steps_to_tick
+        return gain > cost.clock_rate(num_envs, chunk_length) * cost.latency(num_waiting)
+
+    def record_inference(self, batch_size: int, seconds: float) -> None:
+        self.cost_model.record_inference(batch_size, seconds)
+
+    def record_step(self, seconds: float) -> None:
+        self.cost_model.record_step(seconds)
+
+
+SCHEDULES: dict[str, type[ChunkSchedule]] = {
+    cls.name: cls for cls in (AnySchedule, HoldSchedule, PartialBatchSchedule, GlobalClockSchedule, AutoSchedule)
+}
+"""Schedules by name."""
+
+
+def make_schedule(name: str) -> ChunkSchedule:
+    """A new schedule of the given name.
+
+    Raises:
+        ValueError: If ``name`` is not in :data:`SCHEDULES`.
+    """
+    if name not in SCHEDULES:
+        raise ValueError(f"Unknown schedule '{name}'. Choose one of {sorted(SCHEDULES)}.")
+    return SCHEDULES[name]()

@@ -1,0 +1,144 @@
+"""Figures of a chunking run: inference calls, active and suspended env-steps, wall time split."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import torch
+from prettytable import PrettyTable
+
+# figures shown in tables, in order, with their format
+_TABLE_FIGURES: dict[str, str] = {
+    "steps": "{:d}",
+    "inference_calls": "{:d}",
+    "calls_per_1000_steps": "{:.1f}",
+    "rows_inferred": "{:d}",
+    "envs_served": "{:d}",
+    "mean_envs_per_call": "{:.1f}",
+    "fetch_efficiency": "{:.3f}",
+    "active_env_steps": "{:d}",
+    "suspended_env_steps": "{:d}",
+    "held_env_steps": "{:d}",
+    "suspended_fraction": "{:.3f}",
+    "episodes_completed": "{:d}",
+    "inference_s": "{:.2f}",
+    "simulation_s": "{:.2f}",
+    "wall_s": "{:.2f}",
+    "active_env_steps_per_s": "{:.0f}",
+}
+
+
+class ChunkingStats:
+    """Counters of a chunking run, kept without device syncs: per-env counters on the device, call counts
+    and timings on the host. Reading :meth:`as_dict` syncs once.
+
+    A call's rows are the envs the model sees; the envs it serves are those that take the chunk (fewer than
+    the rows under ``any``, which infers the full batch for a few requesting envs). The mean envs per call
+    counts served envs, and the fetch efficiency is that mean over the number of envs.
+
+    Args:
+        num_envs: Number of envs N.
+        device: Torch device of the env.
+    """
+
+    def __init__(self, num_envs: int, device: str):
+        self.num_envs = num_envs
+        self.steps = 0
+        """Env steps taken."""
+        self.inference_calls = 0
+        """Model calls."""
+        self.rows_inferred = 0
+        """Env rows passed to the model, over all calls."""
+        self.inference_s = 0.0
+        """Time in model calls, emulated latency included [s]."""
+        self.simulation_s = 0.0
+        """Time in ``env.step`` (between :meth:`ActionChunkingPolicy.act` and ``observe``) [s]."""
+        self.virtual_s = 0.0
+        """Emulated latency accounted without sleeping (included in :attr:`inference_s`) [s]."""
+        self.calls_per_env = torch.zeros(num_envs, dtype=torch.long, device=device)
+        """Model calls that served each env a chunk. Shape: (N,)."""
+        self.active_steps = torch.zeros(num_envs, dtype=torch.long, device=device)
+        """Steps in which each env executed a chunk action. Shape: (N,)."""
+        self.suspended_steps = torch.zeros(num_envs, dtype=torch.long, device=device)
+        """Steps in which each env was suspended. Shape: (N,)."""
+        self.held_steps = torch.zeros(num_envs, dtype=torch.long, device=device)
+        """Steps in which each env was simulated without a chunk action (holding). Shape: (N,)."""
+        self.episodes = torch.zeros(num_envs, dtype=torch.long, device=device)
+        """Episodes completed by each env. Shape: (N,)."""
+        self._start: float | None = None
+        self._end: float | None = None
+
+    def begin(self) -> None:
+        """Start the wall clock (at the first call only)."""
+        if self._start is None:
+            self._start = time.perf_counter()
+
+    def record_inference(self, num_rows: int, served: torch.Tensor, seconds: float, virtual_s: float) -> None:
+        """Count a model call on ``num_rows`` rows that served the envs in ``served`` (bool, shape (N,)) and took
+        ``seconds``, ``virtual_s`` of which were not slept."""
+        self.inference_calls += 1
+        self.rows_inferred += num_rows
+        self.inference_s += seconds
+        self.virtual_s += virtual_s
+        self.calls_per_env += served
+
+    def record_step(self, executing: torch.Tensor, suspended: torch.Tensor) -> None:
+        """Count one env step; ``executing`` and ``suspended`` are bool masks of shape (N,)."""
+        self.steps += 1
+        self.active_steps += executing
+        self.suspended_steps += suspended
+        self.held_steps += ~(executing | suspended)
+
+    def record_outcome(self, sim_seconds: float, dones: torch.Tensor) -> None:
+        """Count the simulation time of the last step and the episodes it completed (bool, shape (N,))."""
+        self.simulation_s += sim_seconds
+        self.episodes += dones
+        self._end = time.perf_counter()
+
+    def as_dict(self) -> dict[str, float | int | list[int]]:
+        """All figures (one device sync). Wall time runs from the first step to the last outcome and
+        includes the virtual latency."""
+        active, suspended, held = (int(t.sum()) for t in (self.active_steps, self.suspended_steps, self.held_steps))
+        env_steps = active + suspended + held
+        wall = (self._end - self._start if self._start is not None and self._end is not None else 0.0) + self.virtual_s
+        calls = self.inference_calls
+        served = int(self.calls_per_env.sum())
+        mean_envs = served / calls if calls else 0.0
+        return {
+            "steps": self.steps,
+            "num_envs": self.num_envs,
+            "inference_calls": calls,
+            "calls_per_1000_steps": 1000.0 * calls / self.steps if self.steps else 0.0,
+            "rows_inferred": self.rows_inferred,
+            "envs_served": served,
+            "mean_envs_per_call": mean_envs,
+            "fetch_efficiency": mean_envs / self.num_envs,
+            "active_env_steps": active,
+            "suspended_env_steps": suspended,
+            "held_env_steps": held,
+            "suspended_fraction": suspended / env_steps if env_steps else 0.0,
+            "episodes_completed": int(self.episodes.sum()),
+            "inference_s": self.inference_s,
+            "simulation_s": self.simulation_s,
+            "wall_s": wall,
+            "active_env_steps_per_s": active / wall if wall > 0 else 0.0,
+            "calls_per_env": self.calls_per_env.tolist(),
+        }
+
+    def write_tensorboard(self, writer, global_step: int) -> None:
+        """Write the scalar figures under ``chunking/`` to a ``torch.utils.tensorboard.SummaryWriter``."""
+        for key, value in self.as_dict().items():
+            if isinstance(value, (int, float)):
+                writer.add_scalar(f"chunking/{key}", value, global_step)
+        writer.add_histogram("chunking/calls_per_env", self.calls_per_env, global_step)
+
+
+def stats_table(runs: Mapping[str, Mapping]) -> PrettyTable:
+    """A table of figures (rows) by run (columns), e.g. ``{"any": stats, "global_clock": stats}``."""
+    table = PrettyTable(["figure", *runs])
+    table.align = "r"
+    table.align["figure"] = "l"
+    for key, fmt in _TABLE_FIGURES.items():
+        table.add_row([key, *(fmt.format(run[key]) for run in runs.values())])
+    return table

@@ -1,0 +1,80 @@
+"""Per-step timeline of the first envs of a chunking run (active, holding, suspended, resets, chunks received)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+from .chunking_policy import StepStatus
+
+ACTIVE, HELD, SUSPENDED = 0, 1, 2
+"""Status codes of an env in a step."""
+
+
+class ChunkTimeline:
+    """Records, for the first envs, what each did at every step; kept on the device until :meth:`as_tensors`.
+
+    Args:
+        num_envs: Number of envs to record (the first ones).
+    """
+
+    def __init__(self, num_envs: int):
+        self.num_envs = num_envs
+        """Number of envs recorded."""
+        self._status: list[torch.Tensor] = []
+        self._served: list[torch.Tensor] = []
+        self._reset: list[torch.Tensor] = []
+        self.inference_steps: list[int] = []
+        """Steps in which the model ran (host side)."""
+
+    def record(self, status: StepStatus, dones: torch.Tensor) -> None:
+        """Add one step: ``status`` from :attr:`ActionChunkingPolicy.last_step`, ``dones`` of shape (N,)."""
+        k = self.num_envs
+        code = torch.where(status.executing[:k], ACTIVE, torch.where(status.suspended[:k], SUSPENDED, HELD))
+        self._status.append(code)
+        served = status.served
+        if served is not None:
+            self.inference_steps.append(len(self._status) - 1)
+        self._served.append(served[:k] if served is not None else torch.zeros_like(dones[:k]))
+        self._reset.append(dones[:k].clone())
+
+    def as_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Status codes, served masks and reset masks on the CPU. Shapes: (num_envs, steps) each."""
+        return tuple(torch.stack(rows, dim=1).cpu() for rows in (self._status, self._served, self._reset))
+
+
+def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str, title: str = "") -> None:
+    """Save a PNG with one panel per run: envs (rows) by step (columns), coloured by status, with a dot where
+    an env received a chunk, a cross where it was reset, and a tick mark on top for every model call."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    colors = ["#4c9f50", "#f2b134", "#b8b8b8"]  # active, held, suspended
+    rows = max(t.num_envs for t in timelines.values())
+    fig, axes = plt.subplots(len(timelines), 1, figsize=(12, 1.0 + (0.6 + 0.16 * rows) * len(timelines)), squeeze=False,
+                             sharex=True)
+    for ax, (name, timeline) in zip(axes[:, 0], timelines.items()):
+        status, served, reset = timeline.as_tensors()
+        ax.imshow(status.numpy(), aspect="auto", interpolation="nearest", cmap=ListedColormap(colors), vmin=0, vmax=2)
+        env, step = served.nonzero(as_tuple=True)
+        ax.scatter(step.numpy(), env.numpy(), s=6, c="black", marker="o", label="chunk received")
+        env, step = reset.nonzero(as_tuple=True)
+        ax.scatter(step.numpy(), env.numpy(), s=14, c="#c0392b", marker="x", label="reset")
+        for tick in timeline.inference_steps:
+            ax.axvline(tick - 0.5, ymax=1.0, color="#1f4e99", linewidth=0.4, alpha=0.35)
+        ax.set_ylabel("env")
+        ax.set_title(f"{name}: {len(timeline.inference_steps)} model calls (blue lines)", fontsize=9, loc="left")
+    axes[-1, 0].set_xlabel("env step")
+    handles = [Patch(color=c, label=label) for c, label in zip(colors, ("active", "holding", "suspended"))]
+    handles += axes[0, 0].get_legend_handles_labels()[0]
+    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8)
+    if title:
+        fig.suptitle(title, x=0.01, ha="left", fontsize=10)
+    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
