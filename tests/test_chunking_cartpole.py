@@ -1,0 +1,266 @@
+"""Chunking policy on the real Cartpole env: exact call counts with asynchronous terminations, suspension until
+the tick, partial resets, no host syncs between ticks, and the embedded LQR chunk policy balancing the pole."""
+
+import math
+
+import pytest
+import torch
+
+from isaaclab.envs.mdp import joint_pos_out_of_manual_limit
+from isaaclab.managers import SceneEntityCfg
+from isaaclab.managers import TerminationTermCfg as DoneTerm
+
+from isaaclab_suspend.policies import (
+    SCHEDULES,
+    ActionChunkingPolicy,
+    CartpoleLQRCfg,
+    CartpoleLQRChunkModel,
+    LatencyCfg,
+    LatencyEmulator,
+)
+from isaaclab_suspend.utils import open_env
+
+N = 8
+H = 8
+
+
+@pytest.fixture(scope="module")
+def env():
+    """Cartpole with an extra termination when the pole tilts past 1 rad: with zero actions the poles fall at
+    different times, so envs terminate asynchronously."""
+    pole_fallen = DoneTerm(
+        func=joint_pos_out_of_manual_limit,
+        params={"asset_cfg": SceneEntityCfg("robot", joint_names=["cart_to_pole"]), "bounds": (-1.0, 1.0)},
+    )
+    with open_env("Isaac-Cartpole-Suspendable", N, terminations__pole_fallen=pole_fallen) as env:
+        yield env
+
+
+class RecordingZeroModel:
+    """Zero actions; records the env ids and observation rows of every call."""
+
+    def __init__(self, chunk_length=H):
+        self.chunk_length = chunk_length
+        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, obs_rows, env_ids):
+        self.calls.append((env_ids.clone(), obs_rows["policy"].clone()))
+        return torch.zeros(len(env_ids), self.chunk_length, 1)
+
+
+def rollout(env, policy, steps, seed=0, start_lengths=None):
+    """Run the loop; returns per step the dones, the post-step observations and the policy's step status."""
+    obs, _ = env.reset(seed=seed)
+    policy.reset()
+    if start_lengths is not None:
+        env.episode_length_buf[:] = start_lengths
+    history = []
+    for _ in range(steps):
+        actions = policy.act(obs)
+        obs, _, terminated, truncated, _ = env.step(actions)
+        policy.observe(terminated | truncated)
+        history.append({"dones": terminated | truncated, "terminated": terminated.clone(), "obs": obs["policy"].clone(),
+                        "status": policy.last_step})
+    return history
+
+
+def reference_calls(history, chunk_length, full_batch):
+    """Calls and rows of a per-env reference: an env needs a chunk when its queue is empty, resets empty it."""
+    remaining = [0] * N
+    calls = rows = 0
+    for record in history:
+        needing = [i for i in range(N) if remaining[i] == 0]
+        if needing:
+            calls += 1
+            rows += N if full_batch else len(needing)
+            for i in needing:
+                remaining[i] = chunk_length
+        remaining = [r - 1 for r in remaining]
+        for i in record["dones"].nonzero().flatten().tolist():
+            remaining[i] = 0
+    return calls, rows
+
+
+def off_tick_resets(history, chunk_length):
+    """Steps t whose act came after a reset and is not a clock tick."""
+    return [t for t in range(1, len(history)) if history[t - 1]["dones"].any() and t % chunk_length != 0]
+
+
+def test_extras_log_identity_marks_reset_steps(env):
+    """The policy's sync-free reset detection: Isaac Lab stores a new extras["log"] dict in every reset."""
+    env.reset()
+    seen_change = seen_same = False
+    for _ in range(80):
+        log = env.extras.get("log")
+        _, _, terminated, truncated, _ = env.step(torch.zeros(N, 1))
+        changed = env.extras.get("log") is not log
+        assert changed == bool((terminated | truncated).any())
+        seen_change |= changed
+        seen_same |= not changed
+    assert seen_change and seen_same
+
+
+@pytest.mark.parametrize("schedule", ["any", "partial_batch"])
+def test_request_schedules_call_exactly_when_an_env_needs_a_chunk(env, schedule):
+    model = RecordingZeroModel()
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule=schedule)
+    history = rollout(env, policy, 150)
+    assert len(off_tick_resets(history, H)) >= 3, "the test needs asynchronous terminations"
+    calls, rows = reference_calls(history, H, full_batch=schedule == "any")
+    stats = policy.stats
+    assert stats["inference_calls"] == calls == len(model.calls)
+    assert stats["rows_inferred"] == rows
+    assert calls > math.ceil(150 / H)  # asynchronous resets cost extra calls
+    assert stats["suspended_env_steps"] == 0 and stats["held_env_steps"] == 0
+    assert stats["active_env_steps"] == 150 * N
+    if schedule == "partial_batch":
+        assert stats["mean_envs_per_call"] < N and all(len(ids) == len(set(ids.tolist())) for ids, _ in model.calls)
+
+
+@pytest.mark.parametrize("schedule", ["global_clock", "hold"])
+def test_clock_schedules_call_exactly_ceil_t_over_h(env, schedule):
+    model = RecordingZeroModel()
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule=schedule)
+    history = rollout(env, policy, 150)
+    assert len(off_tick_resets(history, H)) >= 3
+    stats = policy.stats
+    assert stats["inference_calls"] == math.ceil(150 / H) == len(model.calls)
+    assert all(len(ids) == N for ids, _ in model.calls)
+    waiting = "suspended_env_steps" if schedule == "global_clock" else "held_env_steps"
+    other = "held_env_steps" if schedule == "global_clock" else "suspended_env_steps"
+    assert stats[waiting] > 0 and stats[other] == 0
+    assert stats["active_env_steps"] + stats[waiting] == 150 * N
+
+
+def test_suspended_envs_resume_at_the_tick_with_a_chunk_from_their_post_reset_observation(env):
+    model = RecordingZeroModel()
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="global_clock")
+    history = rollout(env, policy, 150)
+    calls_by_step = {t: model.calls[t // H] for t in range(0, 150, H)}
+    checked = 0
+    for t in off_tick_resets(history, H):
+        tick = (t // H + 1) * H
+        if tick >= len(history):
+            continue
+        for i in history[t - 1]["dones"].nonzero().flatten().tolist():
+            for s in range(t, tick):  # waits suspended, executing nothing
+                assert history[s]["status"].suspended[i] and not history[s]["status"].executing[i]
+                assert not history[s]["dones"][i]
+            status = history[tick]["status"]
+            assert status.served[i] and status.executing[i] and not status.suspended[i]
+            env_ids, rows = calls_by_step[tick]
+            row = rows[env_ids.tolist().index(i)]
+            assert torch.equal(row, history[t - 1]["obs"][i])  # the observation right after its reset
+            checked += 1
+    assert checked >= 3
+
+
+def test_auto_waits_when_inference_is_costly_and_serves_when_it_is_cheap(env):
+    costly = ActionChunkingPolicy(LatencyEmulator(RecordingZeroModel(), LatencyCfg(fixed_s=10.0, virtual=True)), env,
+                                  chunk_length=H, schedule="auto")
+    history = rollout(env, costly, 120)
+    assert len(off_tick_resets(history, H)) >= 3
+    assert costly.stats["inference_calls"] == math.ceil(120 / H) and costly.stats["suspended_env_steps"] > 0
+
+    cheap = ActionChunkingPolicy(LatencyEmulator(RecordingZeroModel(), LatencyCfg(per_row_s=1e-5, virtual=True)), env,
+                                 chunk_length=H, schedule="auto")
+    history = rollout(env, cheap, 120)
+    # every env reset between ticks is served at the next step: the ticks plus one call per such step
+    assert cheap.stats["inference_calls"] == math.ceil(120 / H) + len(off_tick_resets(history, H))
+    assert cheap.stats["suspended_env_steps"] == 0
+
+
+def test_partial_reset_drops_only_the_given_envs_chunks(env):
+    policy = ActionChunkingPolicy(CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=H)), env, chunk_length=H,
+                                  schedule="global_clock")
+    obs, _ = env.reset()
+    policy.reset()
+    for _ in range(3):
+        obs, *_ = env.step(policy.act(obs))
+        policy.observe(torch.zeros(N, dtype=torch.bool))
+    chunks, cursor = policy.queues.chunks.clone(), policy.queues.cursor.clone()
+    obs, _ = env.reset(env_ids=torch.tensor([2]))
+    policy.reset([2])
+    others = torch.arange(N) != 2
+    assert torch.equal(policy.queues.chunks[others], chunks[others])
+    assert torch.equal(policy.queues.cursor[others], cursor[others]) and policy.queues.cursor[2] == H
+    for step in range(3, H + 1):
+        obs, *_ = env.step(policy.act(obs))
+        policy.observe(torch.zeros(N, dtype=torch.bool))
+        status = policy.last_step
+        if step < H:  # env 2 waits suspended for the tick, the others go on
+            assert status.suspended.tolist() == (~others).tolist() and status.executing.tolist() == others.tolist()
+        else:
+            assert status.served.all() and status.executing.all()
+
+
+def test_no_host_sync_between_ticks(env, monkeypatch):
+    """act() and observe() read the device only on steps that infer (ticks, refills) or follow a reset or an
+    inference (to refresh the refill mirror), never on the others."""
+    syncs = {"count": 0, "active": False}
+
+    def counting(name):
+        original = getattr(torch.Tensor, name)
+
+        def wrapper(self, *args, **kwargs):
+            if syncs["active"]:
+                syncs["count"] += 1
+            return original(self, *args, **kwargs)
+
+        return wrapper
+
+    for name in ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero", "numpy"):
+        monkeypatch.setattr(torch.Tensor, name, counting(name))
+
+    for schedule in ("global_clock", "any"):
+        policy = ActionChunkingPolicy(RecordingZeroModel(), env, chunk_length=H, schedule=schedule)
+        obs, _ = env.reset()
+        policy.reset()
+        quiet_steps = 0
+        previous_eventful = True
+        for step in range(60):
+            syncs["count"], syncs["active"] = 0, True
+            actions = policy.act(obs)
+            syncs["active"] = False
+            obs, _, terminated, truncated, _ = env.step(actions)
+            dones = terminated | truncated
+            syncs["active"] = True
+            policy.observe(dones)
+            syncs["active"] = False
+            served = policy.last_step.served is not None
+            eventful = served or bool(dones.any())
+            if not (previous_eventful or served):
+                assert syncs["count"] == 0, f"{schedule}: {syncs['count']} host syncs at step {step}"
+                quiet_steps += 1
+            previous_eventful = eventful
+        assert quiet_steps >= 10
+
+
+def test_lqr_chunks_balance_the_pole(env):
+    """Open-loop LQR plans of 16 actions keep every pole up (no fall over the run), zero actions do not."""
+    lengths = {}
+    for name, model in (("lqr", CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=16))), ("zero", RecordingZeroModel(16))):
+        policy = ActionChunkingPolicy(model, env, chunk_length=16, schedule="global_clock")
+        history = rollout(env, policy, 240)
+        falls = int(sum(record["terminated"].sum() for record in history))
+        episodes = falls + N  # completed episodes plus the running ones
+        lengths[name] = (policy.stats["active_env_steps"] / episodes, falls)
+    assert lengths["lqr"][1] == 0 and lengths["lqr"][0] == 240
+    assert lengths["zero"][1] >= N and lengths["lqr"][0] > 3 * lengths["zero"][0]
+
+
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_every_schedule_drives_the_lqr_policy(env, schedule):
+    """Episodes time out at different steps (random start lengths), so envs restart mid-chunk from tilts of
+    up to 45 degrees; with the chunks fed in order, no pole falls (hold: waiting envs hold a zero action)."""
+    policy = ActionChunkingPolicy(CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=H)), env, chunk_length=H,
+                                  schedule=schedule)
+    start = torch.tensor([230, 240, 250, 260, 270, 280, 290, 295])
+    history = rollout(env, policy, 120, start_lengths=start)
+    assert len(off_tick_resets(history, H)) >= 3
+    falls = int(sum(record["terminated"].sum() for record in history))
+    assert policy.stats["episodes_completed"] >= N
+    if schedule != "hold":
+        assert falls == 0
+    if schedule in ("global_clock", "hold"):
+        assert policy.stats["inference_calls"] == math.ceil(120 / H)
