@@ -1,0 +1,153 @@
+"""Chunk schedules side by side: inference calls and useful env-steps per second under emulated latency.
+
+For every number of envs N (one env instance each) and chunk length H, every schedule runs T steps of the
+same task, seed and embedded chunk model, with the model wrapped in a :class:`LatencyEmulator` (200 ms per
+call by default, slept for real). Episodes start at random points (Isaac Lab's ``init_at_random_ep_len``) so
+that they end at different steps, as evaluation episodes do when tasks succeed or fail at different times.
+
+Figures per run:
+
+* calls / 1000 steps: model calls per 1000 steps of the batched env (each step advances all N envs);
+* useful env-steps/s: env-steps in which an env executed a chunk action (not suspended, not holding), over
+  the wall time of the loop (simulation, inference, policy);
+* ideal: ``N H / (H t_step + L(N))``, one full-batch call per H steps with every env always active, where
+  ``t_step`` is the plain ``env.step`` time measured on the same env just before the run (median of 40 steps,
+  all envs active, no policy) and ``L(N)`` the emulated latency of a full batch; "run step" is the mean
+  ``env.step`` time within the run (resets and suspended envs included);
+* vs any: how many times fewer calls than ``any`` made in the same setting.
+
+Example (a subset; ``--quick`` for a short check)::
+
+    tools/run.sh python scripts/benchmarks/bench_schedules.py --chunks 8 16 32 --num_envs 16 64 --steps 320
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import math
+import shlex
+import sys
+import time
+
+import torch
+from prettytable import PrettyTable
+
+from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
+from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
+from isaaclab_suspend.utils import open_env
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS))
+    parser.add_argument("--schedules", nargs="+", default=["any", "hold", "partial_batch", "global_clock", "auto"],
+                        choices=sorted(SCHEDULES))
+    parser.add_argument("--chunks", type=int, nargs="+", default=[8, 16, 32], help="chunk lengths H")
+    parser.add_argument("--num_envs", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--steps", type=int, default=320, help="steps T per run")
+    parser.add_argument("--latency", default="0.2", help="emulated latency: '0.2', '0.02+0.0005n', 'gr1', 'droid'")
+    parser.add_argument("--virtual_latency", action="store_true", help="account the latency without sleeping")
+    parser.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
+                        help="env cfg fields to set (nested with '__'), e.g. episode_length_s=2.0"
+                             " commands__target__x_range='(0.6, 0.8)'")
+    parser.add_argument("--no_desync", action="store_true", help="start all episodes at step 0")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="runs per schedule, interleaved round-robin; the table shows the run with the median"
+                             " useful env-steps/s and the range over the repeats")
+    parser.add_argument("--quick", action="store_true", help="H = 16, N in {16, 64}, 160 steps")
+    args = parser.parse_args()
+    if args.quick:
+        args.chunks, args.num_envs, args.steps = [16], [16, 64], 160
+    return args
+
+
+def step_time(env, steps: int = 40) -> float:
+    """Median wall time of a plain ``env.step`` with every env active and zero actions [s]."""
+    actions = torch.zeros(env.num_envs, env.action_manager.total_action_dim, device=env.device)
+    times = []
+    for _ in range(steps):
+        start = time.perf_counter()
+        env.step(actions)
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def run(env, args, schedule: str, chunk_length: int, latency: LatencyCfg) -> dict:
+    """One schedule on ``env`` for ``args.steps`` steps; returns the policy's figures and the ideal bound."""
+    env.reset(seed=args.seed)  # also resumes any env left suspended by the previous run
+    t_step = step_time(env)
+    model = LatencyEmulator(make_default_model(args.task, chunk_length), latency)
+    policy = ActionChunkingPolicy(model, env, chunk_length=chunk_length, schedule=schedule)
+    obs, _ = env.reset(seed=args.seed)
+    if not args.no_desync:
+        generator = torch.Generator().manual_seed(args.seed)
+        start = torch.randint(0, int(env.max_episode_length), (env.num_envs,), generator=generator)
+        env.episode_length_buf[:] = start.to(env.device)
+    for _ in range(args.steps):
+        actions = policy.act(obs)
+        obs, _, terminated, truncated, _ = env.step(actions)
+        policy.observe(terminated | truncated)
+    stats = policy.stats
+    n = env.num_envs
+    stats["t_step"] = t_step
+    stats["ideal"] = n * chunk_length / (chunk_length * t_step + latency.latency(n))
+    return stats
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median useful env-steps/s (the lower middle one for an even count)."""
+    return sorted(runs, key=lambda s: s["active_env_steps_per_s"])[(len(runs) - 1) // 2]
+
+
+def main() -> None:
+    args = parse_args()
+    latency = LatencyCfg.parse(args.latency, virtual=args.virtual_latency)
+    overrides = {field: ast.literal_eval(value) for field, value in (item.split("=", 1) for item in args.set)}
+    rows = []
+    for num_envs in args.num_envs:
+        with open_env(args.task, num_envs, seed=args.seed, **overrides) as env:
+            for chunk_length in args.chunks:
+                runs = {schedule: [] for schedule in args.schedules}
+                for _ in range(args.repeats):
+                    for schedule in args.schedules:
+                        stats = run(env, args, schedule, chunk_length, latency)
+                        runs[schedule].append(stats)
+                        print(f"[bench] N={num_envs} H={chunk_length} {schedule}: {stats['inference_calls']} calls,"
+                              f" {stats['active_env_steps_per_s']:.0f} useful env-steps/s (ideal {stats['ideal']:.0f})",
+                              flush=True)
+                median = {schedule: _median_run(stats) for schedule, stats in runs.items()}
+                for schedule, stats in median.items():
+                    any_calls = median["any"]["inference_calls"] if "any" in median else None
+                    rates = [s["active_env_steps_per_s"] for s in runs[schedule]]
+                    rows.append((num_envs, chunk_length, schedule, stats, any_calls, (min(rates), max(rates))))
+
+    columns = ["N", "H", "schedule", "calls", "ceil(T/H)", "calls/1000 steps", "envs/call", "suspended", "held",
+               "t_step ms", "run step ms", "useful env-steps/s", "ideal", "useful/ideal", "vs any"]
+    if args.repeats > 1:
+        columns.insert(columns.index("ideal"), "range")
+    table = PrettyTable(columns)
+    table.align = "r"
+    for num_envs, chunk_length, schedule, s, any_calls, (low, high) in rows:
+        row = [
+            num_envs, chunk_length, schedule, s["inference_calls"], math.ceil(args.steps / chunk_length),
+            f"{s['calls_per_1000_steps']:.1f}", f"{s['mean_envs_per_call']:.1f}", f"{s['suspended_fraction']:.1%}",
+            f"{s['held_env_steps'] / (num_envs * args.steps):.1%}", f"{1e3 * s['t_step']:.1f}",
+            f"{1e3 * s['simulation_s'] / s['steps']:.1f}", f"{s['active_env_steps_per_s']:.0f}", f"{s['ideal']:.0f}",
+            f"{s['active_env_steps_per_s'] / s['ideal']:.2f}",
+            f"{any_calls / s['inference_calls']:.1f}x" if any_calls else "-",
+        ]
+        if args.repeats > 1:
+            row.insert(columns.index("range"), f"{low:.0f}-{high:.0f}")
+        table.add_row(row)
+    mode = "virtual" if args.virtual_latency else "slept"
+    episodes = "all episodes start at step 0" if args.no_desync else "episodes start at random points"
+    print(f"\n$ {' '.join(shlex.quote(a) for a in ['python', *sys.argv])}")
+    print(f"{args.task}, embedded chunk model, T = {args.steps} steps, seed {args.seed}, latency {args.latency} s per call"
+          f" ({mode}), {episodes}{''.join(f', {item}' for item in args.set)}, CPU.")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
