@@ -13,6 +13,7 @@ from isaaclab.utils import index_fill_
 
 from ..managers.frozen_rows import FrozenRows
 from ..managers.newton_state import add_newton_state
+from ..managers.recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
 from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg, SuspendCfg
 
 EnvIds = torch.Tensor | Sequence[int]
@@ -57,6 +58,22 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         if self.suspend_cfg.enabled:
             self._frozen = self._build_frozen_rows()
             print(f"[INFO] Suspension enabled, frozen per env: {self._frozen}")
+
+    def load_managers(self):
+        """Load the parent's managers; the recorder is a :class:`SuspendableRecorderManager` when it records
+        active envs only (suspension enabled with ``record_active_only``) or when the cfg asks for one."""
+        recorders = self.cfg.recorders
+        masked = self.suspend_cfg.enabled and self.suspend_cfg.record_active_only
+        if not (masked or isinstance(recorders, SuspendableRecorderManagerCfg)):
+            super().load_managers()
+            return
+        self.cfg.recorders = None  # the parent builds a stock recorder manager without terms, replaced below
+        try:
+            super().load_managers()
+        finally:
+            self.cfg.recorders = recorders
+        self.recorder_manager = SuspendableRecorderManager(recorders, self)
+        print("[INFO] Recorder Manager (records active envs only): ", self.recorder_manager)
 
     """
     Properties.
@@ -192,8 +209,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         action = torch.where(susp_col, self.action_manager.action, action.to(self.device))
         self.action_manager.process_action(action)
         frozen.restore_actions(suspended)  # undoes prev_action <- action for suspended rows, among others
-        active_ids = self._active_ids(active)
-        self._record("record_pre_step", active_ids)
+        record_mask = self._record_mask(active)
+        self._record("record_pre_step", record_mask)
 
         is_rendering = self.sim.is_rendering
         steps_per_call = self.cfg.decimation if self._physics_handles_decimation else 1
@@ -204,7 +221,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             self.sim.step(render=False)
             # -- physics: write the frozen state back into the suspended worlds
             frozen.restore_physics(suspended)
-            self._record("record_post_physics_decimation_step", active_ids)
+            self._record("record_post_physics_decimation_step", record_mask)
             if self._sim_step_counter % self.cfg.sim.render_interval == 0 and is_rendering:
                 self.sim.render(skip_app_pumping=not self.render_enabled)
             self.scene.update(dt=self.physics_dt * steps_per_call)
@@ -230,7 +247,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
 
         if len(self.recorder_manager.active_terms) > 0:
             self.obs_buf = self.observation_manager.compute()
-            self._record("record_post_step", active_ids)
+            self._record("record_post_step", record_mask)
 
         reset_env_ids = self.reset_buf.nonzero(as_tuple=False).squeeze(-1).int()
         if len(reset_env_ids) > 0:
@@ -289,38 +306,19 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         if not action.is_floating_point():
             raise TypeError(f"action must be a floating-point tensor, got {action.dtype}.")
 
-    def _active_ids(self, active: torch.Tensor) -> torch.Tensor | None:
-        """Ids of the active envs for the recorder (a device sync, only paid when recorders are active)."""
-        if len(self.recorder_manager.active_terms) == 0 or not self.suspend_cfg.record_active_only:
-            return None
-        return active.nonzero(as_tuple=False).squeeze(-1)
+    def _record_mask(self, active: torch.Tensor) -> torch.Tensor | None:
+        """The envs the recorder records this step: the active mask, or None (all envs) if suspended envs record."""
+        return active if self.suspend_cfg.record_active_only else None
 
-    def _record(self, hook: str, active_ids: torch.Tensor | None) -> None:
-        """Call a recorder hook for the active envs only (all envs if ``active_ids`` is None)."""
-        manager = self.recorder_manager
-        if active_ids is None:
-            getattr(manager, hook)()
-            return
-        if len(manager.active_terms) == 0 or active_ids.numel() == 0:
-            return
-        for term in manager._terms.values():
-            key, value = getattr(term, hook)()
-            if key is not None:
-                manager.add_to_episodes(key, _select_rows(value, active_ids), active_ids)
+    def _record(self, hook: str, env_mask: torch.Tensor | None) -> None:
+        """Call a recorder step hook for the envs in ``env_mask`` (bool, on the device; all envs if None)."""
+        if env_mask is None:
+            getattr(self.recorder_manager, hook)()
+        else:
+            getattr(self.recorder_manager, hook)(env_mask)
 
     def _build_frozen_rows(self) -> SuspendedState:
         return SuspendedState(self)
-
-
-def _select_rows(value, ids: torch.Tensor):
-    """Rows ``ids`` of a tensor, warp array or nested dict of them."""
-    if isinstance(value, dict):
-        return {k: _select_rows(v, ids) for k, v in value.items()}
-    if not isinstance(value, torch.Tensor):
-        import warp as wp
-
-        value = wp.to_torch(value)
-    return value[ids]
 
 
 class SuspendedState:

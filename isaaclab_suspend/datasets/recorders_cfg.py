@@ -1,0 +1,45 @@
+"""Configurations of the dataset recorder terms and of the recorder manager that writes replayable datasets."""
+
+from __future__ import annotations
+
+from isaaclab.envs.mdp.recorders.recorders_cfg import (
+    InitialStateRecorderCfg,
+    PostStepProcessedActionsRecorderCfg,
+    PostStepStatesRecorderCfg,
+    PreStepActionsRecorderCfg,
+    PreStepFlatPolicyObservationsRecorderCfg,
+)
+from isaaclab.managers import RecorderTermCfg
+from isaaclab.utils import configclass
+
+from ..managers.recorder_manager import SuspendableRecorderManagerCfg
+from .recorders import InitialEnvOriginRecorder, PreStepStatesRecorder
+
+
+@configclass
+class PreStepStatesRecorderCfg(RecorderTermCfg):
+    """Configuration of :class:`PreStepStatesRecorder`."""
+
+    class_type: type = PreStepStatesRecorder
+
+
+@configclass
+class InitialEnvOriginRecorderCfg(RecorderTermCfg):
+    """Configuration of :class:`InitialEnvOriginRecorder`."""
+
+    class_type: type = InitialEnvOriginRecorder
+
+
+@configclass
+class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
+    """Isaac Lab's action-state terms (as in :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.
+    ActionStateRecorderManagerCfg`), plus what a state-exact replay needs: the pre-step states (interval
+    events) and the env origin of each episode. Set a term to None to leave it out."""
+
+    record_initial_state = InitialStateRecorderCfg()
+    record_post_step_states = PostStepStatesRecorderCfg()
+    record_pre_step_actions = PreStepActionsRecorderCfg()
+    record_pre_step_flat_policy_observations = PreStepFlatPolicyObservationsRecorderCfg()
+    record_post_step_processed_actions = PostStepProcessedActionsRecorderCfg()
+    record_pre_step_states = PreStepStatesRecorderCfg()
+    record_initial_env_origin = InitialEnvOriginRecorderCfg()

@@ -1,0 +1,272 @@
+"""Replay the demos of a dataset in parallel envs, state-exactly, and measure each demo's state error."""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import torch
+
+from isaaclab.managers import EventTermCfg
+
+from ..managers.episode_buffers import flatten_tree, unflatten_tree
+from ..utils import make_env_cfg
+from .reader import DatasetError, DatasetReader, Demo, StatePath
+
+if TYPE_CHECKING:
+    from isaaclab.scene import InteractiveScene
+
+    from ..envs import SuspendableManagerBasedRLEnv
+
+
+def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu"):
+    """The cfg of ``task`` for replay: no terminations, no recorders and no interval events.
+
+    The replay decides when episodes end (when their actions run out), and interval events would draw new
+    random pushes; the recorded ones are re-applied from the dataset's pre-step states instead.
+    """
+    cfg = make_env_cfg(task, num_envs, device)
+    cfg.terminations = {}
+    cfg.recorders = {}
+    for name, term in vars(cfg.events).items():
+        if isinstance(term, EventTermCfg) and term.mode == "interval":
+            setattr(cfg.events, name, None)
+    return cfg
+
+
+def write_scene_state(scene: InteractiveScene, state: dict, env_ids: torch.Tensor) -> None:
+    """Write a scene state (relative to the env origins) into envs ``env_ids`` with the assets' state writers.
+
+    Unlike :meth:`InteractiveScene.reset_to` it writes only the state, not the joint targets: writing the values
+    just read with these writers leaves the next physics step unchanged, so the replay is state-exact.
+
+    Args:
+        scene: The scene.
+        state: Rows for ``env_ids`` in the format of :meth:`InteractiveScene.get_state`. Shape: (len(env_ids), ...).
+        env_ids: The env ids. Shape: (B,).
+
+    Raises:
+        DatasetError: If an asset of the scene is missing from the state.
+        NotImplementedError: If the scene has deformable or cable objects or surface grippers.
+    """
+    kinds = ("_deformable_objects", "_cable_objects", "_surface_grippers")
+    unsupported = [name for kind in kinds for name in getattr(scene, kind, {})]
+    if unsupported:
+        raise NotImplementedError(
+            f"Exact replay writes articulations and rigid objects only; the scene also has {unsupported}."
+        )
+    origins = scene.env_origins[env_ids]
+    for kind, assets in (("articulation", scene.articulations), ("rigid_object", scene.rigid_objects)):
+        for name, asset in assets.items():
+            rows = state.get(kind, {}).get(name)
+            if rows is None:
+                raise DatasetError(f"The recorded state has no '{kind}/{name}' (the scene has one).")
+            pose = rows["root_pose"].clone()
+            pose[:, :3] += origins
+            asset.write_root_pose_to_sim_index(root_pose=pose, env_ids=env_ids)
+            asset.write_root_velocity_to_sim_index(root_velocity=rows["root_velocity"], env_ids=env_ids)
+            if kind == "articulation":
+                asset.write_joint_state_to_sim_index(
+                    position=rows["joint_position"], velocity=rows["joint_velocity"], env_ids=env_ids
+                )
+
+
+@dataclass
+class ReplayResult:
+    """The outcome of replaying one demo."""
+
+    demo: str
+    """Demo name."""
+    num_samples: int
+    """Steps replayed."""
+    max_state_error: float
+    """Largest absolute difference between a replayed and a recorded state value, over all steps and states."""
+    worst_state: str
+    """State where the largest difference occurred (``rigid_object/cube/root_pose``, ...; '' if none)."""
+    env_id: int
+    """Replay env that ran it."""
+    at_recorded_origin: bool | None
+    """Whether it ran at the env origin it was recorded at (None: the dataset does not say)."""
+    events_applied: int
+    """Steps at which a recorded interval-event state was written before stepping."""
+
+
+class DatasetReplayer:
+    """Replays demos in all envs of ``env`` at once; each env takes the next demo when its demo ends.
+
+    Every demo starts from its exact initial state: the env's own reset of that env (managers, buffers,
+    reset events), then the recorded state written with :func:`write_scene_state`. It then steps its
+    recorded actions, and after each step the scene state is compared with the recorded one; the largest
+    difference is kept per demo. Demos end at different steps: an env whose demo ended and that has no demo
+    left is suspended (frozen, it steps nothing), never fed made-up actions. At steps where the dataset shows
+    that something other than the actions changed the state (an interval event, see
+    :meth:`Demo.event_steps`), the recorded pre-step state is written first. Demos that carry their
+    recording env's origin go to the env with that origin where there is one: physics runs in world
+    coordinates, and there the replay is bit-exact on a deterministic solver.
+
+    The loop keeps the state errors on the device; the host reads them only at steps where a demo ends,
+    which it knows from the demo lengths.
+
+    Args:
+        env: A suspendable env made from :func:`make_replay_env_cfg` (no terminations, no interval events).
+        reader: The dataset.
+        demo_names: Demos to replay (all if None).
+
+    Raises:
+        ValueError: If the env has terminations.
+        DatasetError: If a demo cannot be loaded or does not fit the env (action dim, scene assets).
+    """
+
+    def __init__(
+        self, env: SuspendableManagerBasedRLEnv, reader: DatasetReader, demo_names: Sequence[str] | None = None
+    ):
+        if len(env.termination_manager.active_terms) > 0:
+            raise ValueError("Replay needs an env without terminations: build its cfg with make_replay_env_cfg().")
+        self.env = env
+        """The replay env."""
+        self.reader = reader
+        """The dataset."""
+        self.demos: dict[str, Demo] = {}
+        """The demos to replay, loaded and checked, in dataset order."""
+        self._paths: list[StatePath] = list(dict(flatten_tree(env.scene.get_state(is_relative=True))))
+        """Paths of the scene state tensors, in the order of the error columns."""
+        self._event_steps: dict[str, list[int]] = {}
+        # demos queue at the env they were recorded at; those recorded elsewhere (or unknown) go to any env
+        origins = {tuple(o): i for i, o in enumerate(env.scene.env_origins.tolist())}
+        self._queues: list[deque[str]] = [deque() for _ in range(env.num_envs)]
+        self._shared: deque[str] = deque()
+        self._at_origin: dict[str, bool | None] = {}
+        for name in reader.demo_names if demo_names is None else demo_names:
+            demo = self.demos[name] = reader.load(name, "cpu")
+            self._check(demo)
+            self._event_steps[name] = demo.event_steps().tolist()
+            env_id = None if demo.env_origin is None else origins.get(demo.env_origin)
+            self._at_origin[name] = None if demo.env_origin is None else env_id is not None
+            (self._shared if env_id is None else self._queues[env_id]).append(name)
+
+    @property
+    def num_at_other_origins(self) -> int:
+        """Demos that run about another env origin than they were recorded at (float32 rounding then differs)."""
+        return sum(1 for at_origin in self._at_origin.values() if at_origin is False)
+
+    def run(self, on_done: Callable[[ReplayResult], None] | None = None) -> list[ReplayResult]:
+        """Replay every demo; returns the results in demo order and calls ``on_done`` as each demo ends."""
+        if not self.demos:
+            return []
+        env, n, device = self.env, self.env.num_envs, self.env.device
+        max_len = max(d.num_samples for d in self.demos.values())
+        self._actions = torch.zeros(n, max_len, env.action_manager.total_action_dim, device=device)
+        """Actions of each env's demo, padded. Shape: (num_envs, max_len, action_dim)."""
+        self._states = {
+            p: torch.zeros((n, max_len, *v.shape[1:]), dtype=v.dtype, device=device)
+            for p, v in next(iter(self.demos.values())).states.items()
+            if p in self._paths
+        }
+        """Recorded states of each env's demo, padded, by path. Shape of each: (num_envs, max_len, ...)."""
+        self._error = torch.zeros(n, len(self._paths), device=device)
+        """Largest error of each env's demo so far, per state path. Shape: (num_envs, num_paths)."""
+        self._cursor = torch.zeros(n, dtype=torch.long, device=device)
+        """Step of each env's demo. Shape: (num_envs,)."""
+        self._slot: list[str | None] = [None] * n
+        self._slot_start = [0] * n
+        self._events: dict[int, list[int]] = {}  # replay step -> envs whose demo has an event there
+        env.reset()
+        self._start(list(range(n)), step=0)
+        rows = torch.arange(n, device=device)
+        results: dict[str, ReplayResult] = {}
+        step = 0
+        while any(name is not None for name in self._slot):
+            for i in self._events.pop(step, []):
+                t = step - self._slot_start[i]
+                pre = {p: v[t : t + 1] for p, v in self.demos[self._slot[i]].pre_step_states.items()}
+                write_scene_state(env.scene, unflatten_tree(pre), torch.tensor([i], device=device))
+            active = torch.tensor([name is not None for name in self._slot], device=device)
+            env.step(self._actions[rows, self._cursor])
+            state = dict(flatten_tree(env.scene.get_state(is_relative=True)))
+            for k, path in enumerate(self._paths):
+                diff = (state[path] - self._states[path][rows, self._cursor]).abs().flatten(1).amax(dim=1)
+                torch.maximum(self._error[:, k], torch.where(active, diff, 0.0), out=self._error[:, k])
+            self._cursor += active
+            step += 1
+            ended = [
+                i for i, name in enumerate(self._slot)
+                if name is not None and step - self._slot_start[i] == self.demos[name].num_samples
+            ]
+            if ended:
+                for i, errors in zip(ended, self._error[ended].cpu()):
+                    result = results[self._slot[i]] = self._result(i, errors)
+                    if on_done is not None:
+                        on_done(result)
+                self._start(ended, step)
+        return [results[name] for name in self.demos]
+
+    """
+    Internals.
+    """
+
+    def _start(self, env_ids: list[int], step: int) -> None:
+        """Start the next demo in each env of ``env_ids`` at replay step ``step``; suspend those left without one."""
+        loaded, idle = [], []
+        for i in env_ids:
+            queue = self._queues[i] or self._shared
+            name = self._slot[i] = queue.popleft() if queue else None
+            if name is None:
+                idle.append(i)
+                continue
+            demo = self.demos[name]
+            self._actions[i, : demo.num_samples] = demo.actions
+            for path, buffer in self._states.items():
+                buffer[i, : demo.num_samples] = demo.states[path]
+            self._slot_start[i] = step
+            for t in self._event_steps[name]:
+                self._events.setdefault(step + t, []).append(i)
+            loaded.append(i)
+        ids = torch.tensor(env_ids, device=self.env.device)
+        self._cursor[ids] = 0
+        self._error[ids] = 0.0
+        if loaded:
+            loaded_ids = torch.tensor(loaded, device=self.env.device)
+            # the env's own reset of these envs, as in its step (managers, buffers, reset events; resumes them) ...
+            self.env._reset_idx(loaded_ids)
+            # ... then the recorded initial state, written exactly
+            initial = _concat_rows([self.demos[self._slot[i]].initial_state for i in loaded])
+            write_scene_state(self.env.scene, initial, loaded_ids)
+        if idle:
+            self.env.suspend_envs(idle)
+
+    def _result(self, env_id: int, errors: torch.Tensor) -> ReplayResult:
+        name = self._slot[env_id]
+        k = int(errors.argmax())
+        return ReplayResult(
+            demo=name,
+            num_samples=self.demos[name].num_samples,
+            max_state_error=float(errors[k]),
+            worst_state="/".join(self._paths[k]) if errors[k] > 0 else "",
+            env_id=env_id,
+            at_recorded_origin=self._at_origin[name],
+            events_applied=len(self._event_steps[name]),
+        )
+
+    def _check(self, demo: Demo) -> None:
+        """Raise if the demo's actions or states do not fit the env."""
+        where = f"'{self.reader.path}', demo '{demo.name}'"
+        action_dim = self.env.action_manager.total_action_dim
+        if demo.actions.shape[1] != action_dim:
+            raise DatasetError(f"{where}: actions have dim {demo.actions.shape[1]}, the env takes {action_dim}.")
+        for path, value in flatten_tree(self.env.scene.get_state(is_relative=True)):
+            recorded = demo.states.get(path)
+            if recorded is None or recorded.shape[1:] != value.shape[1:]:
+                got = "nothing" if recorded is None else f"shape {tuple(recorded.shape)}"
+                raise DatasetError(
+                    f"{where}: state '{'/'.join(path)}' should have {tuple(value.shape[1:])} values per sample, got"
+                    f" {got}: was it recorded on another scene?"
+                )
+
+
+def _concat_rows(states: list[dict]) -> dict:
+    """Concatenate scene states of leading dim 1 into one state with a row per state."""
+    if isinstance(states[0], dict):
+        return {k: _concat_rows([s[k] for s in states]) for k in states[0]}
+    return torch.cat(states)

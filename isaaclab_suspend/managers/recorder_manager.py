@@ -1,0 +1,310 @@
+"""Recorder manager that records only the active envs, into preallocated device buffers."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from collections.abc import Sequence
+from dataclasses import fields
+from typing import TYPE_CHECKING
+
+import torch
+
+from isaaclab.managers import DatasetExportMode, RecorderManager, RecorderManagerBaseCfg, RecorderTermCfg
+from isaaclab.utils import configclass
+from isaaclab.utils.datasets import EpisodeData
+
+from .episode_buffers import EpisodeBuffers
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnv
+
+
+class SuspendableRecorderManager(RecorderManager):
+    """Isaac Lab's :class:`~isaaclab.managers.RecorderManager` that records a bool mask of envs per step.
+
+    It runs Isaac Lab's recorder terms (e.g. those of
+    :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.ActionStateRecorderManagerCfg`) and writes Isaac Lab's
+    HDF5 layout with Isaac Lab's :class:`~isaaclab.utils.datasets.HDF5DatasetFileHandler`, so every reader of
+    Isaac Lab datasets reads its files. What changes is where the open episodes live and who records:
+
+    * The step hooks (:meth:`record_pre_step`, :meth:`record_post_physics_decimation_step`,
+      :meth:`record_post_step`) take an optional device bool mask of the envs that record the sample; the
+      suspendable env passes its active mask, so a suspended env records nothing. The samples go into
+      :class:`EpisodeBuffers` (one preallocated tensor of shape (num_envs, capacity, ...) per recorded tensor
+      and a write index per env): a few tensor ops per key and step, no host sync, no Python loop over envs.
+      The stock manager appends every env's row to a Python list, env by env, every step.
+    * Episodes become :class:`~isaaclab.utils.datasets.EpisodeData` only at export, and the parent's
+      :meth:`export_episodes` writes them (export modes, success split, flush after each export).
+    * An episode without a single step sample (reset before it stepped) is never exported: no demo has
+      length 0. Its success is the ``success`` termination term at its reset, where the task has one.
+
+    Guarantees on the written file: every demo has ``num_samples == len(actions) == len(states)`` (with the
+    stock action and state terms), ``data.attrs["total"]`` is the number of active env-steps of the exported
+    episodes, and the file is flushed after every export, so an exception or Ctrl-C leaves every exported
+    episode readable. Episodes still open when the manager closes are dropped (they have no end), which is
+    why ``export_in_close`` must stay False.
+
+    Raises:
+        ValueError: If ``export_in_close`` is True.
+        OSError: If the dataset directory cannot be created or written, or has less free space than
+            :attr:`SuspendableRecorderManagerCfg.min_free_space_mb`.
+    """
+
+    cfg: SuspendableRecorderManagerCfg
+
+    def __init__(self, cfg: RecorderManagerBaseCfg | dict | None, env: ManagerBasedRLEnv):
+        cfg = SuspendableRecorderManagerCfg.from_cfg(cfg)
+        if cfg is not None and _has_terms(cfg):
+            if cfg.export_in_close:
+                raise ValueError(
+                    "SuspendableRecorderManager drops the episodes still open at close (they have no end): set"
+                    " export_in_close = False."
+                )
+            if cfg.dataset_export_mode != DatasetExportMode.EXPORT_NONE:
+                _check_output_dir(cfg.dataset_export_dir_path, cfg.min_free_space_mb)
+        super().__init__(cfg, env)
+        if len(self.active_terms) == 0:
+            return
+        capacity = cfg.buffer_length or _default_capacity(env)
+        self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device)
+        """The open episode of every env."""
+        self._success = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
+        """Success of each env's open episode, set at its reset. Shape: (num_envs,)."""
+
+    def __str__(self) -> str:
+        return super().__str__().replace("<RecorderManager>", "<SuspendableRecorderManager>", 1)
+
+    """
+    Properties.
+    """
+
+    @property
+    def dataset_file_paths(self) -> list[str]:
+        """Paths of the files the manager writes: the dataset, then the failed-episode file if there is one."""
+        mode = self.cfg.dataset_export_mode
+        if len(self.active_terms) == 0 or mode == DatasetExportMode.EXPORT_NONE:
+            return []
+        # named as the parent names them, and as HDF5DatasetFileHandler.create completes them
+        names = [self.cfg.dataset_filename]
+        if mode == DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES:
+            names.append(f"{self.cfg.dataset_filename}_failed")
+        paths = [os.path.abspath(os.path.join(self.cfg.dataset_export_dir_path, name)) for name in names]
+        return [p if p.endswith(".hdf5") else f"{p}.hdf5" for p in paths]
+
+    """
+    Operations - recording.
+    """
+
+    def record_pre_step(self, env_mask: torch.Tensor | None = None) -> None:
+        """Record the terms' pre-step values for the envs in ``env_mask`` (bool, shape (num_envs,); None: all)."""
+        self._record_step("record_pre_step", env_mask)
+
+    def record_post_physics_decimation_step(self, env_mask: torch.Tensor | None = None) -> None:
+        """Record the terms' post-physics values for the envs in ``env_mask`` (None: all)."""
+        self._record_step("record_post_physics_decimation_step", env_mask)
+
+    def record_post_step(self, env_mask: torch.Tensor | None = None) -> None:
+        """Record the terms' post-step values for the envs in ``env_mask`` (None: all)."""
+        self._record_step("record_post_step", env_mask)
+
+    def add_to_episodes(self, key: str, value: torch.Tensor | dict, env_ids: Sequence[int] | slice | None = None):
+        """Append a sample to the open episodes of ``env_ids`` (all envs if None), as the parent does.
+
+        Args:
+            key: The key; ``/`` separates nested keys.
+            value: A tensor or nested dict of tensors with one row per env in ``env_ids``. Shape: (len(env_ids), ...).
+            env_ids: The env ids (a sequence, a 1-D integer tensor or a slice); None for all envs.
+        """
+        if len(self.active_terms) == 0 or key is None:
+            return
+        if env_ids is None or (isinstance(env_ids, slice) and env_ids == slice(None)):
+            self.buffers.append(key, value, None)
+        else:
+            self.buffers.append_rows(key, value, self._ids_tensor(env_ids))
+
+    def set_success_to_episodes(self, env_ids: Sequence[int] | slice | None, success_values: torch.Tensor):
+        """Set the success of the open episodes of ``env_ids`` (a device write, no host sync).
+
+        Args:
+            env_ids: The env ids; None for all envs.
+            success_values: Success per env in ``env_ids``. Shape: (len(env_ids),) or (len(env_ids), 1).
+        """
+        if len(self.active_terms) == 0:
+            return
+        ids = slice(None) if env_ids is None else self._ids_tensor(env_ids)
+        self._success[ids] = success_values.reshape(-1).to(device=self._success.device, dtype=torch.bool)
+
+    def reset(self, env_ids: Sequence[int] | torch.Tensor | slice | None = None) -> dict[str, torch.Tensor]:
+        """Start new episodes for ``env_ids`` (all envs if None): their open episodes are emptied."""
+        if len(self.active_terms) == 0:
+            return {}
+        for term in self._terms.values():
+            term.reset(env_ids=env_ids)
+        ids = slice(None) if env_ids is None or isinstance(env_ids, slice) else self._ids_tensor(env_ids)
+        self.buffers.clear(ids)
+        self._success[ids] = False
+        return {}
+
+    """
+    Operations - episodes.
+    """
+
+    def get_episode(self, env_id: int) -> EpisodeData:
+        """A copy of the open episode of ``env_id`` (tensors of shape (num_samples, ...)); empty before it steps."""
+        if len(self.active_terms) == 0:
+            return EpisodeData()
+        return self._episode_data([env_id])[0]
+
+    def export_episodes(
+        self, env_ids: Sequence[int] | slice | None = None, demo_ids: Sequence[int] | None = None
+    ) -> None:
+        """Write the open episodes of ``env_ids`` (all envs if None) to the dataset file(s) and empty them.
+
+        Episodes without a step sample are not written. The parent picks the file by export mode and
+        flushes it. Reads the device once.
+
+        Raises:
+            OSError: If the file cannot be written (disk full, file removed); the episodes exported before are intact.
+        """
+        if len(self.active_terms) == 0:
+            return
+        ids = self._ids_list(env_ids)
+        for env_id, episode in zip(ids, self._episode_data(ids)):
+            self._episodes[env_id] = episode
+        try:
+            super().export_episodes(ids, demo_ids)
+        except OSError as err:
+            raise OSError(
+                err.errno,
+                f"Could not write episodes to {self.dataset_file_paths}: {err}. The episodes exported before are in"
+                " the file; free some space or choose another dataset_export_dir_path.",
+            ) from err
+        self.buffers.clear(torch.as_tensor(ids, dtype=torch.long, device=self.device))
+        self._success[ids] = False
+
+    def get_ep_meta(self) -> dict:
+        """The parent's episode metadata, plus the task id and the interval events that ran while recording."""
+        meta = super().get_ep_meta()
+        spec = getattr(self._env, "spec", None)
+        env_name = getattr(self._env.cfg, "env_name", None) or getattr(spec, "id", None)
+        if env_name:
+            meta.setdefault("env_name", env_name)
+        events = self._env.event_manager.active_terms
+        meta.setdefault("interval_events", list(events.get("interval", [])) if isinstance(events, dict) else [])
+        return meta
+
+    """
+    Internals.
+    """
+
+    def _record_step(self, hook: str, env_mask: torch.Tensor | None) -> None:
+        if len(self.active_terms) == 0:
+            return
+        for term in self._terms.values():
+            key, value = getattr(term, hook)()
+            if key is not None:
+                self.buffers.append(key, value, env_mask)
+
+    def _episode_data(self, env_ids: list[int]) -> list[EpisodeData]:
+        """The open episodes of ``env_ids`` as :class:`EpisodeData` (empty where nothing was stepped)."""
+        trees = self.buffers.episodes(env_ids)
+        success = self._success[env_ids].tolist()
+        episodes = []
+        for tree, succeeded in zip(trees, success):
+            episode = EpisodeData()
+            if tree:
+                episode.data = tree
+                episode.success = succeeded
+                episode.seed = self._env.cfg.seed
+            episodes.append(episode)
+        return episodes
+
+    def _ids_tensor(self, env_ids: Sequence[int] | torch.Tensor | slice) -> torch.Tensor:
+        if isinstance(env_ids, torch.Tensor):
+            return env_ids.to(device=self.device, dtype=torch.long).reshape(-1)
+        return torch.as_tensor(self._ids_list(env_ids), dtype=torch.long, device=self.device)
+
+    def _ids_list(self, env_ids: Sequence[int] | torch.Tensor | slice | None) -> list[int]:
+        if env_ids is None:
+            env_ids = slice(None)
+        if isinstance(env_ids, slice):
+            return list(range(self._env.num_envs)[env_ids])
+        if isinstance(env_ids, torch.Tensor):
+            return env_ids.reshape(-1).tolist()
+        return list(env_ids)
+
+    def _prepare_terms(self):
+        """Hand the parent a dict of the cfg's terms only, so that this cfg's own settings are not parsed as terms."""
+        cfg = self.cfg
+        settings = {f.name for f in fields(SuspendableRecorderManagerCfg)}
+        self.cfg = {name: value for name, value in vars(cfg).items() if name not in settings}
+        try:
+            super()._prepare_terms()
+        finally:
+            self.cfg = cfg
+
+
+@configclass
+class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
+    """Configuration of :class:`SuspendableRecorderManager`: Isaac Lab's recorder settings plus buffer sizing.
+
+    Recorder terms are added as fields, as on any :class:`~isaaclab.managers.RecorderManagerBaseCfg`
+    (see :class:`~isaaclab_suspend.datasets.SuspendableActionStateRecorderManagerCfg`).
+    """
+
+    buffer_length: int | None = None
+    """Samples per env the per-step buffers hold before they grow (they double when full). None: the env's
+    max episode length plus a quarter (at least 16), so that the device is read about once every
+    ``max_episode_length / 4`` steps to check the room left."""
+
+    min_free_space_mb: float = 64.0
+    """Free space [MiB] the dataset directory must have when the manager starts, else it raises at once
+    rather than failing on a later export."""
+
+    @classmethod
+    def from_cfg(cls, cfg: RecorderManagerBaseCfg | dict | None) -> SuspendableRecorderManagerCfg | None:
+        """``cfg`` itself if it is one, else a cfg of this class holding every field (terms included) of ``cfg``.
+
+        Raises:
+            TypeError: If ``cfg`` is a non-empty dict (Isaac Lab's recorder manager needs a cfg object too).
+        """
+        if cfg is None or isinstance(cfg, cls):
+            return cfg
+        if isinstance(cfg, dict):
+            if cfg:
+                raise TypeError("Recorder terms must be fields of a RecorderManagerBaseCfg, not a dict.")
+            return None
+        converted = cls()
+        for name, value in vars(cfg).items():
+            setattr(converted, name, value)
+        return converted
+
+
+def _has_terms(cfg: RecorderManagerBaseCfg) -> bool:
+    return any(isinstance(value, RecorderTermCfg) for value in vars(cfg).values())
+
+
+def _default_capacity(env: ManagerBasedRLEnv) -> int:
+    length = int(getattr(env, "max_episode_length", 0)) or 1000
+    return length + max(16, length // 4)
+
+
+def _check_output_dir(path: str, min_free_space_mb: float) -> None:
+    """Raise a clear error now if the dataset directory cannot be created, is not writable or is (nearly) full."""
+    path = os.path.abspath(path)
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as err:
+        raise OSError(err.errno, f"Cannot create the dataset directory '{path}': {err.strerror}.") from err
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"The dataset directory '{path}' is not writable.")
+    free_mb = shutil.disk_usage(path).free / 2**20
+    if free_mb < min_free_space_mb:
+        raise OSError(
+            errno.ENOSPC,
+            f"Only {free_mb:.1f} MiB free in '{path}'; the recorder needs at least {min_free_space_mb:g} MiB"
+            " (SuspendableRecorderManagerCfg.min_free_space_mb). Free some space or choose another"
+            " dataset_export_dir_path.",
+        )
