@@ -79,6 +79,11 @@ class EpisodeBuffers:
         return "\n".join(lines)
 
     @property
+    def capacities(self) -> dict[str, int]:
+        """Samples per env each key's buffers hold now, by key."""
+        return {key: stream.capacity for key, stream in self._streams.items()}
+
+    @property
     def bytes_per_step(self) -> int:
         """Bytes one step of one env adds to the per-step buffers (0 before the first step is recorded)."""
         return sum(

@@ -56,6 +56,7 @@ class SuspendableRecorderManager(RecorderManager):
 
     def __init__(self, cfg: RecorderManagerBaseCfg | dict | None, env: ManagerBasedRLEnv):
         cfg = SuspendableRecorderManagerCfg.from_cfg(cfg)
+        self._term_names, self._terms = [], {}  # read by the parent's close() if a check below raises
         if cfg is not None and _has_terms(cfg):
             if cfg.export_in_close:
                 raise ValueError(

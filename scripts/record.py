@@ -1,0 +1,177 @@
+"""Record episodes of a policy on a suspendable task to an Isaac Lab HDF5 dataset (active envs only).
+
+The recorder is :class:`~isaaclab_suspend.managers.SuspendableRecorderManager` with the terms of
+:class:`~isaaclab_suspend.datasets.DatasetRecorderManagerCfg` (Isaac Lab's action-state terms, plus the
+pre-step states and env origins that make the replay exact). Suspended envs record nothing, so with the
+``global_clock`` schedule an env waiting for the next chunk adds no junk sample. Episodes still open when
+the run stops (done, error or Ctrl-C) are dropped; every exported episode is already flushed to the file.
+
+Examples::
+
+    # the embedded push-cube chunk policy on the global clock, 100 episodes from 16 envs
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy chunk \\
+        --schedule global_clock --num_envs 16 --episodes 100 --output datasets/push_cube.hdf5
+
+    # random actions on Cartpole, successes and failures in two files
+    tools/run.sh python scripts/record.py --policy random --episodes 20 --export separate
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import time
+
+import h5py
+import torch
+from prettytable import PrettyTable
+from tqdm import tqdm
+
+from isaaclab.managers import DatasetExportMode
+
+from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy
+from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
+from isaaclab_suspend.utils import open_env
+
+EXPORT_MODES = {
+    "all": DatasetExportMode.EXPORT_ALL,
+    "succeeded": DatasetExportMode.EXPORT_SUCCEEDED_ONLY,
+    "separate": DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES,
+}
+"""``--export`` choices: Isaac Lab's export modes."""
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS))
+    parser.add_argument("--num_envs", type=int, default=16)
+    parser.add_argument("--episodes", type=int, default=32,
+                        help="episodes to write (successes only with --export succeeded)")
+    parser.add_argument("--policy", default="chunk", choices=("chunk", "random"),
+                        help="'chunk': the task's embedded chunk model run by ActionChunkingPolicy; 'random': uniform"
+                             " actions in [-1, 1]")
+    parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
+    parser.add_argument("--chunk", type=int, default=16, help="actions per chunk H")
+    parser.add_argument("--desync", action="store_true",
+                        help="start every env at a random point of its episode, so episodes end at different steps")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--output", default=None, help="dataset file (default: outputs/datasets/<task>.hdf5)")
+    parser.add_argument("--export", default="all", choices=sorted(EXPORT_MODES),
+                        help="'all' episodes, 'succeeded' only, or succeeded and failed in 'separate' files")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset file")
+    parser.add_argument("--max_steps", type=int, default=100_000, help="stop after this many steps in any case")
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args(argv)
+    if args.num_envs < 1 or args.episodes < 1 or args.chunk < 1:
+        parser.error("--num_envs, --episodes and --chunk must be positive")
+    args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
+    if not args.output.endswith(".hdf5"):
+        parser.error(f"--output must end with .hdf5, got '{args.output}'")
+    for path in output_paths(args):
+        if os.path.isdir(path):
+            parser.error(f"'{path}' is a directory")
+        if os.path.exists(path) and not args.overwrite:
+            parser.error(f"'{path}' exists: pass --overwrite to replace it")
+    return args
+
+
+def output_paths(args: argparse.Namespace) -> list[str]:
+    """The dataset file, and the failed-episode file with ``--export separate`` (named as Isaac Lab names it)."""
+    paths = [args.output]
+    if args.export == "separate":
+        paths.append(args.output[: -len(".hdf5")] + "_failed.hdf5")
+    return paths
+
+
+def check_space(args: argparse.Namespace, env) -> None:
+    """Exit with a clear message if the requested episodes may not fit on the disk (uncompressed bound)."""
+    bytes_per_episode = env.recorder_manager.buffers.bytes_per_step * env.max_episode_length + 8192
+    needed_mb = args.episodes * bytes_per_episode / 2**20
+    free_mb = shutil.disk_usage(os.path.dirname(args.output)).free / 2**20
+    if needed_mb > free_mb:
+        raise OSError(
+            f"{args.episodes} episodes of up to {env.max_episode_length} steps may need {needed_mb:.0f} MiB"
+            f" (uncompressed), but only {free_mb:.0f} MiB are free for '{args.output}'."
+        )
+
+
+def file_summary(path: str) -> list:
+    """Episodes, successes, samples and size of one dataset file."""
+    with h5py.File(path, "r") as f:
+        data = f["data"]
+        successes = sum(bool(data[name].attrs.get("success", False)) for name in data)
+        return [path, len(data), successes, int(data.attrs["total"]), f"{os.path.getsize(path) / 2**20:.2f}"]
+
+
+def record(args: argparse.Namespace) -> None:
+    mode = EXPORT_MODES[args.export]
+    recorders = DatasetRecorderManagerCfg(
+        dataset_export_dir_path=os.path.dirname(args.output),
+        dataset_filename=os.path.basename(args.output)[: -len(".hdf5")],
+        dataset_export_mode=mode,
+    )
+    start = time.perf_counter()
+    steps = 0
+    with open_env(args.task, args.num_envs, args.device, seed=args.seed, recorders=recorders) as env:
+        manager = env.recorder_manager
+        if args.policy == "chunk":
+            policy = ActionChunkingPolicy(make_default_model(args.task, args.chunk), env, chunk_length=args.chunk,
+                                          schedule=args.schedule)
+        generator = torch.Generator(device=env.device).manual_seed(args.seed)
+        obs, _ = env.reset(seed=args.seed)
+        if args.desync:
+            env.episode_length_buf[:] = torch.randint(
+                0, int(env.max_episode_length), (env.num_envs,), generator=generator, device=env.device
+            )
+
+        def written() -> int:
+            if mode == DatasetExportMode.EXPORT_SUCCEEDED_ONLY:
+                return manager.exported_successful_episode_count
+            return manager.exported_successful_episode_count + manager.exported_failed_episode_count
+
+        with tqdm(total=args.episodes, desc="episodes", unit="ep") as progress:
+            while written() < args.episodes and steps < args.max_steps:
+                if args.policy == "chunk":
+                    actions = policy.act(obs)
+                else:
+                    actions = 2.0 * torch.rand(env.num_envs, env.action_manager.total_action_dim,
+                                               generator=generator, device=env.device) - 1.0
+                obs, _, terminated, truncated, _ = env.step(actions)
+                if args.policy == "chunk":
+                    policy.observe(terminated | truncated)
+                steps += 1
+                if steps == 1:
+                    check_space(args, env)
+                progress.update(min(written(), args.episodes) - progress.n)
+    seconds = time.perf_counter() - start
+    if written() < args.episodes:
+        print(f"[WARN] stopped at --max_steps {args.max_steps} with {written()} of {args.episodes} episodes written.")
+    table = PrettyTable(["file", "episodes", "successes", "samples", "size [MiB]"])
+    for path in output_paths(args):
+        table.add_row(file_summary(path))
+    table.align["file"] = "l"
+    policy_name = f"chunk ({args.schedule}, H = {args.chunk})" if args.policy == "chunk" else "random"
+    print(f"\n{args.task}: {args.num_envs} envs, policy {policy_name}, {steps} steps in {seconds:.1f} s"
+          f" ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written()} episodes written"
+          f" ({args.episodes} requested; episodes ending in the same step are all kept), open ones dropped.")
+    print(table)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        record(args)
+    except KeyboardInterrupt:
+        print(f"\nInterrupted: the episodes exported so far are in {output_paths(args)}; open episodes were dropped.")
+        return 130
+    except OSError as err:
+        print(f"record.py: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

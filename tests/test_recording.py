@@ -1,0 +1,203 @@
+"""Masked recording: what the file holds under a random suspend / resume schedule, export modes, no host syncs."""
+
+import h5py
+import pytest
+import torch
+
+from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManagerCfg
+from isaaclab.managers import DatasetExportMode
+from isaaclab.utils.datasets import HDF5DatasetFileHandler
+
+from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.managers import SuspendableRecorderManager
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.policies.embedded import make_default_model
+from isaaclab_suspend.utils import open_env
+
+TASK = "Isaac-PushCube-Suspendable"
+NUM_ENVS = 8
+
+
+def _leaves(tree, prefix=""):
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            yield from _leaves(value, f"{prefix}{key}/")
+        else:
+            yield f"{prefix}{key}", value
+
+
+def _state(env, i: int) -> dict[str, torch.Tensor]:
+    """The scene state of env ``i``, by path."""
+    return {k: v[i] for k, v in _leaves(env.scene.get_state(is_relative=True))}
+
+
+def _h5_leaves(group: h5py.Group) -> dict[str, h5py.Dataset]:
+    out = {}
+    group.visititems(lambda name, obj: out.__setitem__(name, obj) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def test_file_holds_active_steps_only(tmp_path):
+    """Random suspensions, also right after resets (an env waiting for a tick): every guarantee of the file."""
+    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="masked", buffer_length=8)
+    gen = torch.Generator().manual_seed(3)
+    expected = []  # concluded episodes in export order: actions, initial state, success
+    with open_env(TASK, NUM_ENVS, episode_length_s=1.0, recorders=recorders) as env:
+        assert isinstance(env.recorder_manager, SuspendableRecorderManager)
+        env.reset()
+        open_eps = [{"actions": [], "initial": _state(env, i), "waited": False} for i in range(NUM_ENVS)]
+        active_steps = 0
+        for step in range(240):
+            suspended = env.suspended_mask
+            to_suspend = (torch.rand(NUM_ENVS, generator=gen) < 0.1) & ~suspended
+            to_resume = (torch.rand(NUM_ENVS, generator=gen) < 0.25) & suspended
+            env.suspend_envs(to_suspend)
+            env.resume_envs(to_resume)
+            active = env.active_mask
+            for i in to_resume.nonzero().flatten().tolist():
+                if open_eps[i]["waited"] and not open_eps[i]["actions"]:
+                    # the episode started while the env waited: it must start from the state it resumed from
+                    open_eps[i]["resumed_from"] = _state(env, i)
+            action = 2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0
+            _, _, term, trunc, _ = env.step(action)
+            active_steps += int(active.sum())
+            done = term | trunc
+            success = env.termination_manager.get_term("success")
+            for i in active.nonzero().flatten().tolist():
+                open_eps[i]["actions"].append(action[i])
+            for i in done.nonzero().flatten().tolist():
+                expected.append({**open_eps[i], "success": bool(success[i])})
+                open_eps[i] = {"actions": [], "initial": _state(env, i), "waited": False}
+                if step % 2 == 0:  # half of the new episodes wait suspended for a few steps before they start
+                    env.suspend_envs([i])
+                    open_eps[i]["waited"] = True
+            # an open episode's samples are those of its active steps so far
+            probe = int(torch.randint(NUM_ENVS, (1,), generator=gen))
+            assert len(env.recorder_manager.get_episode(probe).data.get("actions", [])) == len(open_eps[probe]["actions"])
+        open_steps = sum(len(e["actions"]) for e in open_eps)
+        assert env.recorder_manager.buffers.capacities["actions"] >= 60, "the per-step buffers grow from 8 as needed"
+
+    with h5py.File(tmp_path / "masked.hdf5", "r") as f:
+        data = f["data"]
+        demos = sorted(data, key=lambda name: int(name.split("_")[1]))
+        assert len(demos) == len(expected) > 2 * NUM_ENVS
+        total = 0
+        waited = 0
+        for name, exp in zip(demos, expected):
+            demo = data[name]
+            n = demo.attrs["num_samples"]
+            assert n > 0, f"{name} has length 0"
+            for key in ("actions", "obs", "processed_actions"):
+                assert demo[key].shape[0] == n, f"{name}/{key}"
+            for group in ("states", "pre_step_states"):
+                for key, value in _h5_leaves(demo[group]).items():
+                    assert value.shape[0] == n, f"{name}/{group}/{key}"
+            # exactly the actions of the active steps: nothing recorded while suspended
+            assert torch.equal(torch.from_numpy(demo["actions"][:]), torch.stack(exp["actions"])), name
+            assert bool(demo.attrs["success"]) == exp["success"], name
+            for key, value in _h5_leaves(demo["initial_state"]).items():
+                assert torch.equal(torch.from_numpy(value[0]), exp["initial"][key]), f"{name}: initial {key}"
+                if "resumed_from" in exp:
+                    assert torch.equal(torch.from_numpy(value[0]), exp["resumed_from"][key]), f"{name}: resumed {key}"
+            waited += "resumed_from" in exp
+            total += n
+        assert waited >= 3, "the schedule must start episodes while their env waits"
+        assert data.attrs["total"] == total
+        assert total + open_steps == active_steps, "samples are the active env-steps, the open episodes are dropped"
+
+
+def test_export_modes_follow_the_success_term(tmp_path):
+    """All / succeeded only / succeeded and failed in two files, with the success from the ``success`` term."""
+    counts = {}
+    for mode in (
+        DatasetExportMode.EXPORT_ALL,
+        DatasetExportMode.EXPORT_SUCCEEDED_ONLY,
+        DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES,
+    ):
+        recorders = ActionStateRecorderManagerCfg(
+            dataset_export_dir_path=str(tmp_path), dataset_filename=mode.name, dataset_export_mode=mode
+        )
+        with open_env(TASK, NUM_ENVS, episode_length_s=2.0, recorders=recorders) as env:
+            policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
+            obs, _ = env.reset()
+            successes = failures = 0
+            for _ in range(200):
+                obs, _, term, trunc, _ = env.step(policy.act(obs))
+                policy.observe(term | trunc)
+                succeeded = env.termination_manager.get_term("success") & (term | trunc)
+                successes += int(succeeded.sum())
+                failures += int(((term | trunc) & ~succeeded).sum())
+        counts[mode] = (successes, failures)
+        assert successes > 0 and failures > 0, "the rollout must both succeed and fail"
+
+        def flags(path):
+            handler = HDF5DatasetFileHandler()
+            handler.open(str(path))
+            out = [bool(handler.load_episode(name, "cpu").success) for name in handler.get_episode_names()]
+            handler.close()
+            return out
+
+        main = flags(tmp_path / f"{mode.name}.hdf5")
+        if mode == DatasetExportMode.EXPORT_ALL:
+            assert sorted(main) == sorted([True] * successes + [False] * failures)
+        elif mode == DatasetExportMode.EXPORT_SUCCEEDED_ONLY:
+            assert main == [True] * successes
+        else:
+            assert main == [True] * successes
+            assert flags(tmp_path / f"{mode.name}_failed.hdf5") == [False] * failures
+    # the same seed and policy give the same episodes whatever the mode
+    assert len(set(counts.values())) == 1
+
+
+class SyncSpy:
+    """Records the tensor methods that copy a value to the host while it is armed."""
+
+    NAMES = ("item", "tolist", "nonzero", "__bool__", "__int__", "__float__", "__index__")
+
+    def __init__(self, monkeypatch):
+        self.armed = False
+        self.calls: list[str] = []
+        for name in self.NAMES:
+            monkeypatch.setattr(torch.Tensor, name, self._spy(name, getattr(torch.Tensor, name)))
+
+    def _spy(self, name, original):
+        def spy(tensor, *args, **kwargs):
+            if self.armed:
+                self.calls.append(name)
+            return original(tensor, *args, **kwargs)
+
+        return spy
+
+    def armed_during(self, fn):
+        def wrapped(*args, **kwargs):
+            self.armed = True
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.armed = False
+
+        return wrapped
+
+
+def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
+    """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path)."""
+    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="syncs")
+    with open_env(TASK, 4, recorders=recorders) as env:
+        env.reset()
+        manager = env.recorder_manager
+        spy = SyncSpy(monkeypatch)
+        spy.armed_during(lambda: bool(torch.ones(1).sum() > 0))()
+        assert spy.calls == ["__bool__"], "the spy must see a host read"
+        spy.calls.clear()
+        calls_before = len(manager.get_episode(0).data.get("actions", []))
+        for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step"):
+            monkeypatch.setattr(manager, hook, spy.armed_during(getattr(manager, hook)))
+        env.suspend_envs([1, 2])
+        for _ in range(20):
+            env.step(torch.zeros(4, 1))
+        env.resume_envs([1])
+        for _ in range(20):
+            env.step(torch.zeros(4, 1))
+        monkeypatch.undo()
+        assert len(manager.get_episode(0).data["actions"]) == calls_before + 40, "the spied hooks recorded"
+    assert spy.calls == [], f"host syncs in the recorder step hooks: {sorted(set(spy.calls))}"
