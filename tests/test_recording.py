@@ -39,7 +39,9 @@ def _h5_leaves(group: h5py.Group) -> dict[str, h5py.Dataset]:
 
 def test_file_holds_active_steps_only(tmp_path):
     """Random suspensions, also right after resets (an env waiting for a tick): every guarantee of the file."""
-    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="masked", buffer_length=8)
+    recorders = DatasetRecorderManagerCfg(
+        dataset_export_dir_path=str(tmp_path), dataset_filename="masked", buffer_length=8
+    )
     gen = torch.Generator().manual_seed(3)
     expected = []  # concluded episodes in export order: actions, initial state, success
     with open_env(TASK, NUM_ENVS, episode_length_s=1.0, recorders=recorders) as env:
@@ -73,7 +75,8 @@ def test_file_holds_active_steps_only(tmp_path):
                     open_eps[i]["waited"] = True
             # an open episode's samples are those of its active steps so far
             probe = int(torch.randint(NUM_ENVS, (1,), generator=gen))
-            assert len(env.recorder_manager.get_episode(probe).data.get("actions", [])) == len(open_eps[probe]["actions"])
+            recorded = env.recorder_manager.get_episode(probe).data.get("actions", [])
+            assert len(recorded) == len(open_eps[probe]["actions"])
         open_steps = sum(len(e["actions"]) for e in open_eps)
         assert env.recorder_manager.buffers.capacities["actions"] >= 60, "the per-step buffers grow from 8 as needed"
 

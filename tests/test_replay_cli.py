@@ -1,0 +1,68 @@
+"""scripts/replay.py end to end: exit status 0 when states match, 1 above the tolerance, 2 on bad input."""
+
+import os
+import subprocess
+import sys
+
+import h5py
+import pytest
+import torch
+
+from isaaclab_suspend.datasets import DatasetReader, DatasetRecorderManagerCfg
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.policies.embedded import make_default_model
+from isaaclab_suspend.utils import open_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(ROOT, "scripts", "replay.py")
+TASK = "Isaac-PushCube-Suspendable"
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> str:
+    out = tmp_path_factory.mktemp("replay_cli")
+    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(out), dataset_filename="push_cube")
+    with open_env(TASK, 4, recorders=recorders) as env:
+        policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
+        obs, _ = env.reset()
+        env.episode_length_buf[:] = torch.tensor([0, 60, 120, 180])
+        for _ in range(200):
+            obs, _, term, trunc, _ = env.step(policy.act(obs))
+            policy.observe(term | trunc)
+    return str(out / "push_cube.hdf5")
+
+
+def _replay(*args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, SCRIPT, *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=110)
+
+
+def test_exact_replay_exits_0(dataset):
+    run = _replay(dataset)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "largest state error 0 (tolerance 1e-05); 0 above it" in run.stdout
+
+
+def test_drift_exits_1_and_warns(dataset, tmp_path):
+    """Without the pre-step states the recorded nudges are lost, the states drift and the status is 1."""
+    with DatasetReader(dataset) as reader:
+        assert any(len(reader.load(name, "cpu").event_steps()) for name in reader.demo_names)
+    stripped = tmp_path / "stripped.hdf5"
+    with h5py.File(dataset, "r") as fin, h5py.File(stripped, "w") as fout:
+        fout.attrs.update(fin.attrs)  # format_version: without it the reader converts legacy quaternions
+        fin.copy("data", fout)
+        for name in fout["data"]:
+            del fout["data"][name]["pre_step_states"]
+    run = _replay(stripped)
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "stored no pre-step states" in run.stdout and "above it: demo_" in run.stdout
+
+
+def test_bad_input_exits_2_with_the_file_name(dataset, tmp_path):
+    corrupt = tmp_path / "corrupt.hdf5"
+    corrupt.write_bytes(b"not hdf5")
+    run = _replay(corrupt)
+    assert run.returncode == 2 and f"'{corrupt}' is not a readable Isaac Lab dataset" in run.stderr
+    run = _replay(dataset, "--task", "Isaac-Cartpole-Suspendable")
+    assert run.returncode == 2
+    assert f"'{dataset}' was recorded on task '{TASK}', not on 'Isaac-Cartpole-Suspendable'" in run.stderr
