@@ -236,10 +236,28 @@ def test_no_host_sync_between_ticks(env, monkeypatch):
         assert quiet_steps >= 10
 
 
+def test_lqr_model_step_matches_the_simulator(env):
+    """One env step of the LQR model's dynamics against the simulator, from given states and actions."""
+    env.reset()
+    model = CartpoleLQRChunkModel()
+    generator = torch.Generator().manual_seed(0)
+    state = (torch.rand(N, 4, generator=generator) - 0.5) * torch.tensor([2.0, 1.0, 1.0, 2.0])
+    action = (torch.rand(N, generator=generator) - 0.5) * 4.0
+    env.scene["robot"].write_joint_state_to_sim_index(position=state[:, :2], velocity=state[:, 2:])
+    env.sim.forward()
+    env.scene.update(0.0)
+    obs, *_ = env.step(action.unsqueeze(1))
+    simulated = obs["policy"]
+    predicted = model.step(state, action)
+    assert (simulated - state).abs()[:, 2:].max() > 0.5  # the step moves the state noticeably
+    torch.testing.assert_close(predicted, simulated, atol=1e-4, rtol=1e-4)
+
+
 def test_lqr_chunks_balance_the_pole(env):
     """Open-loop LQR plans of 16 actions keep every pole up (no fall over the run), zero actions do not."""
     lengths = {}
-    for name, model in (("lqr", CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=16))), ("zero", RecordingZeroModel(16))):
+    models = {"lqr": CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=16)), "zero": RecordingZeroModel(16)}
+    for name, model in models.items():
         policy = ActionChunkingPolicy(model, env, chunk_length=16, schedule="global_clock")
         history = rollout(env, policy, 240)
         falls = int(sum(record["terminated"].sum() for record in history))

@@ -8,6 +8,8 @@ import torch
 
 from isaaclab_suspend.policies import (
     AGGREGATORS,
+    CartpoleLQRCfg,
+    CartpoleLQRChunkModel,
     ChunkQueues,
     InferenceCostModel,
     LatencyCfg,
@@ -90,7 +92,8 @@ def test_merge_aligns_leftovers_with_the_new_chunk():
     q.pop(torch.tensor([True, False]), torch.zeros(2, 1))  # env 0 executed one action
     q.merge(torch.arange(2), _chunk(2, start=100.0), blend, None)
     # env 0: leftover actions 1, 2, 3 meet new actions 0, 1, 2; env 1: leftovers 0..3 meet all four
-    assert q.chunks[0, :, 0].tolist() == pytest.approx([0.3 * 1 + 0.7 * 100, 0.3 * 2 + 0.7 * 101, 0.3 * 3 + 0.7 * 102, 103])
+    expected_0 = [0.3 * 1 + 0.7 * 100, 0.3 * 2 + 0.7 * 101, 0.3 * 3 + 0.7 * 102, 103]
+    assert q.chunks[0, :, 0].tolist() == pytest.approx(expected_0)
     assert q.chunks[1, :, 0].tolist() == pytest.approx([0.3 * (10 + j) + 0.7 * (110 + j) for j in range(H)])
     assert q.counts.tolist() == [[2, 2, 2, 1], [2, 2, 2, 2]]
     assert q.cursor.tolist() == [0, 0]
@@ -276,7 +279,13 @@ def test_cost_model_step_time_is_a_moving_average():
 
 @pytest.mark.parametrize(
     "spec, expected",
-    [("0.2", (0.2, 0.0)), ("0.05+0.002n", (0.05, 0.002)), ("0.002n", (0.0, 0.002)), ("GR1", (0.2, 0.0)), ("droid", (0.7, 0.0))],
+    [
+        ("0.2", (0.2, 0.0)),
+        ("0.05+0.002n", (0.05, 0.002)),
+        ("0.002n", (0.0, 0.002)),
+        ("GR1", (0.2, 0.0)),
+        ("droid", (0.7, 0.0)),
+    ],
 )
 def test_latency_parse(spec, expected):
     cfg = LatencyCfg.parse(spec)
@@ -324,3 +333,36 @@ def test_stats_table_has_one_column_per_run():
     assert table.field_names == ["figure", "any", "global_clock"]
     assert len(table.rows) == 16
     assert "0.625" in table.get_string()
+
+
+# -- embedded Cartpole model
+
+
+def test_lqr_linear_model_is_the_jacobian_of_the_model_step():
+    model = CartpoleLQRChunkModel()
+    a_d, b_d = model.linear_model()
+    eps = 1e-6
+    zero_state, zero_action = torch.zeros(1, 4, dtype=torch.float64), torch.zeros(1, dtype=torch.float64)
+    columns = [(model.step(zero_state + eps * torch.eye(4, dtype=torch.float64)[i : i + 1], zero_action)
+                - model.step(zero_state - eps * torch.eye(4, dtype=torch.float64)[i : i + 1], zero_action)) / (2 * eps)
+               for i in range(4)]
+    jacobian_s = torch.cat(columns).T
+    jacobian_a = ((model.step(zero_state, zero_action + eps) - model.step(zero_state, zero_action - eps)) / (2 * eps)).T
+    torch.testing.assert_close(jacobian_s, a_d, atol=1e-7, rtol=1e-6)
+    torch.testing.assert_close(jacobian_a, b_d, atol=1e-7, rtol=1e-6)
+
+
+def test_lqr_gain_stabilises_the_upright_pole():
+    model = CartpoleLQRChunkModel()
+    a_d, b_d = model.linear_model()
+    assert torch.linalg.eigvals(a_d).abs().max() > 1.0  # the upright pole is unstable
+    assert torch.linalg.eigvals(a_d - b_d @ model.gain.double()).abs().max() < 1.0
+
+
+def test_lqr_plan_shape_and_limits():
+    model = CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=6))
+    obs = {"policy": torch.tensor([[0.5, 0.7, 0.4, 0.7], [0.0, 0.0, 0.0, 0.0], [-2.0, -0.7, -0.5, 0.0]])}
+    plan = model(obs, torch.arange(3))
+    assert plan.shape == (3, 6, 1)
+    assert plan.abs().max() <= model.cfg.action_limit and (plan[1] == 0).all()
+    assert plan[0, 0, 0] > 0  # pole leaning toward +x: push the cart toward +x

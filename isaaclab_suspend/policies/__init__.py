@@ -5,6 +5,38 @@ from .cartpole_lqr import CartpoleLQRCfg, CartpoleLQRChunkModel
 from .chunk_queues import ChunkQueues
 from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
 from .cost_model import InferenceCostModel
+from .embedded import DEFAULT_MODELS, make_default_model
 from .latency import LatencyCfg, LatencyEmulator
+from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .stats import ChunkingStats, stats_table
+from .timeline import ChunkTimeline, plot_timelines
+
+__all__ = [
+    "AGGREGATORS",
+    "DEFAULT_MODELS",
+    "SCHEDULES",
+    "ActionChunkingPolicy",
+    "ActionChunkingPolicyCfg",
+    "CartpoleLQRCfg",
+    "CartpoleLQRChunkModel",
+    "ChunkQueues",
+    "ChunkSchedule",
+    "ChunkTimeline",
+    "ChunkingStats",
+    "InferenceCostModel",
+    "LatencyCfg",
+    "LatencyEmulator",
+    "PushCubeChunkCfg",
+    "PushCubeChunkModel",
+    "SchedulePlan",
+    "StepStatus",
+    "blend",
+    "make_default_model",
+    "make_schedule",
+    "plot_timelines",
+    "replace",
+    "resolve_aggregator",
+    "stats_table",
+    "temporal_ensemble",
+]

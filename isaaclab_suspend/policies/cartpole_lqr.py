@@ -16,8 +16,9 @@ actuator's damping, stiffness 0), force F = action_scale * a on the cart. Lagran
 The physics steps them with MuJoCo's ``implicitfast`` integrator: the damping is implicit (mass matrix
 ``D + dt * diag(b, 0)`` with ``D = [[M + m, m l cos(theta)], [m l cos(theta), I_c + m l^2]]``), the velocities
 are updated first and the positions with the new velocities (semi-implicit Euler), and the action is held for
-``decimation`` physics steps. Stepped this way, the model reproduces one env step of the simulator from given
-states and actions to 5 significant digits; the explicit continuous-time model is 7 % off in the velocities.
+``decimation`` physics steps. Stepped this way (:meth:`CartpoleLQRChunkModel.step`), the model reproduces one
+env step of the simulator from given states and actions to within 1e-4; the explicit continuous-time model is
+7 % off in the velocities.
 Linearised at the upright rest state, one physics step is ``s' = Phi s + Gamma a``; one env step is
 ``A_d = Phi^d``, ``B_d = sum_{i<d} Phi^i Gamma``, and the gain ``K`` solves the discrete-time Riccati equation
 for weights Q, R (fixed-point iteration, float64).
@@ -61,20 +62,41 @@ class CartpoleLQRChunkModel:
         """Plan H actions from ``obs_rows["policy"]`` (shape (B, 4)). Returns shape (B, H, 1)."""
         cfg = self.cfg
         state = obs_rows["policy"][:, :4].to(torch.float32)
-        x, theta, x_dot, theta_dot = state.unbind(1)
         gain = self.gain.to(state.device)
         actions = []
         for _ in range(cfg.chunk_length):
-            s = torch.stack((x, theta, x_dot, theta_dot), dim=1)
-            action = (-s @ gain.T).squeeze(1).clamp(-cfg.action_limit, cfg.action_limit)
+            action = (-state @ gain.T).squeeze(1).clamp(-cfg.action_limit, cfg.action_limit)
             actions.append(action)
-            for _ in range(cfg.decimation):
-                x_ddot, theta_ddot = self._accelerations(theta, x_dot, theta_dot, action * cfg.action_scale)
-                x_dot = x_dot + cfg.dt * x_ddot
-                theta_dot = theta_dot + cfg.dt * theta_ddot
-                x = x + cfg.dt * x_dot
-                theta = theta + cfg.dt * theta_dot
+            state = self.step(state, action)
         return torch.stack(actions, dim=1).unsqueeze(-1)
+
+    def step(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
+        """One env step of the nonlinear model, stepped like the physics (see the module docstring).
+
+        Args:
+            state: ``[x, theta, x_dot, theta_dot]``. Shape: (B, 4).
+            action: The action, held for ``decimation`` physics steps. Shape: (B,).
+
+        Returns:
+            The next state. Shape: (B, 4).
+        """
+        cfg, p = self.cfg, self.params
+        m, com = p.pole_mass, p.pole_com
+        x, theta, x_dot, theta_dot = state.unbind(1)
+        force = action * cfg.action_scale
+        # mass matrix with the implicit damping (d12 depends on theta), generalised forces at the current velocities
+        d11, d22 = p.cart_mass + m + cfg.dt * cfg.cart_damping, self._pole_inertia() + m * com * com
+        for _ in range(cfg.decimation):
+            cos, sin = torch.cos(theta), torch.sin(theta)
+            d12 = m * com * cos
+            r1 = force - cfg.cart_damping * x_dot + m * com * sin * theta_dot**2
+            r2 = m * GRAVITY * com * sin
+            det = d11 * d22 - d12 * d12
+            x_dot = x_dot + cfg.dt * (d22 * r1 - d12 * r2) / det
+            theta_dot = theta_dot + cfg.dt * (d11 * r2 - d12 * r1) / det
+            x = x + cfg.dt * x_dot
+            theta = theta + cfg.dt * theta_dot
+        return torch.stack((x, theta, x_dot, theta_dot), dim=1)
 
     def linear_model(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Discrete-time ``(A_d, B_d)`` of one env step, linearised at the upright rest state, float64.
@@ -83,7 +105,9 @@ class CartpoleLQRChunkModel:
         """
         cfg, p = self.cfg, self.params
         h, ml = cfg.dt, p.pole_mass * p.pole_com
-        mass = torch.tensor([[p.cart_mass + p.pole_mass, ml], [ml, self._pole_inertia() + ml * p.pole_com]], dtype=torch.float64)
+        mass = torch.tensor(
+            [[p.cart_mass + p.pole_mass, ml], [ml, self._pole_inertia() + ml * p.pole_com]], dtype=torch.float64
+        )
         mass_inv = torch.linalg.inv(mass + torch.diag(torch.tensor([h * cfg.cart_damping, 0.0], dtype=torch.float64)))
         # generalised forces [-b x_dot + scale * a, m g l theta] as a linear map of (s, a)
         force_s = torch.zeros(2, 4, dtype=torch.float64)
@@ -119,16 +143,6 @@ class CartpoleLQRChunkModel:
     def _pole_inertia(self) -> float:
         p = self.params
         return p.pole_mass * (p.pole_size[2] ** 2 + p.pole_size[0] ** 2) / 12.0
-
-    def _accelerations(self, theta, x_dot, theta_dot, force):
-        p, cfg = self.params, self.cfg
-        m, l = p.pole_mass, p.pole_com
-        cos, sin = torch.cos(theta), torch.sin(theta)
-        d11, d12, d22 = p.cart_mass + m + cfg.dt * cfg.cart_damping, m * l * cos, self._pole_inertia() + m * l * l
-        r1 = force - cfg.cart_damping * x_dot + m * l * sin * theta_dot**2
-        r2 = m * GRAVITY * l * sin
-        det = d11 * d22 - d12 * d12
-        return (d22 * r1 - d12 * r2) / det, (d11 * r2 - d12 * r1) / det
 
     def __repr__(self) -> str:
         return f"CartpoleLQRChunkModel(H={self.cfg.chunk_length}, K={[round(k, 3) for k in self.gain[0].tolist()]})"

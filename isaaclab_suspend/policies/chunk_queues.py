@@ -79,7 +79,9 @@ class ChunkQueues:
         self.counts.masked_fill_(env_mask.unsqueeze(1), 0)
         self._steps_to_refill = 0
 
-    def merge(self, env_ids: torch.Tensor, chunk: torch.Tensor, aggregator: Aggregator, take: torch.Tensor | None) -> None:
+    def merge(
+        self, env_ids: torch.Tensor, chunk: torch.Tensor, aggregator: Aggregator, take: torch.Tensor | None
+    ) -> None:
         """Merge a new chunk into the queues of ``env_ids`` and restart their cursors.
 
         Args:

@@ -85,7 +85,9 @@ class ActionChunkingPolicy:
         if isinstance(h, bool) or not isinstance(h, int) or h <= 0:
             raise ValueError(f"chunk_length must be a positive int (actions per chunk), got {h!r}.")
         if not 0.0 <= cfg.refill_threshold <= 1.0:
-            raise ValueError(f"refill_threshold must lie in [0, 1] (a fraction of the chunk), got {cfg.refill_threshold}.")
+            raise ValueError(
+                f"refill_threshold must lie in [0, 1] (a fraction of the chunk), got {cfg.refill_threshold}."
+            )
         if cfg.log_interval <= 0:
             raise ValueError(f"log_interval must be a positive number of steps, got {cfg.log_interval}.")
         self.schedule = make_schedule(cfg.schedule)

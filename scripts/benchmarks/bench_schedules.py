@@ -11,9 +11,11 @@ Figures per run:
 * useful env-steps/s: env-steps in which an env executed a chunk action (not suspended, not holding), over
   the wall time of the loop (simulation, inference, policy);
 * ideal: ``N H / (H t_step + L(N))``, one full-batch call per H steps with every env always active, where
-  ``t_step`` is the plain ``env.step`` time measured on the same env just before the run (median of 40 steps,
-  all envs active, no policy) and ``L(N)`` the emulated latency of a full batch; "run step" is the mean
-  ``env.step`` time within the run (resets and suspended envs included);
+  ``L(N)`` is the emulated latency of a full batch and ``t_step`` the mean ``env.step`` time within the run
+  ("run step"), so that useful/ideal measures what the schedule costs (waiting envs, extra calls, the
+  policy's own work) whatever the speed of a shared machine at the time; "plain step" is the ``env.step``
+  time with every env active and no policy, measured on the same env just before the run (median of 40
+  steps): the difference shows what resets and suspended envs add to a step;
 * vs any: how many times fewer calls than ``any`` made in the same setting.
 
 Example (a subset; ``--quick`` for a short check)::
@@ -33,8 +35,14 @@ import time
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
-from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
+from isaaclab_suspend.policies import (
+    DEFAULT_MODELS,
+    SCHEDULES,
+    ActionChunkingPolicy,
+    LatencyCfg,
+    LatencyEmulator,
+    make_default_model,
+)
 from isaaclab_suspend.utils import open_env
 
 
@@ -77,7 +85,7 @@ def step_time(env, steps: int = 40) -> float:
 def run(env, args, schedule: str, chunk_length: int, latency: LatencyCfg) -> dict:
     """One schedule on ``env`` for ``args.steps`` steps; returns the policy's figures and the ideal bound."""
     env.reset(seed=args.seed)  # also resumes any env left suspended by the previous run
-    t_step = step_time(env)
+    plain_step = step_time(env)
     model = LatencyEmulator(make_default_model(args.task, chunk_length), latency)
     policy = ActionChunkingPolicy(model, env, chunk_length=chunk_length, schedule=schedule)
     obs, _ = env.reset(seed=args.seed)
@@ -91,8 +99,9 @@ def run(env, args, schedule: str, chunk_length: int, latency: LatencyCfg) -> dic
         policy.observe(terminated | truncated)
     stats = policy.stats
     n = env.num_envs
-    stats["t_step"] = t_step
-    stats["ideal"] = n * chunk_length / (chunk_length * t_step + latency.latency(n))
+    stats["plain_step_s"] = plain_step
+    stats["run_step_s"] = stats["simulation_s"] / stats["steps"]
+    stats["ideal"] = n * chunk_length / (chunk_length * stats["run_step_s"] + latency.latency(n))
     return stats
 
 
@@ -124,7 +133,7 @@ def main() -> None:
                     rows.append((num_envs, chunk_length, schedule, stats, any_calls, (min(rates), max(rates))))
 
     columns = ["N", "H", "schedule", "calls", "ceil(T/H)", "calls/1000 steps", "envs/call", "suspended", "held",
-               "t_step ms", "run step ms", "useful env-steps/s", "ideal", "useful/ideal", "vs any"]
+               "plain step ms", "run step ms", "useful env-steps/s", "ideal", "useful/ideal", "vs any"]
     if args.repeats > 1:
         columns.insert(columns.index("ideal"), "range")
     table = PrettyTable(columns)
@@ -133,8 +142,8 @@ def main() -> None:
         row = [
             num_envs, chunk_length, schedule, s["inference_calls"], math.ceil(args.steps / chunk_length),
             f"{s['calls_per_1000_steps']:.1f}", f"{s['mean_envs_per_call']:.1f}", f"{s['suspended_fraction']:.1%}",
-            f"{s['held_env_steps'] / (num_envs * args.steps):.1%}", f"{1e3 * s['t_step']:.1f}",
-            f"{1e3 * s['simulation_s'] / s['steps']:.1f}", f"{s['active_env_steps_per_s']:.0f}", f"{s['ideal']:.0f}",
+            f"{s['held_env_steps'] / (num_envs * args.steps):.1%}", f"{1e3 * s['plain_step_s']:.1f}",
+            f"{1e3 * s['run_step_s']:.1f}", f"{s['active_env_steps_per_s']:.0f}", f"{s['ideal']:.0f}",
             f"{s['active_env_steps_per_s'] / s['ideal']:.2f}",
             f"{any_calls / s['inference_calls']:.1f}x" if any_calls else "-",
         ]
@@ -144,8 +153,8 @@ def main() -> None:
     mode = "virtual" if args.virtual_latency else "slept"
     episodes = "all episodes start at step 0" if args.no_desync else "episodes start at random points"
     print(f"\n$ {' '.join(shlex.quote(a) for a in ['python', *sys.argv])}")
-    print(f"{args.task}, embedded chunk model, T = {args.steps} steps, seed {args.seed}, latency {args.latency} s per call"
-          f" ({mode}), {episodes}{''.join(f', {item}' for item in args.set)}, CPU.")
+    print(f"{args.task}, embedded chunk model, T = {args.steps} steps, seed {args.seed},"
+          f" latency {args.latency} s per call ({mode}), {episodes}{''.join(f', {item}' for item in args.set)}, CPU.")
     print(table)
 
 
