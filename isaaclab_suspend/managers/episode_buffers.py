@@ -12,9 +12,13 @@ EpisodeTree = dict[str, "torch.Tensor | EpisodeTree"]
 
 
 class _Stream:
-    """The tensors recorded under one key: one leaf buffer per tensor of the value, one write index per env."""
+    """The tensors recorded under one key: one leaf buffer per tensor of the value, one write index per env.
 
-    def __init__(self, key: str, num_envs: int, capacity: int, per_step: bool, device: str | torch.device):
+    Its write index and first rows are rows of tensors that :class:`EpisodeBuffers` shares between all keys
+    (bound by :meth:`EpisodeBuffers._stream`), so that clearing or counting episodes is one op for all keys.
+    """
+
+    def __init__(self, key: str, capacity: int, per_step: bool):
         self.key = key
         """Key the recorder term returned (``actions``, ``states``, ``initial_state``, ...)."""
         self.per_step = per_step
@@ -23,30 +27,58 @@ class _Stream:
         """Samples per env the leaf buffers hold."""
         self.leaves: dict[tuple[str, ...], torch.Tensor] = {}
         """Leaf buffers by path inside the value. Shape: (num_envs, capacity, ...)."""
-        self.count = torch.zeros(num_envs, dtype=torch.long, device=device)
-        """Samples of the open episode of each env, which is also where its next sample goes. Shape: (num_envs,)."""
+        self.flat: dict[tuple[str, ...], torch.Tensor] = {}
+        """The same buffers viewed as (num_envs * capacity, ...): sample t of env i is row ``i * capacity + t``."""
+        self.row_start: torch.Tensor
+        """Flat row of each env's first sample, ``env_id * capacity``. Shape: (num_envs,)."""
+        self.row: torch.Tensor
+        """Flat row of each env's next sample, its write index: ``row_start + count``. Shape: (num_envs,)."""
         self.bound = 0
         """Host-side upper bound of ``count.max()``: the device is read only when it reaches :attr:`capacity`."""
-        self.row_start = torch.arange(num_envs, device=device) * capacity
-        """Flat index of each env's first sample in a leaf viewed as (num_envs * capacity, ...). Shape: (num_envs,)."""
+
+    @property
+    def count(self) -> torch.Tensor:
+        """Samples of each env's open episode. Shape: (num_envs,)."""
+        return self.row - self.row_start
+
+    def add_leaf(self, path: tuple[str, ...], like: torch.Tensor) -> None:
+        """Allocate the buffer of a leaf with the sample shape and dtype of ``like`` (shape (rows, ...))."""
+        shape = (self.row.shape[0], self.capacity, *like.shape[1:])
+        self._set(path, torch.zeros(shape, dtype=like.dtype, device=self.row.device))
+
+    def write(self, leaves: dict[tuple[str, ...], torch.Tensor], rows: torch.Tensor) -> None:
+        """Copy each leaf's rows into the flat buffer rows ``rows`` (one per leaf row). Shape of ``rows``: (B,)."""
+        for path, leaf in leaves.items():
+            target = self.flat[path]
+            if leaf.ndim == 0 or leaf.shape[0] != rows.shape[0]:
+                name = "/".join((self.key, *path))
+                raise ValueError(f"Recorded value '{name}' must have {rows.shape[0]} rows, got shape {tuple(leaf.shape)}.")
+            target.index_copy_(0, rows, leaf if leaf.dtype == target.dtype else leaf.to(target.dtype))
 
     def grow(self, capacity: int) -> None:
         """Reallocate every leaf with room for ``capacity`` samples per env, keeping the recorded ones."""
-        for path, old in self.leaves.items():
+        for path, old in list(self.leaves.items()):
             new = torch.zeros((old.shape[0], capacity, *old.shape[2:]), dtype=old.dtype, device=old.device)
             new[:, : self.capacity] = old
-            self.leaves[path] = new
-        self.row_start = torch.arange(self.count.shape[0], device=self.count.device) * capacity
+            self._set(path, new)
+        count = self.count
+        torch.mul(torch.arange(self.row.shape[0], device=self.row.device), capacity, out=self.row_start)
+        torch.add(self.row_start, count, out=self.row)
         self.capacity = capacity
+
+    def _set(self, path: tuple[str, ...], buffer: torch.Tensor) -> None:
+        self.leaves[path] = buffer
+        self.flat[path] = buffer.view(-1, *buffer.shape[2:])
 
 
 class EpisodeBuffers:
     """The open episode of every env, stored in device tensors allocated once per recorded key.
 
     Each key a recorder term returns (a tensor or a nested dict of tensors with one row per env) gets one
-    buffer per tensor of shape (num_envs, capacity, ...) and a write index per env, the number of samples of
-    the env's open episode. Recording a step for a bool mask of envs is one ``index_copy_`` per tensor that
-    writes *every* env's row at its write index, followed by ``count += mask``: the rows of envs outside the
+    buffer per tensor of shape (num_envs, capacity, ...) and a write index per env: the row of its next sample
+    in the buffers viewed as (num_envs * capacity, ...), its first row plus the samples of its open episode.
+    Recording a step for a bool mask of envs is one ``index_copy_`` per tensor that writes *every* env's row
+    at its write index, followed by ``index += mask``: the rows of envs outside the
     mask land in the slot after their last sample and are overwritten by their next sample, so nothing is
     selected, nothing is synchronised with the host and no Python loop runs over envs. Episodes become
     nested dicts of tensors only when they are taken out (:meth:`episodes`), at export.
@@ -68,6 +100,10 @@ class EpisodeBuffers:
         self.capacity = capacity
         self.device = device
         self._streams: dict[str, _Stream] = {}
+        self._rows = torch.zeros(0, num_envs, dtype=torch.long, device=device)
+        """Write index of each key (in creation order) and env. Shape: (num_keys, num_envs)."""
+        self._row_starts = torch.zeros(0, num_envs, dtype=torch.long, device=device)
+        """First row of each key and env. Shape: (num_keys, num_envs)."""
         self._leaf_keys: dict[tuple[str, ...], str] = {}
         """Key owning each full leaf path, to refuse two keys writing the same dataset."""
 
@@ -112,21 +148,17 @@ class EpisodeBuffers:
             value: A tensor (or warp array) with one row per env, or a nested dict of them. Shape: (num_envs, ...).
             env_mask: The envs that record this sample. Shape: (num_envs,), bool, on the device.
         """
-        leaves = dict(flatten_tree(value))
+        leaves = _leaves(value)
         stream = self._stream(key, leaves, per_step=True)
         if stream.bound >= stream.capacity:
             stream.bound = int(stream.count.max())
             if stream.bound >= stream.capacity:
                 stream.grow(2 * stream.capacity)
-        index = stream.row_start + stream.count
-        for path, leaf in leaves.items():
-            _check_rows(key, path, leaf, self.num_envs)
-            buffer = stream.leaves[path]
-            buffer.view(-1, *buffer.shape[2:]).index_copy_(0, index, leaf.to(buffer.dtype))
+        stream.write(leaves, stream.row)
         if env_mask is None:
-            stream.count += 1
+            stream.row += 1
         else:
-            stream.count += env_mask
+            stream.row += env_mask
         stream.bound += 1
 
     def append_rows(self, key: str, value: torch.Tensor | wp.array | Mapping, env_ids: torch.Tensor) -> None:
@@ -137,51 +169,46 @@ class EpisodeBuffers:
             value: A tensor (or warp array) with one row per id, or a nested dict of them. Shape: (len(env_ids), ...).
             env_ids: Unique env ids. Shape: (B,), integer, on the device.
         """
-        leaves = dict(flatten_tree(value))
+        leaves = _leaves(value)
         stream = self._stream(key, leaves, per_step=False)
         if env_ids.numel() == 0:
             return
-        needed = int(stream.count[env_ids].max()) + 1
+        rows = stream.row[env_ids]
+        needed = int((rows - stream.row_start[env_ids]).max()) + 1
         if needed > stream.capacity:
             stream.grow(max(needed, 2 * stream.capacity))
-        index = stream.row_start[env_ids] + stream.count[env_ids]
-        for path, leaf in leaves.items():
-            _check_rows(key, path, leaf, env_ids.shape[0])
-            buffer = stream.leaves[path]
-            buffer.view(-1, *buffer.shape[2:]).index_copy_(0, index, leaf.to(buffer.dtype))
-        stream.count[env_ids] += 1
+            rows = stream.row[env_ids]
+        stream.write(leaves, rows)
+        stream.row.index_copy_(0, env_ids, rows + 1)
         stream.bound += 1
 
     def clear(self, env_ids: torch.Tensor | slice) -> None:
         """Empty the open episodes of ``env_ids`` (a 1-D integer tensor on the device, or a slice)."""
-        for stream in self._streams.values():
-            stream.count[env_ids] = 0
+        self._rows[:, env_ids] = self._row_starts[:, env_ids]
 
-    def num_steps(self, env_ids: torch.Tensor) -> torch.Tensor:
-        """Samples of the longest per-step key of each env's open episode (0: nothing recorded). Shape: (B,)."""
-        counts = [s.count[env_ids] for s in self._streams.values() if s.per_step]
-        if not counts:
-            return torch.zeros(len(env_ids), dtype=torch.long, device=self.device)
-        return torch.stack(counts).amax(dim=0)
-
-    def episodes(self, env_ids: Sequence[int]) -> list[EpisodeTree]:
-        """Copies of the open episodes of ``env_ids`` as nested dicts of tensors of shape (num_samples, ...).
+    def episodes(self, env_ids: Sequence[int], copy: bool = True) -> list[EpisodeTree]:
+        """The open episodes of ``env_ids`` as nested dicts of tensors of shape (num_samples, ...).
 
         An episode without a single per-step sample is returned empty (``{}``): it was reset before it
         stepped, and a demo of length 0 is of no use to anyone. Reads the device once.
+
+        Args:
+            env_ids: The env ids.
+            copy: Whether to return copies. Views (``copy=False``) are only valid until the next append to
+                these envs: for a caller that consumes them at once, such as an export.
         """
         streams = list(self._streams.values())
         if not streams:
             return [{} for _ in env_ids]
         ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=self.device)
-        counts = torch.stack([s.count[ids] for s in streams], dim=1).tolist()
+        counts = (self._rows[:, ids] - self._row_starts[:, ids]).T.tolist()
         episodes = []
         for env_id, env_counts in zip(env_ids, counts):
             if not any(n > 0 for s, n in zip(streams, env_counts) if s.per_step):
                 episodes.append({})
                 continue
             leaves = {
-                (*stream.key.split("/"), *path): leaf[env_id, :n].clone()
+                (*stream.key.split("/"), *path): leaf[env_id, :n].clone() if copy else leaf[env_id, :n]
                 for stream, n in zip(streams, env_counts)
                 if n > 0
                 for path, leaf in stream.leaves.items()
@@ -198,7 +225,12 @@ class EpisodeBuffers:
         stream = self._streams.get(key)
         if stream is None:
             capacity = self.capacity if per_step else 1
-            stream = self._streams[key] = _Stream(key, self.num_envs, capacity, per_step, self.device)
+            stream = self._streams[key] = _Stream(key, capacity, per_step)
+            start = torch.arange(self.num_envs, device=self.device).unsqueeze(0) * capacity
+            self._row_starts = torch.cat((self._row_starts, start))
+            self._rows = torch.cat((self._rows, start))
+            for k, s in enumerate(self._streams.values()):
+                s.row, s.row_start = self._rows[k], self._row_starts[k]
         for path, leaf in leaves.items():
             if path in stream.leaves:
                 continue
@@ -206,9 +238,7 @@ class EpisodeBuffers:
             owner = self._leaf_keys.setdefault(full_path, key)
             if owner != key:
                 raise ValueError(f"'{'/'.join(full_path)}' is recorded under both '{owner}' and '{key}'.")
-            stream.leaves[path] = torch.zeros(
-                (self.num_envs, stream.capacity, *leaf.shape[1:]), dtype=leaf.dtype, device=self.device
-            )
+            stream.add_leaf(path, leaf)
         return stream
 
 
@@ -225,10 +255,9 @@ def flatten_tree(
         yield path, value
 
 
-def _check_rows(key: str, path: tuple[str, ...], leaf: torch.Tensor, rows: int) -> None:
-    if leaf.ndim == 0 or leaf.shape[0] != rows:
-        name = "/".join((key, *path))
-        raise ValueError(f"Recorded value '{name}' must have {rows} rows (one per env), got shape {tuple(leaf.shape)}.")
+def _leaves(value: torch.Tensor | wp.array | Mapping) -> dict[tuple[str, ...], torch.Tensor]:
+    """The leaves of a recorded value by path (a plain tensor, the common case, without walking a tree)."""
+    return {(): value} if isinstance(value, torch.Tensor) else dict(flatten_tree(value))
 
 
 def unflatten_tree(leaves: Mapping[tuple[str, ...], torch.Tensor]) -> EpisodeTree:

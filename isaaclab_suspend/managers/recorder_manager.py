@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from isaaclab.managers import DatasetExportMode, RecorderManager, RecorderManagerBaseCfg, RecorderTermCfg
+from isaaclab.managers import DatasetExportMode, RecorderManager, RecorderManagerBaseCfg, RecorderTerm, RecorderTermCfg
 from isaaclab.utils import configclass
 from isaaclab.utils.datasets import EpisodeData
 
@@ -71,6 +71,11 @@ class SuspendableRecorderManager(RecorderManager):
         capacity = cfg.buffer_length or _default_capacity(env)
         self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device)
         """The open episode of every env."""
+        self._step_terms = {
+            hook: [term for term in self._terms.values() if getattr(type(term), hook) is not getattr(RecorderTerm, hook)]
+            for hook in ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
+        }
+        """The terms that record something at each step hook (the others return nothing there)."""
         self._success = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
         """Success of each env's open episode, set at its reset. Shape: (num_envs,)."""
 
@@ -156,7 +161,7 @@ class SuspendableRecorderManager(RecorderManager):
         """A copy of the open episode of ``env_id`` (tensors of shape (num_samples, ...)); empty before it steps."""
         if len(self.active_terms) == 0:
             return EpisodeData()
-        return self._episode_data([env_id])[0]
+        return self._episode_data([env_id], copy=True)[0]
 
     def export_episodes(
         self, env_ids: Sequence[int] | slice | None = None, demo_ids: Sequence[int] | None = None
@@ -172,7 +177,8 @@ class SuspendableRecorderManager(RecorderManager):
         if len(self.active_terms) == 0:
             return
         ids = self._ids_list(env_ids)
-        for env_id, episode in zip(ids, self._episode_data(ids)):
+        # views into the buffers: the parent writes them to the file and drops them before anything is recorded
+        for env_id, episode in zip(ids, self._episode_data(ids, copy=False)):
             self._episodes[env_id] = episode
         try:
             super().export_episodes(ids, demo_ids)
@@ -182,7 +188,7 @@ class SuspendableRecorderManager(RecorderManager):
                 f"Could not write episodes to {self.dataset_file_paths}: {err}. The episodes exported before are in"
                 " the file; free some space or choose another dataset_export_dir_path.",
             ) from err
-        self.buffers.clear(torch.as_tensor(ids, dtype=torch.long, device=self.device))
+        self.buffers.clear(torch.as_tensor(ids, dtype=torch.long, device=self.buffers.device))
         self._success[ids] = False
 
     def get_ep_meta(self) -> dict:
@@ -203,14 +209,14 @@ class SuspendableRecorderManager(RecorderManager):
     def _record_step(self, hook: str, env_mask: torch.Tensor | None) -> None:
         if len(self.active_terms) == 0:
             return
-        for term in self._terms.values():
+        for term in self._step_terms[hook]:
             key, value = getattr(term, hook)()
             if key is not None:
                 self.buffers.append(key, value, env_mask)
 
-    def _episode_data(self, env_ids: list[int]) -> list[EpisodeData]:
+    def _episode_data(self, env_ids: list[int], copy: bool) -> list[EpisodeData]:
         """The open episodes of ``env_ids`` as :class:`EpisodeData` (empty where nothing was stepped)."""
-        trees = self.buffers.episodes(env_ids)
+        trees = self.buffers.episodes(env_ids, copy)
         success = self._success[env_ids].tolist()
         episodes = []
         for tree, succeeded in zip(trees, success):
@@ -224,8 +230,8 @@ class SuspendableRecorderManager(RecorderManager):
 
     def _ids_tensor(self, env_ids: Sequence[int] | torch.Tensor | slice) -> torch.Tensor:
         if isinstance(env_ids, torch.Tensor):
-            return env_ids.to(device=self.device, dtype=torch.long).reshape(-1)
-        return torch.as_tensor(self._ids_list(env_ids), dtype=torch.long, device=self.device)
+            return env_ids.to(device=self.buffers.device, dtype=torch.long).reshape(-1)
+        return torch.as_tensor(self._ids_list(env_ids), dtype=torch.long, device=self.buffers.device)
 
     def _ids_list(self, env_ids: Sequence[int] | torch.Tensor | slice | None) -> list[int]:
         if env_ids is None:
