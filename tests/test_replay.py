@@ -99,7 +99,7 @@ def test_replay_without_event_states_drifts_at_the_events(dataset, tmp_path):
     path = str(tmp_path / "no_events.hdf5")
     _copy_without(dataset, path, lambda name: name.endswith("/pre_step_states"))
     with DatasetReader(dataset) as reader:
-        nudged = {name: len(reader.load(name, "cpu").event_steps()) > 0 for name in reader.demo_names}
+        nudged = {name: len(reader.load(name, "cpu").events()) > 0 for name in reader.demo_names}
     assert any(nudged.values()) and not all(nudged.values())
     for result in _replay(path, NUM_ENVS):
         assert result.events_applied == 0

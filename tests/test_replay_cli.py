@@ -46,7 +46,7 @@ def test_exact_replay_exits_0(dataset):
 def test_drift_exits_1_and_warns(dataset, tmp_path):
     """Without the pre-step states the recorded nudges are lost, the states drift and the status is 1."""
     with DatasetReader(dataset) as reader:
-        assert any(len(reader.load(name, "cpu").event_steps()) for name in reader.demo_names)
+        assert any(len(reader.load(name, "cpu").events()) for name in reader.demo_names)
     stripped = tmp_path / "stripped.hdf5"
     with h5py.File(dataset, "r") as fin, h5py.File(stripped, "w") as fout:
         fout.attrs.update(fin.attrs)  # format_version: without it the reader converts legacy quaternions

@@ -46,17 +46,22 @@ class Demo:
         """Number of steps."""
         return self.actions.shape[0]
 
-    def event_steps(self) -> torch.Tensor:
-        """Steps whose starting state differs from the state the step before ended in: something other than
-        the actions (an interval event) changed it. Empty without pre-step states. Shape: (K,), long."""
+    def events(self) -> list[tuple[int, list[StatePath]]]:
+        """Steps whose starting state differs from the state the step before ended in, with the state tensors
+        that differ: something other than the actions (an interval event) changed them in between. Empty
+        without pre-step states."""
         if self.pre_step_states is None:
-            return torch.zeros(0, dtype=torch.long)
+            return []
         initial = dict(flatten_tree(self.initial_state))
-        changed = torch.zeros(self.num_samples, dtype=torch.bool, device=self.actions.device)
+        changed = {}  # path -> bool per step
         for path, pre in self.pre_step_states.items():
             before = torch.cat((initial[path], self.states[path][:-1]))
-            changed |= (pre != before).flatten(1).any(dim=1)
-        return changed.nonzero().squeeze(1).cpu()
+            changed[path] = (pre != before).flatten(1).any(dim=1).tolist()
+        return [
+            (t, [path for path, flags in changed.items() if flags[t]])
+            for t in range(self.num_samples)
+            if any(flags[t] for flags in changed.values())
+        ]
 
 
 class DatasetReader:

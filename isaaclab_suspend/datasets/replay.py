@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -36,7 +36,19 @@ def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu"):
     return cfg
 
 
-def write_scene_state(scene: InteractiveScene, state: dict, env_ids: torch.Tensor) -> None:
+_WRITERS: dict[str, tuple[str, str]] = {
+    "root_pose": ("write_root_pose_to_sim_index", "root_pose"),
+    "root_velocity": ("write_root_velocity_to_sim_index", "root_velocity"),
+    "joint_position": ("write_joint_position_to_sim_index", "position"),
+    "joint_velocity": ("write_joint_velocity_to_sim_index", "velocity"),
+}
+"""State writer and its argument for each tensor of an articulation's or rigid object's state (the format of
+:meth:`InteractiveScene.get_state`)."""
+
+
+def write_scene_state(
+    scene: InteractiveScene, state: dict, env_ids: torch.Tensor, paths: Collection[StatePath] | None = None
+) -> None:
     """Write a scene state (relative to the env origins) into envs ``env_ids`` with the assets' state writers.
 
     Unlike :meth:`InteractiveScene.reset_to` it writes only the state, not the joint targets: writing the values
@@ -46,6 +58,9 @@ def write_scene_state(scene: InteractiveScene, state: dict, env_ids: torch.Tenso
         scene: The scene.
         state: Rows for ``env_ids`` in the format of :meth:`InteractiveScene.get_state`. Shape: (len(env_ids), ...).
         env_ids: The env ids. Shape: (B,).
+        paths: The state tensors to write, e.g. ``{("rigid_object", "cube", "root_velocity")}`` (None: all). A
+            pose read back after a physics step is the solver's normalised one: writing it when it did not
+            change would round the state the next step starts from.
 
     Raises:
         DatasetError: If an asset of the scene is missing from the state.
@@ -57,20 +72,19 @@ def write_scene_state(scene: InteractiveScene, state: dict, env_ids: torch.Tenso
         raise NotImplementedError(
             f"Exact replay writes articulations and rigid objects only; the scene also has {unsupported}."
         )
-    origins = scene.env_origins[env_ids]
     for kind, assets in (("articulation", scene.articulations), ("rigid_object", scene.rigid_objects)):
         for name, asset in assets.items():
             rows = state.get(kind, {}).get(name)
             if rows is None:
                 raise DatasetError(f"The recorded state has no '{kind}/{name}' (the scene has one).")
-            pose = rows["root_pose"].clone()
-            pose[:, :3] += origins
-            asset.write_root_pose_to_sim_index(root_pose=pose, env_ids=env_ids)
-            asset.write_root_velocity_to_sim_index(root_velocity=rows["root_velocity"], env_ids=env_ids)
-            if kind == "articulation":
-                asset.write_joint_state_to_sim_index(
-                    position=rows["joint_position"], velocity=rows["joint_velocity"], env_ids=env_ids
-                )
+            for key, value in rows.items():
+                if paths is not None and (kind, name, key) not in paths:
+                    continue
+                if key == "root_pose":
+                    value = value.clone()
+                    value[:, :3] += scene.env_origins[env_ids]
+                writer, argument = _WRITERS[key]
+                getattr(asset, writer)(**{argument: value}, env_ids=env_ids)
 
 
 @dataclass
@@ -101,8 +115,8 @@ class DatasetReplayer:
     recorded actions, and after each step the scene state is compared with the recorded one; the largest
     difference is kept per demo. Demos end at different steps: an env whose demo ended and that has no demo
     left is suspended (frozen, it steps nothing), never fed made-up actions. At steps where the dataset shows
-    that something other than the actions changed the state (an interval event, see
-    :meth:`Demo.event_steps`), the recorded pre-step state is written first. Demos that carry their
+    that something other than the actions changed the state (an interval event, see :meth:`Demo.events`),
+    the recorded pre-step values of the state tensors that changed are written first. Demos that carry their
     recording env's origin go to the env with that origin where there is one: physics runs in world
     coordinates, and there the replay is bit-exact on a deterministic solver.
 
@@ -132,7 +146,7 @@ class DatasetReplayer:
         """The demos to replay, loaded and checked, in dataset order."""
         self._paths: list[StatePath] = list(dict(flatten_tree(env.scene.get_state(is_relative=True))))
         """Paths of the scene state tensors, in the order of the error columns."""
-        self._event_steps: dict[str, list[int]] = {}
+        self._events_of: dict[str, list[tuple[int, list[StatePath]]]] = {}
         # demos queue at the env they were recorded at; those recorded elsewhere (or unknown) go to any env
         origins = {tuple(o): i for i, o in enumerate(env.scene.env_origins.tolist())}
         self._queues: list[deque[str]] = [deque() for _ in range(env.num_envs)]
@@ -141,7 +155,7 @@ class DatasetReplayer:
         for name in reader.demo_names if demo_names is None else demo_names:
             demo = self.demos[name] = reader.load(name, "cpu")
             self._check(demo)
-            self._event_steps[name] = demo.event_steps().tolist()
+            self._events_of[name] = demo.events()
             env_id = None if demo.env_origin is None else origins.get(demo.env_origin)
             self._at_origin[name] = None if demo.env_origin is None else env_id is not None
             (self._shared if env_id is None else self._queues[env_id]).append(name)
@@ -171,17 +185,17 @@ class DatasetReplayer:
         """Step of each env's demo. Shape: (num_envs,)."""
         self._slot: list[str | None] = [None] * n
         self._slot_start = [0] * n
-        self._events: dict[int, list[int]] = {}  # replay step -> envs whose demo has an event there
+        self._events: dict[int, list[tuple[int, list[StatePath]]]] = {}  # replay step -> (env, changed paths)
         env.reset()
         self._start(list(range(n)), step=0)
         rows = torch.arange(n, device=device)
         results: dict[str, ReplayResult] = {}
         step = 0
         while any(name is not None for name in self._slot):
-            for i in self._events.pop(step, []):
+            for i, paths in self._events.pop(step, []):
                 t = step - self._slot_start[i]
                 pre = {p: v[t : t + 1] for p, v in self.demos[self._slot[i]].pre_step_states.items()}
-                write_scene_state(env.scene, unflatten_tree(pre), torch.tensor([i], device=device))
+                write_scene_state(env.scene, unflatten_tree(pre), torch.tensor([i], device=device), paths)
             active = torch.tensor([name is not None for name in self._slot], device=device)
             env.step(self._actions[rows, self._cursor])
             state = dict(flatten_tree(env.scene.get_state(is_relative=True)))
@@ -220,8 +234,8 @@ class DatasetReplayer:
             for path, buffer in self._states.items():
                 buffer[i, : demo.num_samples] = demo.states[path]
             self._slot_start[i] = step
-            for t in self._event_steps[name]:
-                self._events.setdefault(step + t, []).append(i)
+            for t, paths in self._events_of[name]:
+                self._events.setdefault(step + t, []).append((i, paths))
             loaded.append(i)
         ids = torch.tensor(env_ids, device=self.env.device)
         self._cursor[ids] = 0
@@ -246,7 +260,7 @@ class DatasetReplayer:
             worst_state="/".join(self._paths[k]) if errors[k] > 0 else "",
             env_id=env_id,
             at_recorded_origin=self._at_origin[name],
-            events_applied=len(self._event_steps[name]),
+            events_applied=len(self._events_of[name]),
         )
 
     def _check(self, demo: Demo) -> None:

@@ -52,7 +52,7 @@ class _Stream:
             target = self.flat[path]
             if leaf.ndim == 0 or leaf.shape[0] != rows.shape[0]:
                 name = "/".join((self.key, *path))
-                raise ValueError(f"Recorded value '{name}' must have {rows.shape[0]} rows, got shape {tuple(leaf.shape)}.")
+                raise ValueError(f"Recorded '{name}' must have {rows.shape[0]} rows, got shape {tuple(leaf.shape)}.")
             target.index_copy_(0, rows, leaf if leaf.dtype == target.dtype else leaf.to(target.dtype))
 
     def grow(self, capacity: int) -> None:
@@ -78,10 +78,10 @@ class EpisodeBuffers:
     buffer per tensor of shape (num_envs, capacity, ...) and a write index per env: the row of its next sample
     in the buffers viewed as (num_envs * capacity, ...), its first row plus the samples of its open episode.
     Recording a step for a bool mask of envs is one ``index_copy_`` per tensor that writes *every* env's row
-    at its write index, followed by ``index += mask``: the rows of envs outside the
-    mask land in the slot after their last sample and are overwritten by their next sample, so nothing is
-    selected, nothing is synchronised with the host and no Python loop runs over envs. Episodes become
-    nested dicts of tensors only when they are taken out (:meth:`episodes`), at export.
+    at its write index, followed by ``index += mask``: the rows of envs outside the mask land in the slot
+    after their last sample and are overwritten by their next sample, so nothing is selected, nothing is
+    synchronised with the host and no Python loop runs over envs. Episodes become nested dicts of tensors
+    only when they are taken out (:meth:`episodes`), at export.
 
     A buffer that fills up doubles. Whether it may be full is known from a host-side upper bound of the write
     indices, so the device is read only when the bound reaches the capacity; with the capacity a little
@@ -128,11 +128,6 @@ class EpisodeBuffers:
             if stream.per_step
             for leaf in stream.leaves.values()
         )
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes allocated by all buffers."""
-        return sum(leaf.numel() * leaf.element_size() for s in self._streams.values() for leaf in s.leaves.values())
 
     """
     Operations.

@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from isaaclab.managers import DatasetExportMode, RecorderManager, RecorderManagerBaseCfg, RecorderTerm, RecorderTermCfg
+from isaaclab.managers import (
+    DatasetExportMode,
+    RecorderManager,
+    RecorderManagerBaseCfg,
+    RecorderTerm,
+    RecorderTermCfg,
+)
 from isaaclab.utils import configclass
 from isaaclab.utils.datasets import EpisodeData
 
@@ -72,7 +78,7 @@ class SuspendableRecorderManager(RecorderManager):
         self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device)
         """The open episode of every env."""
         self._step_terms = {
-            hook: [term for term in self._terms.values() if getattr(type(term), hook) is not getattr(RecorderTerm, hook)]
+            hook: [t for t in self._terms.values() if getattr(type(t), hook) is not getattr(RecorderTerm, hook)]
             for hook in ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
         }
         """The terms that record something at each step hook (the others return nothing there)."""
@@ -172,7 +178,7 @@ class SuspendableRecorderManager(RecorderManager):
         flushes it. Reads the device once.
 
         Raises:
-            OSError: If the file cannot be written (disk full, file removed); the episodes exported before are intact.
+            OSError: If the file cannot be written (disk full, file removed); the episodes exported before stay.
         """
         if len(self.active_terms) == 0:
             return
@@ -198,8 +204,7 @@ class SuspendableRecorderManager(RecorderManager):
         env_name = getattr(self._env.cfg, "env_name", None) or getattr(spec, "id", None)
         if env_name:
             meta.setdefault("env_name", env_name)
-        events = self._env.event_manager.active_terms
-        meta.setdefault("interval_events", list(events.get("interval", [])) if isinstance(events, dict) else [])
+        meta.setdefault("interval_events", list(self._env.event_manager.active_terms.get("interval", [])))
         return meta
 
     """
@@ -243,7 +248,7 @@ class SuspendableRecorderManager(RecorderManager):
         return list(env_ids)
 
     def _prepare_terms(self):
-        """Hand the parent a dict of the cfg's terms only, so that this cfg's own settings are not parsed as terms."""
+        """Hand the parent a dict of the cfg's terms only, so that this cfg's settings are not parsed as terms."""
         cfg = self.cfg
         settings = {f.name for f in fields(SuspendableRecorderManagerCfg)}
         self.cfg = {name: value for name, value in vars(cfg).items() if name not in settings}
@@ -258,7 +263,7 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
     """Configuration of :class:`SuspendableRecorderManager`: Isaac Lab's recorder settings plus buffer sizing.
 
     Recorder terms are added as fields, as on any :class:`~isaaclab.managers.RecorderManagerBaseCfg`
-    (see :class:`~isaaclab_suspend.datasets.SuspendableActionStateRecorderManagerCfg`).
+    (see :class:`~isaaclab_suspend.datasets.DatasetRecorderManagerCfg`).
     """
 
     buffer_length: int | None = None
