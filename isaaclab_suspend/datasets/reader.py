@@ -83,7 +83,9 @@ class DatasetReader:
         self._handler = HDF5DatasetFileHandler()
         try:
             self._handler.open(self.path)
-            self.env_args: dict = json.loads(self._handler._hdf5_data_group.attrs["env_args"])
+            # the handler has no getter for env_args nor for a demo's attributes: read its data group
+            self._data = self._handler._hdf5_data_group
+            self.env_args: dict = json.loads(self._data.attrs["env_args"])
             """The ``env_args`` attribute of the ``data`` group (task id, sim args, ...)."""
         except (OSError, KeyError, ValueError) as err:
             self._handler.close()
@@ -143,7 +145,7 @@ class DatasetReader:
             if key not in data:
                 raise DatasetError(f"{where} has no '{key}': it cannot be replayed (found {sorted(data)}).")
         actions = data["actions"]
-        num_samples = self._handler._hdf5_data_group[name].attrs.get("num_samples")
+        num_samples = self._data[name].attrs.get("num_samples")
         if actions.ndim != 2 or actions.shape[0] == 0 or (num_samples is not None and num_samples != actions.shape[0]):
             raise DatasetError(
                 f"{where}: 'actions' must have shape (num_samples > 0, action_dim), got {tuple(actions.shape)} with"

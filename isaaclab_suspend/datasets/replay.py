@@ -159,6 +159,29 @@ class DatasetReplayer:
             env_id = None if demo.env_origin is None else origins.get(demo.env_origin)
             self._at_origin[name] = None if demo.env_origin is None else env_id is not None
             (self._shared if env_id is None else self._queues[env_id]).append(name)
+        n, device = env.num_envs, env.device
+        max_len = max((d.num_samples for d in self.demos.values()), default=0)
+        first = next(iter(self.demos.values()), None)
+        self._actions = torch.zeros(n, max_len, env.action_manager.total_action_dim, device=device)
+        """Actions of each env's demo, padded. Shape: (num_envs, max_len, action_dim)."""
+        self._states = {
+            p: torch.zeros((n, max_len, *first.states[p].shape[1:]), dtype=first.states[p].dtype, device=device)
+            for p in (self._paths if first is not None else [])
+        }
+        """Recorded states of each env's demo, padded, by path. Shape of each: (num_envs, max_len, ...)."""
+        self._error = torch.zeros(n, len(self._paths), device=device)
+        """Largest error of each env's demo so far, per state path. Shape: (num_envs, num_paths)."""
+        self._cursor = torch.zeros(n, dtype=torch.long, device=device)
+        """Step of each env's demo. Shape: (num_envs,)."""
+        self._active = torch.zeros(n, dtype=torch.bool, device=device)
+        """Envs replaying a demo. Shape: (num_envs,)."""
+        self._slot: list[str | None] = [None] * n
+        """Demo of each env (host), None once it has none left."""
+        self._slot_start = [0] * n
+        """Replay step at which each env's demo started (host)."""
+        self._events: dict[int, list[tuple[int, list[StatePath]]]] = {}
+        """Replay step -> (env, state paths) to write before that step."""
+        self._ran = False
 
     @property
     def num_at_other_origins(self) -> int:
@@ -166,43 +189,33 @@ class DatasetReplayer:
         return sum(1 for at_origin in self._at_origin.values() if at_origin is False)
 
     def run(self, on_done: Callable[[ReplayResult], None] | None = None) -> list[ReplayResult]:
-        """Replay every demo; returns the results in demo order and calls ``on_done`` as each demo ends."""
+        """Replay every demo; returns the results in demo order and calls ``on_done`` as each demo ends.
+
+        Raises:
+            RuntimeError: If called twice (the demo queues are consumed: make a new replayer).
+        """
+        if self._ran:
+            raise RuntimeError("A DatasetReplayer replays its demos once: make a new one to replay them again.")
+        self._ran = True
         if not self.demos:
             return []
-        env, n, device = self.env, self.env.num_envs, self.env.device
-        max_len = max(d.num_samples for d in self.demos.values())
-        self._actions = torch.zeros(n, max_len, env.action_manager.total_action_dim, device=device)
-        """Actions of each env's demo, padded. Shape: (num_envs, max_len, action_dim)."""
-        self._states = {
-            p: torch.zeros((n, max_len, *v.shape[1:]), dtype=v.dtype, device=device)
-            for p, v in next(iter(self.demos.values())).states.items()
-            if p in self._paths
-        }
-        """Recorded states of each env's demo, padded, by path. Shape of each: (num_envs, max_len, ...)."""
-        self._error = torch.zeros(n, len(self._paths), device=device)
-        """Largest error of each env's demo so far, per state path. Shape: (num_envs, num_paths)."""
-        self._cursor = torch.zeros(n, dtype=torch.long, device=device)
-        """Step of each env's demo. Shape: (num_envs,)."""
-        self._slot: list[str | None] = [None] * n
-        self._slot_start = [0] * n
-        self._events: dict[int, list[tuple[int, list[StatePath]]]] = {}  # replay step -> (env, changed paths)
+        env, n = self.env, self.env.num_envs
         env.reset()
         self._start(list(range(n)), step=0)
-        rows = torch.arange(n, device=device)
+        rows = torch.arange(n, device=env.device)
         results: dict[str, ReplayResult] = {}
         step = 0
         while any(name is not None for name in self._slot):
             for i, paths in self._events.pop(step, []):
                 t = step - self._slot_start[i]
                 pre = {p: v[t : t + 1] for p, v in self.demos[self._slot[i]].pre_step_states.items()}
-                write_scene_state(env.scene, unflatten_tree(pre), torch.tensor([i], device=device), paths)
-            active = torch.tensor([name is not None for name in self._slot], device=device)
+                write_scene_state(env.scene, unflatten_tree(pre), torch.tensor([i], device=env.device), paths)
             env.step(self._actions[rows, self._cursor])
             state = dict(flatten_tree(env.scene.get_state(is_relative=True)))
             for k, path in enumerate(self._paths):
                 diff = (state[path] - self._states[path][rows, self._cursor]).abs().flatten(1).amax(dim=1)
-                torch.maximum(self._error[:, k], torch.where(active, diff, 0.0), out=self._error[:, k])
-            self._cursor += active
+                torch.maximum(self._error[:, k], torch.where(self._active, diff, 0.0), out=self._error[:, k])
+            self._cursor += self._active
             step += 1
             ended = [
                 i for i, name in enumerate(self._slot)
@@ -240,6 +253,7 @@ class DatasetReplayer:
         ids = torch.tensor(env_ids, device=self.env.device)
         self._cursor[ids] = 0
         self._error[ids] = 0.0
+        self._active[ids] = torch.tensor([self._slot[i] is not None for i in env_ids], device=self.env.device)
         if loaded:
             loaded_ids = torch.tensor(loaded, device=self.env.device)
             # the env's own reset of these envs, as in its step (managers, buffers, reset events; resumes them) ...
