@@ -144,13 +144,13 @@ class ActionChunkingPolicy:
         """Figures of the run so far (one device sync), see :meth:`ChunkingStats.as_dict`."""
         return self.stats_counters.as_dict()
 
-    def summary(self) -> PrettyTable:
-        """The figures as a table."""
-        return stats_table({self.cfg.schedule: self.stats})
-
     """
     Operations.
     """
+
+    def summary(self) -> PrettyTable:
+        """The figures of the run so far as a table (one device sync)."""
+        return stats_table({self.cfg.schedule: self.stats})
 
     def act(self, obs: Mapping[str, torch.Tensor | Mapping]) -> torch.Tensor:
         """The actions for the next ``env.step``, running the model first if the schedule says so.
