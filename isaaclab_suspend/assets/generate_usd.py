@@ -66,20 +66,24 @@ def _new_stage(path: str, root: str) -> Usd.Stage:
     return stage
 
 
+def _cart_on_rail(stage, root: str, rail_size, cart_size, cart_mass: float, rail_limit: float, collide_cart: bool):
+    """An articulation root with a rail fixed to the world and a cart on it (prismatic ``slider_to_cart`` along x)."""
+    UsdPhysics.ArticulationRootAPI.Apply(stage.GetPrimAtPath(root))
+    _rigid_box(stage, f"{root}/rail", rail_size, 1.0, (0.0, 0.0, 0.0), collide=False)
+    _rigid_box(stage, f"{root}/cart", cart_size, cart_mass, (0.0, 0.0, 0.0), collide=collide_cart)
+    _joint(stage, f"{root}/root_joint", "fixed", None, f"{root}/rail", (0, 0, 0), (0, 0, 0))
+    _joint(
+        stage, f"{root}/slider_to_cart", "prismatic", f"{root}/rail", f"{root}/cart", (0, 0, 0), (0, 0, 0),
+        axis="X", limits=(-rail_limit, rail_limit),
+    )
+
+
 def write_cartpole(path: str) -> None:
     """Cart on a rail (prismatic ``slider_to_cart`` along x), pole on the cart (revolute ``cart_to_pole`` about y)."""
     p = CARTPOLE
     stage = _new_stage(path, "/cartpole")
-    UsdPhysics.ArticulationRootAPI.Apply(stage.GetPrimAtPath("/cartpole"))
-    _rigid_box(stage, "/cartpole/rail", (8.0, 0.03, 0.03), 1.0, (0.0, 0.0, 0.0), collide=False)
-    _rigid_box(stage, "/cartpole/cart", p.cart_size, p.cart_mass, (0.0, 0.0, 0.0), collide=False)
-    pole = _rigid_box(stage, "/cartpole/pole", p.pole_size, p.pole_mass, (0.0, 0.0, p.pole_com), collide=False)
-    del pole
-    _joint(stage, "/cartpole/root_joint", "fixed", None, "/cartpole/rail", (0, 0, 0), (0, 0, 0))
-    _joint(
-        stage, "/cartpole/slider_to_cart", "prismatic", "/cartpole/rail", "/cartpole/cart", (0, 0, 0), (0, 0, 0),
-        axis="X", limits=(-p.rail_limit, p.rail_limit),
-    )
+    _cart_on_rail(stage, "/cartpole", (8.0, 0.03, 0.03), p.cart_size, p.cart_mass, p.rail_limit, collide_cart=False)
+    _rigid_box(stage, "/cartpole/pole", p.pole_size, p.pole_mass, (0.0, 0.0, p.pole_com), collide=False)
     _joint(
         stage, "/cartpole/cart_to_pole", "revolute", "/cartpole/cart", "/cartpole/pole", (0, 0, 0),
         (0, 0, -p.pole_com), axis="Y",
@@ -91,14 +95,7 @@ def write_pusher(path: str) -> None:
     """A cart on a floor-level rail (prismatic ``slider_to_cart`` along x) whose paddle pushes free objects."""
     p = PUSHER
     stage = _new_stage(path, "/pusher")
-    UsdPhysics.ArticulationRootAPI.Apply(stage.GetPrimAtPath("/pusher"))
-    _rigid_box(stage, "/pusher/rail", (0.05, 0.05, 0.05), 1.0, (0.0, 0.0, 0.0), collide=False)
-    _rigid_box(stage, "/pusher/cart", p.paddle_size, p.cart_mass, (0.0, 0.0, 0.0), collide=True)
-    _joint(stage, "/pusher/root_joint", "fixed", None, "/pusher/rail", (0, 0, 0), (0, 0, 0))
-    _joint(
-        stage, "/pusher/slider_to_cart", "prismatic", "/pusher/rail", "/pusher/cart", (0, 0, 0), (0, 0, 0),
-        axis="X", limits=(-p.rail_limit, p.rail_limit),
-    )
+    _cart_on_rail(stage, "/pusher", (0.05, 0.05, 0.05), p.paddle_size, p.cart_mass, p.rail_limit, collide_cart=True)
     stage.GetRootLayer().Save()
 
 
