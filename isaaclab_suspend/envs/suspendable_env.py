@@ -47,6 +47,9 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
     def __init__(self, cfg: SuspendableManagerBasedRLEnvCfg, render_mode: str | None = None, **kwargs):
         self.suspend_cfg: SuspendCfg = getattr(cfg, "suspend", None) or SuspendCfg()
         """Suspension settings (a default, disabled :class:`SuspendCfg` if the cfg has none)."""
+        self.reset_count = 0
+        """Number of resets so far (calls of :meth:`_reset_idx`, from :meth:`reset` or inside :meth:`step`), on
+        the host: a caller compares it around a step to know whether the step reset some env, without a sync."""
         super().__init__(cfg, render_mode, **kwargs)
         self._suspended = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         """Suspended mask. Shape: (num_envs,)."""
@@ -281,6 +284,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
     def _reset_idx(self, env_ids: torch.Tensor | slice):
         """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs."""
         super()._reset_idx(env_ids)
+        self.reset_count += 1
         if self._frozen is not None:
             index_fill_(self._suspended, env_ids, False)
             self._num_suspended = None

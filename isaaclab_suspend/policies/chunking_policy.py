@@ -57,8 +57,8 @@ class ActionChunkingPolicy:
 
     The hot path is that of a GPU loop: device bool masks, no host sync on a step unless a host-side mirror
     says the schedule may act (a clock tick, a reset in the last step, the earliest queue running out).
-    Whether the env reset some env is read without a sync: Isaac Lab's ``_reset_idx`` stores a new
-    ``extras["log"]`` dict on every reset, so :meth:`observe` compares its identity with the one before the step.
+    Whether the env reset some env is read without a sync, from the env's host counter
+    :attr:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv.reset_count`.
 
     Args:
         model: The chunk model.
@@ -127,7 +127,7 @@ class ActionChunkingPolicy:
         """Steps since the last full :meth:`reset` (host counter: step % H == 0 is a clock tick)."""
         self._resets_pending = True
         """Host mirror: some queues were dropped since the last :meth:`act` (at start, all are empty)."""
-        self._log_at_act = None
+        self._resets_at_act = 0
         self._act_end: float | None = None
         self._writer: SummaryWriter | None = None
         if cfg.log_dir is not None:
@@ -182,7 +182,7 @@ class ActionChunkingPolicy:
         self.last_step = StepStatus(executing, suspended, served)
         self._step += 1
         self._resets_pending = False
-        self._log_at_act = self.env.extras.get("log")
+        self._resets_at_act = self.env.reset_count
         self._act_end = time.perf_counter()
         return actions
 
@@ -203,7 +203,7 @@ class ActionChunkingPolicy:
         self._act_end = None
         self.stats_counters.record_outcome(seconds, dones)
         self.schedule.record_step(seconds)
-        if self.env.extras.get("log") is not self._log_at_act:  # the env reset some envs in this step
+        if self.env.reset_count != self._resets_at_act:  # the env reset some envs in this step
             self._drop(dones)
         if self._writer is not None and self._step % self.cfg.log_interval == 0:
             self.stats_counters.write_tensorboard(self._writer, self._step)
