@@ -171,6 +171,36 @@ class DatasetReader:
             success=None if episode.success is None else bool(episode.success),
         )
 
+    def load_arrays(self, name: str, keys: tuple[str, ...], device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+        """Load only the datasets ``keys`` of one demo (e.g. ``("obs", "actions")`` to learn from it), without
+        its states.
+
+        Returns:
+            The tensors by key, each of shape (num_samples, ...).
+
+        Raises:
+            DatasetError: If the demo does not exist, cannot be read, lacks a key, a key is a group rather than
+                one tensor, a tensor has no samples, or the lengths disagree.
+        """
+        where = f"'{self.path}', demo '{name}'"
+        if name not in self.demo_names:
+            raise DatasetError(f"{where} does not exist; the file holds {len(self.demo_names)} demos.")
+        group = self._data[name]
+        arrays = {}
+        for key in keys:
+            if key not in group:
+                raise DatasetError(f"{where} has no '{key}' (found {sorted(group)}).")
+            if not hasattr(group[key], "shape"):
+                raise DatasetError(f"{where}: '{key}' is a group of {sorted(group[key])}, not one tensor.")
+            try:
+                arrays[key] = torch.as_tensor(group[key][()], device=device)
+            except (OSError, ValueError) as err:
+                raise DatasetError(f"{where}: '{key}' cannot be read: {err}") from err
+        lengths = {key: (value.shape[0] if value.ndim else 0) for key, value in arrays.items()}
+        if min(lengths.values(), default=1) == 0 or len(set(lengths.values())) > 1:
+            raise DatasetError(f"{where}: every tensor needs the same number of samples > 0, got {lengths}.")
+        return arrays
+
     def close(self) -> None:
         """Close the file."""
         self._handler.close()

@@ -1,0 +1,210 @@
+"""A small chunk policy (observation -> H actions), its checkpoint, and the loader that hands it to
+:class:`~isaaclab_suspend.policies.ActionChunkingPolicy`."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import torch
+from torch import nn
+
+from isaaclab.utils import configclass
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnv
+
+CHECKPOINT_FORMAT = "isaaclab_suspend.chunk_policy/1"
+"""Value of the ``format`` key of a checkpoint; a file without it is refused."""
+
+
+class ChunkPolicyNet(nn.Module):
+    """Maps an observation to a chunk of H actions, ACT-style (one forward pass predicts the whole chunk).
+
+    ``mlp``: an MLP from the normalised observation to the H * action_dim normalised actions. ``transformer``:
+    the observation is embedded as one memory token and H learned query tokens (one per chunk step) attend to
+    it and to each other through a small transformer decoder, as ACT's decoder does with its queries.
+    Normalisation statistics are buffers, so they travel in the ``state_dict`` with the weights.
+
+    Args:
+        cfg: Architecture.
+        obs_dim: Observation dim.
+        action_dim: Action dim.
+    """
+
+    def __init__(self, cfg: ChunkPolicyCfg, obs_dim: int, action_dim: int):
+        super().__init__()
+        if cfg.arch not in ("mlp", "transformer"):
+            raise ValueError(f"Unknown chunk policy arch '{cfg.arch}'; choose 'mlp' or 'transformer'.")
+        self.cfg = cfg
+        self.obs_dim, self.action_dim, self.chunk_length = obs_dim, action_dim, cfg.chunk_length
+        self.register_buffer("obs_mean", torch.zeros(obs_dim))
+        self.register_buffer("obs_std", torch.ones(obs_dim))
+        self.register_buffer("action_mean", torch.zeros(action_dim))
+        self.register_buffer("action_std", torch.ones(action_dim))
+        if cfg.arch == "mlp":
+            layers, width = [], obs_dim
+            for hidden in cfg.hidden_dims:
+                layers += [nn.Linear(width, hidden), nn.ELU()]
+                width = hidden
+            layers.append(nn.Linear(width, cfg.chunk_length * action_dim))
+            self.mlp = nn.Sequential(*layers)
+        else:
+            self.obs_embed = nn.Linear(obs_dim, cfg.d_model)
+            self.queries = nn.Parameter(0.02 * torch.randn(cfg.chunk_length, cfg.d_model))
+            layer = nn.TransformerDecoderLayer(cfg.d_model, cfg.num_heads, 4 * cfg.d_model, dropout=0.0,
+                                               batch_first=True)
+            self.decoder = nn.TransformerDecoder(layer, cfg.num_layers)
+            self.head = nn.Linear(cfg.d_model, action_dim)
+
+    def set_normalization(self, obs: torch.Tensor, actions: torch.Tensor) -> None:
+        """Set the mean and std of the observations (N, obs_dim) and actions (N, action_dim) of the training set."""
+        self.obs_mean.copy_(obs.mean(0))
+        self.obs_std.copy_(obs.std(0).nan_to_num(1.0).clamp_min(1e-6))
+        self.action_mean.copy_(actions.mean(0))
+        self.action_std.copy_(actions.std(0).nan_to_num(1.0).clamp_min(1e-6))
+
+    def forward_normalized(self, obs: torch.Tensor) -> torch.Tensor:
+        """Normalised chunk of raw observations (B, obs_dim). Shape: (B, H, action_dim)."""
+        x = (obs - self.obs_mean) / self.obs_std
+        if self.cfg.arch == "mlp":
+            return self.mlp(x).view(-1, self.chunk_length, self.action_dim)
+        memory = self.obs_embed(x).unsqueeze(1)
+        return self.head(self.decoder(self.queries.expand(x.shape[0], -1, -1), memory))
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        """Chunk of actions for raw observations (B, obs_dim). Shape: (B, H, action_dim)."""
+        return self.forward_normalized(obs) * self.action_std + self.action_mean
+
+
+@configclass
+class ChunkPolicyCfg:
+    """Configuration of :class:`ChunkPolicyNet`."""
+
+    class_type: type = ChunkPolicyNet
+    """The class this cfg configures."""
+
+    chunk_length: int = 16
+    """Actions per chunk H."""
+
+    arch: str = "mlp"
+    """``"mlp"`` or ``"transformer"``."""
+
+    hidden_dims: list[int] = [256, 256]
+    """``mlp``: widths of the hidden layers (ELU)."""
+
+    d_model: int = 64
+    """``transformer``: token width."""
+
+    num_heads: int = 4
+    """``transformer``: attention heads."""
+
+    num_layers: int = 2
+    """``transformer``: decoder layers."""
+
+
+def save_chunk_policy(path: str, net: ChunkPolicyNet, task: str, info: dict | None = None) -> None:
+    """Write a checkpoint that :func:`load_chunk_policy` reads: the cfg, dims, task, weights and
+    normalisation, and ``info`` (training figures)."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    torch.save({
+        "format": CHECKPOINT_FORMAT,
+        "task": task,
+        "obs_dim": net.obs_dim,
+        "action_dim": net.action_dim,
+        "cfg": net.cfg.to_dict(),
+        "state_dict": net.state_dict(),
+        "info": info or {},
+    }, path)
+
+
+class ChunkPolicyModel:
+    """A trained chunk policy as the chunk model of :class:`~isaaclab_suspend.policies.ActionChunkingPolicy`:
+    ``model(obs_rows, env_ids) -> (B, H, action_dim)`` on the ``policy`` observation group.
+
+    Args:
+        net: The network, in eval mode on its device.
+        task: Task id the policy was trained on ('' if unknown).
+        path: Checkpoint it was loaded from (for messages).
+        info: Training figures stored in the checkpoint.
+    """
+
+    def __init__(self, net: ChunkPolicyNet, task: str, path: str, info: dict):
+        self.net = net
+        """The network."""
+        self.task = task
+        """Task id the policy was trained on ('' if unknown)."""
+        self.path = path
+        """Checkpoint it was loaded from."""
+        self.info = info
+        """Training figures stored in the checkpoint."""
+
+    @property
+    def chunk_length(self) -> int:
+        """Actions per chunk H."""
+        return self.net.chunk_length
+
+    def check_env(self, env: ManagerBasedRLEnv) -> None:
+        """Raise if ``env`` is not the task, or has not the observation and action dims, the policy was
+        trained on.
+
+        Raises:
+            ValueError: Naming the checkpoint, what it expects and what the env has.
+        """
+        task = getattr(env.cfg, "env_name", None) or getattr(getattr(env, "spec", None), "id", None)
+        obs_dim = env.observation_manager.group_obs_dim["policy"]
+        action_dim = env.action_manager.total_action_dim
+        problems = []
+        if self.task and task and task != self.task:
+            problems.append(f"it was trained on task '{self.task}', the env is '{task}'")
+        if tuple(obs_dim) != (self.net.obs_dim,):
+            problems.append(f"it takes 'policy' observations of shape ({self.net.obs_dim},), the env's are {tuple(obs_dim)}")
+        if action_dim != self.net.action_dim:
+            problems.append(f"it outputs {self.net.action_dim} action dims, the env takes {action_dim}")
+        if problems:
+            raise ValueError(f"Chunk policy '{self.path}' does not fit the env: {'; '.join(problems)}.")
+
+    @torch.no_grad()
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
+        """Chunks for the envs ``env_ids``. Returns shape (B, H, action_dim)."""
+        obs = obs_rows["policy"]
+        if obs.ndim != 2 or obs.shape[1] != self.net.obs_dim:
+            raise ValueError(f"Chunk policy '{self.path}' takes 'policy' observations of shape (B,"
+                             f" {self.net.obs_dim}), got {tuple(obs.shape)}.")
+        return self.net(obs.to(self.net.obs_mean.device, torch.float32)).to(obs.device)
+
+    def __repr__(self) -> str:
+        return f"ChunkPolicyModel('{self.path}', {self.net.cfg.arch}, H={self.chunk_length})"
+
+
+def load_chunk_policy(path: str, device: str | torch.device = "cpu",
+                      env: ManagerBasedRLEnv | None = None) -> ChunkPolicyModel:
+    """Load a checkpoint written by :func:`save_chunk_policy` (``scripts/train_chunk_policy.py``).
+
+    Args:
+        path: The checkpoint.
+        device: Device to run the network on.
+        env: If given, the env is checked to be the policy's task with its observation and action dims.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If it is not a chunk policy checkpoint, or does not fit ``env``.
+    """
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Chunk policy checkpoint '{path}' does not exist.")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # torch raises many types for a file that is not a checkpoint
+        raise ValueError(f"'{path}' is not a readable chunk policy checkpoint: {err}") from err
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"'{path}' is not a chunk policy checkpoint (no format '{CHECKPOINT_FORMAT}'); write one"
+                         " with scripts/train_chunk_policy.py.")
+    cfg = ChunkPolicyCfg()
+    cfg.from_dict({k: v for k, v in ckpt["cfg"].items() if k != "class_type"})
+    net = ChunkPolicyNet(cfg, ckpt["obs_dim"], ckpt["action_dim"]).to(device)
+    net.load_state_dict(ckpt["state_dict"])
+    model = ChunkPolicyModel(net.eval(), ckpt.get("task", ""), path, ckpt.get("info", {}))
+    if env is not None:
+        model.check_env(env)
+    return model

@@ -1,0 +1,90 @@
+"""Train a chunk policy (observation -> H actions) by behaviour cloning from an HDF5 dataset of ``record.py``.
+
+Each sample pairs a step's ``policy`` observation with the next H actions of its episode (padded with the
+last action and masked past the episode's end, as ACT does); the loss is ACT's L1 in normalised action
+units over the valid steps. Episodes are split into train and validation sets. Shows a progress bar, prints
+the train / validation loss of each epoch, logs them to TensorBoard and writes a checkpoint that
+``scripts/eval.py --checkpoint`` and :func:`~isaaclab_suspend.learning.load_chunk_policy` load.
+
+Example::
+
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy chunk \\
+        --schedule global_clock --num_envs 16 --episodes 100 --desync --output datasets/push_cube.hdf5
+    tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/push_cube.hdf5 --chunk 16 \\
+        --epochs 50 --output outputs/bc/push_cube.pt
+    tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --checkpoint outputs/bc/push_cube.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from torch.utils.tensorboard import SummaryWriter
+
+from isaaclab_suspend.datasets import DatasetError
+from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, save_chunk_policy, train_bc
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dataset", required=True, help="HDF5 dataset written by scripts/record.py")
+    parser.add_argument("--chunk", type=int, default=16, help="actions per chunk H")
+    parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
+    parser.add_argument("--epochs", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=None, help="stop after this many gradient steps in any case")
+    parser.add_argument("--batch_size", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--val_fraction", type=float, default=0.1, help="fraction of the episodes held out")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", default=None, help="checkpoint (default: outputs/bc/<dataset stem>.pt)")
+    parser.add_argument("--log_dir", default=None, help="TensorBoard directory (default: beside the checkpoint)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar nor per-epoch lines")
+    args = parser.parse_args(argv)
+    if args.chunk < 1 or args.epochs < 1 or args.batch_size < 1 or (args.steps is not None and args.steps < 1):
+        parser.error("--chunk, --epochs, --batch_size and --steps must be positive")
+    if not 0.0 <= args.val_fraction < 1.0:
+        parser.error("--val_fraction must be in [0, 1)")
+    stem = os.path.splitext(os.path.basename(args.dataset))[0]
+    args.output = os.path.abspath(args.output or os.path.join("outputs", "bc", f"{stem}.pt"))
+    args.log_dir = args.log_dir or os.path.splitext(args.output)[0] + "_tb"
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        dataset = ChunkDataset(args.dataset, args.chunk)
+    except (FileNotFoundError, DatasetError) as err:
+        print(f"train_chunk_policy.py: error: {err}", file=sys.stderr)
+        return 2
+    print(f"{dataset}, task '{dataset.task or 'unknown'}'")
+    cfg = BCTrainerCfg(epochs=args.epochs, max_steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                       val_fraction=args.val_fraction, seed=args.seed, device=args.device)
+    policy_cfg = ChunkPolicyCfg(chunk_length=args.chunk, arch=args.arch)
+    writer = SummaryWriter(args.log_dir)
+    start = time.perf_counter()
+    try:
+        net, history = train_bc(dataset, policy_cfg, cfg, writer=writer, progress=not args.quiet)
+    finally:
+        writer.close()
+    seconds = time.perf_counter() - start
+    info = {
+        "dataset": dataset.path, "demos": len(dataset.demo_names), "samples": dataset.num_samples,
+        "train_windows": history.num_train, "val_windows": history.num_val, "epochs": len(history.train_loss),
+        "steps": history.steps, "seed": args.seed, "train_loss": history.train_loss[-1],
+        "val_loss": history.val_loss[-1],
+    }
+    save_chunk_policy(args.output, net, dataset.task, info)
+    print(f"{history.steps} steps, {len(history.train_loss)} epochs in {seconds:.1f} s: train loss"
+          f" {history.train_loss[0]:.4f} -> {history.train_loss[-1]:.4f}, val loss {history.val_loss[-1]:.4f}"
+          f" ({history.num_train} train / {history.num_val} val windows).")
+    print(f"Checkpoint: {args.output}\nTensorBoard: {args.log_dir}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
