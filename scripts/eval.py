@@ -1,8 +1,9 @@
 """Evaluate a chunk policy on a suspendable task under one or several chunk schedules, side by side.
 
 Each schedule runs on a freshly created env with the same seed and the task's embedded chunk model
-(Cartpole: LQR plans; push-cube: scripted PD plans). Prints a table of figures per schedule, saves a PNG
-timeline of the first envs (active / holding / suspended, resets, chunks received, model calls) and, with
+(Cartpole: LQR plans; push-cube: scripted PD plans), or with ``--checkpoint`` a chunk policy trained by
+``scripts/train_chunk_policy.py``. Prints a table of figures per schedule (inference calls, episodes, their
+mean length and success rate, ...), saves a PNG timeline of the first envs (active / holding / suspended, resets, chunks received, model calls) and, with
 ``--record``, the completed episodes as a replayable HDF5 dataset of the active env-steps.
 
 Examples::
@@ -12,6 +13,10 @@ Examples::
 
     tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --schedule auto --chunk 16 \\
         --num_envs 32 --steps 600 --latency 0.02+0.001n --virtual_latency
+
+    # a behaviour-cloned chunk policy (task and H from the checkpoint) under every schedule
+    tools/run.sh python scripts/eval.py --checkpoint outputs/bc/push_cube.pt \
+        --compare any,hold,partial_batch,global_clock,auto --desync
 """
 
 from __future__ import annotations
@@ -29,22 +34,27 @@ from isaaclab_suspend.policies import (
     SCHEDULES,
     ActionChunkingPolicy,
     ChunkTimeline,
+    EpisodeOutcomes,
     LatencyCfg,
     LatencyEmulator,
     make_default_model,
     plot_timelines,
     stats_table,
 )
+from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.utils import open_env
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS))
+    parser.add_argument("--task", default=None, choices=sorted(DEFAULT_MODELS),
+                        help="task (default: the checkpoint's, else Isaac-Cartpole-Suspendable)")
+    parser.add_argument("--checkpoint", default=None,
+                        help="chunk policy checkpoint of scripts/train_chunk_policy.py (default: the embedded model)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES))
     parser.add_argument("--compare", default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
-    parser.add_argument("--chunk", type=int, default=16, help="actions per chunk H")
+    parser.add_argument("--chunk", type=int, default=None, help="actions per chunk H (default: the checkpoint's, else 16)")
     parser.add_argument("--aggregator", default="replace", choices=sorted(AGGREGATORS))
     parser.add_argument("--refill_threshold", type=float, default=0.0,
                         help="any/partial_batch: request a chunk at <= g*H actions left")
@@ -68,6 +78,18 @@ def parse_args() -> argparse.Namespace:
     unknown = [s for s in args.schedules if s not in SCHEDULES]
     if unknown:
         parser.error(f"unknown schedules {unknown}; choose from {sorted(SCHEDULES)}")
+    args.model = None
+    if args.checkpoint:
+        try:
+            args.model = load_chunk_policy(args.checkpoint)
+        except (FileNotFoundError, ValueError) as err:
+            parser.error(str(err))
+        args.task = args.task or args.model.task or None
+        if args.chunk is not None and args.chunk != args.model.chunk_length:
+            parser.error(f"--chunk {args.chunk}: the checkpoint's policy plans {args.model.chunk_length} actions")
+        args.chunk = args.model.chunk_length
+    args.task = args.task or "Isaac-Cartpole-Suspendable"
+    args.chunk = args.chunk or 16
     return args
 
 
@@ -84,7 +106,11 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
     """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
     recording = {"recorders": recorder_cfg(args.record, schedule, len(args.schedules) > 1)} if args.record else {}
     with open_env(args.task, args.num_envs, seed=args.seed, **recording) as env:
-        model = make_default_model(args.task, args.chunk)
+        if args.model is not None:
+            args.model.check_env(env)
+            model = args.model
+        else:
+            model = make_default_model(args.task, args.chunk)
         if args.latency:
             model = LatencyEmulator(model, LatencyCfg.parse(args.latency, virtual=args.virtual_latency))
         log_dir = os.path.join(args.log_dir, schedule) if args.log_dir else None
@@ -93,6 +119,7 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
             refill_threshold=args.refill_threshold, log_dir=log_dir,
         )
         timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
+        outcomes = EpisodeOutcomes(env, score_first=not args.desync)
         obs, _ = env.reset(seed=args.seed)
         if args.desync:
             generator = torch.Generator().manual_seed(args.seed)
@@ -105,10 +132,11 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
             dones = terminated | truncated
             policy.observe(dones)
             timeline.record(policy.last_step, dones)
+            outcomes.update(dones, ~policy.last_step.suspended)
             if step % 20 == 0:
                 progress.set_postfix(calls=policy.stats_counters.inference_calls)
         policy.close()
-        return policy.stats, timeline
+        return {**policy.stats, **outcomes.as_dict()}, timeline
 
 
 def main() -> None:
@@ -117,10 +145,13 @@ def main() -> None:
     for schedule in args.schedules:
         results[schedule], timelines[schedule] = run(args, schedule)
     latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
-    header = (f"{args.task}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk}, seed {args.seed}"
+    model = f", chunk policy {args.checkpoint}" if args.checkpoint else ", embedded model"
+    header = (f"{args.task}{model}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk}, seed {args.seed}"
               f"{', desynchronised episodes' if args.desync else ''}{latency}")
     print(f"\n{header}")
     print(stats_table(results))
+    print("Episodes scored: those that started and ended in the run"
+          f"{' (the first episode of each env started at a random point, so it is not scored)' if args.desync else ''}.")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")

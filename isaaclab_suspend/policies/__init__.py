@@ -7,6 +7,7 @@ from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, Step
 from .cost_model import InferenceCostModel
 from .embedded import DEFAULT_MODELS, make_default_model
 from .latency import LatencyCfg, LatencyEmulator
+from .outcomes import EpisodeOutcomes
 from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .stats import ChunkingStats, stats_table
@@ -24,6 +25,7 @@ __all__ = [
     "ChunkSchedule",
     "ChunkTimeline",
     "ChunkingStats",
+    "EpisodeOutcomes",
     "InferenceCostModel",
     "LatencyCfg",
     "LatencyEmulator",

@@ -22,6 +22,9 @@ _TABLE_FIGURES: dict[str, str] = {
     "held_env_steps": "{:d}",
     "suspended_fraction": "{:.3f}",
     "episodes_completed": "{:d}",
+    "episodes_scored": "{:d}",
+    "mean_episode_length": "{:.1f}",
+    "success_rate": "{:.3f}",
     "inference_s": "{:.2f}",
     "simulation_s": "{:.2f}",
     "wall_s": "{:.2f}",
@@ -135,10 +138,12 @@ class ChunkingStats:
 
 
 def stats_table(runs: Mapping[str, Mapping]) -> PrettyTable:
-    """A table of figures (rows) by run (columns), e.g. ``{"any": stats, "global_clock": stats}``."""
+    """A table of figures (rows) by run (columns), e.g. ``{"any": stats, "global_clock": stats}``. Figures no
+    run has are left out, those some runs lack are shown as ``-``."""
     table = PrettyTable(["figure", *runs])
     table.align = "r"
     table.align["figure"] = "l"
     for key, fmt in _TABLE_FIGURES.items():
-        table.add_row([key, *(fmt.format(run[key]) for run in runs.values())])
+        if any(key in run for run in runs.values()):
+            table.add_row([key, *(fmt.format(run[key]) if key in run else "-" for run in runs.values())])
     return table
