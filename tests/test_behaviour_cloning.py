@@ -1,0 +1,167 @@
+"""Behaviour cloning of a chunk policy from a dataset written by the real recorder: windows, training, checkpoint
+loading, the loaded policy driving ActionChunkingPolicy on the env, and bad inputs."""
+
+import math
+import os
+import subprocess
+import sys
+
+import h5py
+import pytest
+import torch
+
+from isaaclab_suspend.datasets import DatasetError, DatasetRecorderManagerCfg
+from isaaclab_suspend.learning import (
+    BCTrainerCfg,
+    ChunkDataset,
+    ChunkPolicyCfg,
+    ChunkPolicyNet,
+    evaluate_loss,
+    load_chunk_policy,
+    save_chunk_policy,
+    train_bc,
+)
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.policies.embedded import make_default_model
+from isaaclab_suspend.utils import open_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TASK = "Isaac-PushCube-Suspendable"
+N = 4
+H = 8
+DEMOS = 6
+
+
+@pytest.fixture(scope="module")
+def dataset_path(tmp_path_factory):
+    """At least DEMOS push-cube episodes of the embedded expert under ``hold`` (junk included), desynchronised."""
+    out_dir = tmp_path_factory.mktemp("bc")
+    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(out_dir), dataset_filename="demos")
+    with open_env(TASK, N, seed=3, recorders=recorders) as env:
+        policy = ActionChunkingPolicy(make_default_model(TASK, H), env, chunk_length=H, schedule="hold")
+        obs, _ = env.reset(seed=3)
+        env.episode_length_buf[:] = torch.tensor([0, 100, 200, 250])
+        manager = env.recorder_manager
+        while manager.exported_successful_episode_count + manager.exported_failed_episode_count < DEMOS:
+            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
+            policy.observe(terminated | truncated)
+    return str(out_dir / "demos.hdf5")
+
+
+@pytest.fixture(scope="module")
+def dataset(dataset_path):
+    return ChunkDataset(dataset_path, H)
+
+
+@pytest.fixture(scope="module")
+def trained(dataset):
+    return train_bc(dataset, ChunkPolicyCfg(chunk_length=H, hidden_dims=[64, 64]),
+                    BCTrainerCfg(epochs=15, batch_size=64, lr=3e-3, seed=0), progress=False)
+
+
+def test_windows_do_not_cross_episode_ends(dataset_path, dataset):
+    with h5py.File(dataset_path, "r") as f:
+        demos = [(f[f"data/{name}/obs"][()], f[f"data/{name}/actions"][()]) for name in dataset.demo_names]
+    assert len(demos) >= DEMOS and dataset.num_samples == sum(len(a) for _, a in demos)
+    start = 0
+    for obs, actions in demos:
+        length = len(actions)
+        index = torch.arange(start, start + length)
+        windows, valid = dataset.targets(index)
+        assert torch.equal(dataset.obs[index], torch.as_tensor(obs))
+        for t in range(length):
+            num_valid = min(H, length - t)
+            assert valid[t].tolist() == [True] * num_valid + [False] * (H - num_valid)
+            assert torch.equal(windows[t, :num_valid], torch.as_tensor(actions[t : t + num_valid]))
+            assert torch.equal(windows[t, num_valid:], torch.as_tensor(actions[-1:]).expand(H - num_valid, -1))
+        start += length
+
+
+def test_split_is_by_episode(dataset):
+    train, val = dataset.split(0.3, seed=1)
+    assert train.numel() + val.numel() == dataset.num_samples and val.numel() > 0
+    assert not set(dataset.episode_index[train].tolist()) & set(dataset.episode_index[val].tolist())
+
+
+def test_training_lowers_the_loss(dataset, trained):
+    net, history = trained
+    train_idx, val_idx = dataset.split(BCTrainerCfg().val_fraction, seed=0)
+    torch.manual_seed(0)
+    untrained = ChunkPolicyNet(ChunkPolicyCfg(chunk_length=H, hidden_dims=[64, 64]), dataset.obs_dim, dataset.action_dim)
+    untrained.set_normalization(dataset.obs[train_idx], dataset.actions[train_idx])
+    before, after = evaluate_loss(untrained, dataset, train_idx), evaluate_loss(net, dataset, train_idx)
+    assert after < 0.75 * before, (before, after)
+    assert history.train_loss[-1] < history.train_loss[0] and len(history.val_loss) == 15
+    assert math.isfinite(history.val_loss[-1]) and history.num_val == val_idx.numel() > 0
+
+
+def test_loaded_checkpoint_drives_the_chunking_policy(tmp_path, dataset, trained):
+    net, _ = trained
+    path = str(tmp_path / "bc.pt")
+    save_chunk_policy(path, net, dataset.task, {"note": "test"})
+    with open_env(TASK, N, seed=5) as env:
+        model = load_chunk_policy(path, env.device, env=env)
+        assert model.chunk_length == H and model.info == {"note": "test"}
+        policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="global_clock")
+        obs, _ = env.reset(seed=5)
+        with torch.no_grad():
+            expected = net(obs["policy"])[:, 0]
+        first = policy.act(obs)
+        assert torch.allclose(first, expected, atol=1e-6)
+        obs, _, terminated, truncated, _ = env.step(first)
+        policy.observe(terminated | truncated)
+        for _ in range(3 * H - 1):
+            actions = policy.act(obs)
+            assert torch.isfinite(actions).all()
+            obs, _, terminated, truncated, _ = env.step(actions)
+            policy.observe(terminated | truncated)
+        assert policy.stats["inference_calls"] == 3
+        assert not torch.equal(env.scene["robot"].data.joint_pos, torch.zeros_like(env.scene["robot"].data.joint_pos))
+
+        # a checkpoint of another task, or with other dims, is refused with what differs
+        save_chunk_policy(path, net, "Isaac-Cartpole-Suspendable")
+        with pytest.raises(ValueError, match="trained on task 'Isaac-Cartpole-Suspendable'"):
+            load_chunk_policy(path, env=env)
+        save_chunk_policy(path, ChunkPolicyNet(ChunkPolicyCfg(chunk_length=H), 7, 2), TASK)
+        with pytest.raises(ValueError, match=r"observations of shape \(7,\).*outputs 2 action dims"):
+            load_chunk_policy(path, env=env)
+    with pytest.raises(ValueError, match=r"shape \(B, 7\)"):
+        load_chunk_policy(path)({"policy": torch.zeros(2, 5)}, torch.arange(2))
+
+
+def test_bad_inputs(tmp_path, dataset_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        ChunkDataset(str(tmp_path / "missing.hdf5"), H)
+    corrupt = tmp_path / "corrupt.hdf5"
+    corrupt.write_bytes(b"not an hdf5 file")
+    with pytest.raises(DatasetError, match="not a readable Isaac Lab dataset"):
+        ChunkDataset(str(corrupt), H)
+    no_actions = tmp_path / "no_actions.hdf5"
+    with h5py.File(dataset_path, "r") as src, h5py.File(no_actions, "w") as dst:
+        src.copy("data", dst)
+        del dst["data/demo_0/actions"]
+    with pytest.raises(DatasetError, match="demo 'demo_0' has no 'actions'"):
+        ChunkDataset(str(no_actions), H)
+    with pytest.raises(ValueError, match="chunk lengths|windows have 8 actions"):
+        train_bc(ChunkDataset(dataset_path, H), ChunkPolicyCfg(chunk_length=4), BCTrainerCfg(epochs=1), progress=False)
+    with pytest.raises(FileNotFoundError):
+        load_chunk_policy(str(tmp_path / "missing.pt"))
+    with pytest.raises(ValueError, match="not a readable chunk policy checkpoint"):
+        load_chunk_policy(str(corrupt))
+    torch.save({"weights": 1}, tmp_path / "other.pt")
+    with pytest.raises(ValueError, match="not a chunk policy checkpoint"):
+        load_chunk_policy(str(tmp_path / "other.pt"))
+
+
+def test_train_script_end_to_end(tmp_path, dataset_path):
+    script = os.path.join(ROOT, "scripts", "train_chunk_policy.py")
+    output = tmp_path / "policy.pt"
+    run = subprocess.run([sys.executable, script, "--dataset", dataset_path, "--chunk", str(H), "--epochs", "2",
+                          "--output", str(output)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "epoch   2/2: train loss" in run.stdout + run.stderr and output.is_file()
+    assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path / "policy_tb"))
+    assert load_chunk_policy(str(output)).info["epochs"] == 2
+    missing = subprocess.run([sys.executable, script, "--dataset", str(tmp_path / "none.hdf5")], cwd=ROOT,
+                             capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
