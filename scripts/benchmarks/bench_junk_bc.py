@@ -1,0 +1,206 @@
+"""Does junk in the demos hurt behaviour cloning? The same chunk policy trained on ``hold`` and ``global_clock`` data.
+
+The expert (the task's embedded chunk model, which emits real H-action chunks) is recorded twice with
+``scripts/record.py``, same task, seed, envs and desynchronised episode starts: under ``hold`` an env reset
+mid-chunk keeps stepping, holding a zero action, until the next clock tick, and every such step is recorded
+(junk); under ``global_clock`` it waits suspended and records nothing. Both datasets are cut to the same
+number of episodes (the first ``--episodes`` demos in recording order), so they hold the same demonstrations
+and differ in the junk the ``hold`` file adds. The same chunk policy (architecture, H, gradient steps, batch,
+training seed) is trained on each, for every seed of ``--train_seeds``, and every policy and the expert are
+evaluated under ``global_clock`` on the same fresh env set-up (seed, desynchronised starts).
+
+Junk samples are counted from the file: the leading samples of a demo whose action is exactly zero (a step
+held after a reset; the expert's first action is never exactly zero, and under ``hold`` an env only ever
+holds after a reset). ``bench_junk.py`` counts them from the policy's step status instead. On push-cube the
+table also gives the mean distance of the cube to its target at the last step of the scored episodes (from
+the ``cube_to_target`` observation), which separates policies that all miss the 3 cm success radius.
+
+Example::
+
+    tools/run.sh python scripts/benchmarks/bench_junk_bc.py --task Isaac-PushCube-Suspendable --episodes 64 \\
+        --train_seeds 0 1 2 --plot docs/_static/bc_junk_push_cube.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+
+import torch
+from prettytable import PrettyTable
+
+from isaaclab_suspend.learning import (
+    BCTrainerCfg,
+    ChunkDataset,
+    ChunkPolicyCfg,
+    load_chunk_policy,
+    save_chunk_policy,
+    train_bc,
+)
+from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
+from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
+from isaaclab_suspend.utils import open_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCHEDULES = ("hold", "global_clock")
+"""Recording schedules compared."""
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=sorted(DEFAULT_MODELS))
+    parser.add_argument("--num_envs", type=int, default=16, help="envs of the recordings")
+    parser.add_argument("--episodes", type=int, default=64, help="demos kept in each dataset (held equal)")
+    parser.add_argument("--chunk", type=int, default=16, help="H of the expert and of the trained policy")
+    parser.add_argument("--seed", type=int, default=42, help="seed of the recordings and of the evaluations")
+    parser.add_argument("--train_seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
+    parser.add_argument("--train_steps", type=int, default=3000, help="gradient steps per training run")
+    parser.add_argument("--eval_envs", type=int, default=32)
+    parser.add_argument("--eval_steps", type=int, default=600)
+    parser.add_argument("--out_dir", default="outputs/bench_junk_bc", help="datasets and checkpoints")
+    parser.add_argument("--plot", default="outputs/bench_junk_bc/bc_junk.png", help="PNG path ('' for none)")
+    return parser.parse_args()
+
+
+def record(args: argparse.Namespace, schedule: str) -> str:
+    """Record the expert under ``schedule`` with ``scripts/record.py``; returns the file."""
+    path = os.path.abspath(os.path.join(args.out_dir, args.task, f"{schedule}.hdf5"))
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "record.py"), "--task", args.task, "--policy", "chunk",
+                    "--schedule", schedule, "--chunk", str(args.chunk), "--num_envs", str(args.num_envs),
+                    "--episodes", str(args.episodes), "--desync", "--seed", str(args.seed), "--output", path,
+                    "--overwrite"], check=True)
+    return path
+
+
+def junk_samples(dataset: ChunkDataset) -> tuple[int, int]:
+    """Junk samples and junk episodes: leading exactly-zero actions of each demo."""
+    zero = (dataset.actions == 0).all(dim=1)
+    samples, episodes = 0, 0
+    for ep_zero in zero.split(dataset.episode_lengths.tolist()):
+        leading = int(ep_zero.long().cumprod(0).sum())
+        samples += leading
+        episodes += leading > 0
+    return samples, episodes
+
+
+def evaluate(args: argparse.Namespace, model, label: str) -> dict:
+    """Run ``model`` under ``global_clock`` on a fresh env (seeded, desynchronised starts); outcomes and calls."""
+    with open_env(args.task, args.eval_envs, seed=args.seed) as env:
+        if hasattr(model, "check_env"):
+            model.check_env(env)
+        policy = ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule="global_clock")
+        outcomes = EpisodeOutcomes(env, score_first=False)
+        # push-cube: distance of the cube to its target at the last step of each scored episode
+        terms = env.observation_manager.active_terms["policy"]
+        column = terms.index("cube_to_target") if "cube_to_target" in terms else None
+        distance_sum = torch.zeros((), device=env.device)
+        obs, _ = env.reset(seed=args.seed)
+        start = torch.randint(0, int(env.max_episode_length), (env.num_envs,),
+                              generator=torch.Generator().manual_seed(args.seed))
+        env.episode_length_buf[:] = start.to(env.device)
+        for _ in range(args.eval_steps):
+            distance = obs["policy"][:, column].abs() if column is not None else None
+            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
+            dones = terminated | truncated
+            if column is not None:
+                distance_sum += (distance * (dones & outcomes.scored)).sum()
+            policy.observe(dones)
+            outcomes.update(dones, ~policy.last_step.suspended)
+        result = {**outcomes.as_dict(), "inference_calls": policy.stats["inference_calls"],
+                  "has_success": outcomes.has_success}
+        result["final_distance"] = float(distance_sum) / max(result["episodes_scored"], 1) if column is not None \
+            else float("nan")
+        policy.close()
+    print(f"[{label}] {result}")
+    return result
+
+
+def plot(args: argparse.Namespace, rows: list[dict], expert: dict, success: bool) -> None:
+    """Success rate (or mean episode length) per training seed and dataset, with the expert as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    metrics = [("success_rate", "success rate")] if success else []
+    metrics += [("mean_episode_length", "mean episode length [steps]")]
+    metrics += [("final_distance", "cube-target distance at the end [m]")] if success else []
+    metrics += [("val_loss", "validation loss (own data)")]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6))
+    colors = {"hold": "tab:red", "global_clock": "tab:green"}
+    for ax, (key, label) in zip(axes, metrics):
+        for i, schedule in enumerate(SCHEDULES):
+            values = [r[key] for r in rows if r["dataset"] == schedule]
+            ax.bar(i, sum(values) / len(values), color=colors[schedule], alpha=0.35, width=0.6)
+            ax.scatter([i] * len(values), values, color=colors[schedule], zorder=3, label=None)
+        if key in expert:
+            ax.axhline(expert[key], color="black", linestyle="--", linewidth=1, label="expert")
+            ax.legend(loc="lower right", fontsize=8)
+        ax.set_xticks(range(len(SCHEDULES)), [f"{s}\ndata" for s in SCHEDULES])
+        ax.set_ylabel(label)
+    fig.suptitle(f"{args.task}: BC chunk policy (H = {args.chunk}, {args.episodes} demos, seeds"
+                 f" {args.train_seeds}), evaluated under global_clock", fontsize=9)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
+    fig.savefig(args.plot, dpi=120)
+    print(f"Plot: {args.plot}")
+
+
+def main() -> None:
+    args = parse_args()
+    datasets, figures = {}, {}
+    for schedule in SCHEDULES:
+        path = record(args, schedule)
+        with_all = ChunkDataset(path, args.chunk)
+        if len(with_all.demo_names) < args.episodes:
+            raise RuntimeError(f"{path} holds {len(with_all.demo_names)} demos, fewer than --episodes {args.episodes}.")
+        datasets[schedule] = ChunkDataset(path, args.chunk, demos=with_all.demo_names[: args.episodes])
+        junk, junk_episodes = junk_samples(datasets[schedule])
+        figures[schedule] = {"samples": datasets[schedule].num_samples, "junk": junk, "junk_episodes": junk_episodes}
+    expert = evaluate(args, make_default_model(args.task, args.chunk), "expert")
+    rows = []
+    for schedule in SCHEDULES:
+        for seed in args.train_seeds:
+            cfg = BCTrainerCfg(epochs=10**6, max_steps=args.train_steps, seed=seed)
+            net, history = train_bc(datasets[schedule], ChunkPolicyCfg(chunk_length=args.chunk, arch=args.arch), cfg,
+                                    progress=False)
+            ckpt = os.path.join(args.out_dir, args.task, f"bc_{schedule}_seed{seed}.pt")
+            save_chunk_policy(ckpt, net, datasets[schedule].task, {"val_loss": history.val_loss[-1]})
+            result = evaluate(args, load_chunk_policy(ckpt), f"{schedule} data, seed {seed}")
+            rows.append({"dataset": schedule, "seed": seed, "val_loss": history.val_loss[-1], **result})
+
+    success = expert["has_success"]
+    table = PrettyTable(["policy", "demos", "samples", "junk samples", "junk episodes", "train seed", "val loss",
+                         "episodes scored", "success rate", "mean episode length", "final distance [m]",
+                         "inference calls"])
+    table.add_row(["expert (embedded)", "-", "-", "-", "-", "-", "-", expert["episodes_scored"],
+                   f"{expert['success_rate']:.3f}", f"{expert['mean_episode_length']:.1f}", f"{expert['final_distance']:.4f}",
+                   expert["inference_calls"]])
+    for r in rows:
+        f = figures[r["dataset"]]
+        table.add_row([f"BC on {r['dataset']} data", args.episodes, f["samples"], f["junk"], f["junk_episodes"],
+                       r["seed"], f"{r['val_loss']:.4f}", r["episodes_scored"], f"{r['success_rate']:.3f}",
+                       f"{r['mean_episode_length']:.1f}", f"{r['final_distance']:.4f}", r["inference_calls"]])
+    means = PrettyTable(["BC on", "success rate (mean, min-max)", "mean episode length (mean, min-max)",
+                         "final distance [m] (mean, min-max)"])
+    for schedule in SCHEDULES:
+        cells = []
+        for key, fmt in (("success_rate", "{:.3f}"), ("mean_episode_length", "{:.1f}"), ("final_distance", "{:.4f}")):
+            values = [r[key] for r in rows if r["dataset"] == schedule]
+            cells.append(f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})")
+        means.add_row([f"{schedule} data", *cells])
+    print(f"\n{args.task}: expert recorded with {args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
+          f" desynchronised starts, first {args.episodes} demos of each file; BC {args.arch}, {args.train_steps}"
+          f" steps per seed; evaluated under global_clock, {args.eval_envs} envs, {args.eval_steps} steps,"
+          " desynchronised starts, episodes that started and ended in the run.")
+    print(table)
+    print(means)
+    if args.plot:
+        plot(args, rows, expert, success)
+
+
+if __name__ == "__main__":
+    main()
