@@ -8,11 +8,11 @@ the train / validation loss of each epoch, logs them to TensorBoard and writes a
 
 Example::
 
-    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy chunk \\
-        --schedule global_clock --num_envs 16 --episodes 100 --desync --output datasets/push_cube.hdf5
-    tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/push_cube.hdf5 --chunk 16 \\
-        --epochs 50 --output outputs/bc/push_cube.pt
-    tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --checkpoint outputs/bc/push_cube.pt
+    tools/run.sh python scripts/record.py --task Isaac-Cartpole-Suspendable --policy chunk \\
+        --schedule global_clock --num_envs 16 --episodes 64 --desync --output datasets/cartpole.hdf5
+    tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/cartpole.hdf5 --chunk 16 \\
+        --epochs 50 --output outputs/bc/cartpole.pt
+    tools/run.sh python scripts/eval.py --checkpoint outputs/bc/cartpole.pt --compare any,global_clock --desync
 """
 
 from __future__ import annotations
