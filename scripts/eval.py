@@ -84,7 +84,7 @@ def parse_args() -> argparse.Namespace:
             args.model = load_chunk_policy(args.checkpoint)
         except (FileNotFoundError, ValueError) as err:
             parser.error(str(err))
-        args.task = args.task or args.model.task or None
+        args.task = args.task or args.model.task
         if args.chunk is not None and args.chunk != args.model.chunk_length:
             parser.error(f"--chunk {args.chunk}: the checkpoint's policy plans {args.model.chunk_length} actions")
         args.chunk = args.model.chunk_length

@@ -44,8 +44,8 @@ class ChunkDataset:
             if not self.demo_names:
                 raise DatasetError(f"'{self.path}' holds no demo to learn from.")
             arrays = [reader.load_arrays(name, ("obs", "actions")) for name in self.demo_names]
+        first = arrays[0]
         for name, demo in zip(self.demo_names, arrays):
-            first = arrays[0]
             if demo["obs"].ndim != 2 or demo["actions"].ndim != 2 or (
                 demo["obs"].shape[1:], demo["actions"].shape[1:]) != (first["obs"].shape[1:], first["actions"].shape[1:]):
                 raise DatasetError(
