@@ -1,0 +1,115 @@
+"""A trained rsl_rl actor as an inference callable: for ``scripts/play.py`` and as a chunk model.
+
+A closed-loop RL expert is a chunk model with H = 1: :class:`CheckpointPolicy` is callable as
+``model(obs_rows, env_ids) -> (B, 1, action_dim)``, so :class:`~isaaclab_suspend.policies.ActionChunkingPolicy`
+(with ``chunk_length=1``) and ``scripts/record.py --policy checkpoint`` drive the suspendable env with it.
+
+Both files that rsl_rl writes (``model_<it>.pt``: actor, critic, optimizer) and the actor-only files shipped
+in ``isaaclab_suspend/policies/checkpoints/`` (:func:`export_actor`) load; the network is rebuilt from the
+task's registered rsl_rl agent cfg and the env's observation groups, exactly as rsl_rl builds it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from importlib.resources import files
+
+import torch
+from rsl_rl.models import MLPModel
+from rsl_rl.utils.utils import resolve_class, resolve_obs_groups
+from tensordict import TensorDict
+
+from isaaclab.envs import ManagerBasedRLEnv
+from isaaclab.utils.dict import class_to_dict
+
+from .runners import load_agent_cfg
+
+SHIPPED_CHECKPOINTS = {
+    "Isaac-Cartpole-Suspendable": "cartpole_rsl_rl.pt",
+    "Isaac-PushCube-Suspendable": "push_cube_rsl_rl.pt",
+}
+"""Task id -> file name of the shipped rsl_rl expert in ``isaaclab_suspend/policies/checkpoints/``."""
+
+
+def shipped_checkpoint(task: str) -> str:
+    """Path of the rsl_rl expert shipped for ``task`` (docs/training.rst: how it was trained, how well it does).
+
+    Raises:
+        ValueError: If no expert is shipped for ``task``.
+    """
+    if task not in SHIPPED_CHECKPOINTS:
+        raise ValueError(f"No shipped checkpoint for task '{task}'. Shipped: {sorted(SHIPPED_CHECKPOINTS)}.")
+    return str(files("isaaclab_suspend.policies") / "checkpoints" / SHIPPED_CHECKPOINTS[task])
+
+
+class CheckpointPolicy:
+    """Deterministic actions of a trained actor (the mean of its Gaussian), clipped as in training.
+
+    ``act(obs)`` serves all envs; calling it as ``policy(obs_rows, env_ids)`` serves the rows of ``env_ids``
+    as a one-action chunk. Both run in one batched forward pass without gradients.
+    """
+
+    chunk_length: int = 1
+    """Actions per call as a chunk model: a closed-loop policy plans one step."""
+
+    def __init__(self, actor: MLPModel, clip_actions: float | None = None):
+        self.actor = actor.eval()
+        """The rsl_rl actor (observation normaliser, MLP and distribution head)."""
+        self.clip_actions = clip_actions
+        """Actions are clamped to ``[-clip_actions, clip_actions]`` as ``RslRlVecEnvWrapper`` does; None: no clip."""
+
+    @torch.no_grad()
+    def act(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Actions for the observation dict of the env. Shape: (num_rows, action_dim)."""
+        actions = self.actor(obs)
+        if self.clip_actions is not None:
+            actions = actions.clamp(-self.clip_actions, self.clip_actions)
+        return actions
+
+    def __call__(self, obs_rows: Mapping[str, torch.Tensor], env_ids: torch.Tensor) -> torch.Tensor:
+        """Chunk-model form. Shape: (len(env_ids), 1, action_dim)."""
+        return self.act(obs_rows).unsqueeze(1)
+
+
+def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None = None) -> CheckpointPolicy:
+    """Load the actor of an rsl_rl checkpoint for ``env`` (unwrapped) on the env's device.
+
+    ``task`` names the registered rsl_rl agent cfg that trained it; by default the one stored in the file
+    (shipped files) or the env's gym id.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: If the file holds no rsl_rl actor or does not fit the env's observations and actions.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Checkpoint file not found: '{path}'.")
+    checkpoint = torch.load(path, map_location=env.device, weights_only=False)
+    if not isinstance(checkpoint, dict) or "actor_state_dict" not in checkpoint:
+        keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise ValueError(f"'{path}' is not an rsl_rl checkpoint (no 'actor_state_dict'; found {keys}).")
+    task = task or checkpoint.get("task") or (env.spec.id if env.spec is not None else None)
+    if task is None:
+        raise ValueError("Cannot tell which task's agent cfg trained the checkpoint: pass task=.")
+    agent_cfg = load_agent_cfg(task, "rsl_rl", device=str(env.device))
+    cfg = class_to_dict(agent_cfg)
+    obs = TensorDict(
+        {group: torch.zeros(1, *dims) for group, dims in env.observation_manager.group_obs_dim.items()},
+        batch_size=[1],
+    )
+    obs_groups = resolve_obs_groups(obs, cfg["obs_groups"], ["actor", "critic"])
+    actor_class, actor_kwargs = resolve_class(cfg["actor"])
+    actor = actor_class(obs, obs_groups, "actor", env.action_manager.total_action_dim, **actor_kwargs)
+    try:
+        actor.load_state_dict(checkpoint["actor_state_dict"])
+    except RuntimeError as err:
+        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions: {err}") from err
+    return CheckpointPolicy(actor.to(env.device), agent_cfg.clip_actions)
+
+
+def export_actor(checkpoint_path: str, output_path: str, task: str) -> None:
+    """Write the actor weights of an rsl_rl checkpoint (no critic, no optimizer) with the task id, to ship."""
+    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
+    torch.save({"actor_state_dict": checkpoint["actor_state_dict"], "task": task, "iter": checkpoint.get("iter")},
+               output_path)

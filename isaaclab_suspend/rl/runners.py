@@ -1,0 +1,104 @@
+"""Agent configs and training loops of rsl_rl and skrl on a (suspendable) Isaac Lab env.
+
+``scripts/train.py`` and the tests share these functions: the agent cfg comes from the task's registered
+``<library>_cfg_entry_point`` (Isaac Lab's own cartpole agents, the project's push-cube agents), the env is
+wrapped with isaaclab_rl's ``RslRlVecEnvWrapper`` / ``SkrlVecEnvWrapper`` and trained by rsl_rl's
+``OnPolicyRunner`` / skrl's ``Runner``, which print their usual console output and write TensorBoard logs
+and checkpoints to ``logs/<library>/<task>/<date>/``.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from importlib.metadata import version
+
+import gymnasium as gym
+
+from isaaclab.envs import ManagerBasedRLEnv
+from isaaclab_rl.rsl_rl import RslRlOnPolicyRunnerCfg, RslRlVecEnvWrapper, handle_deprecated_rsl_rl_cfg
+from isaaclab_tasks.utils import load_cfg_from_registry
+
+import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
+
+LIBRARIES = ("rsl_rl", "skrl")
+"""RL libraries that :func:`train` supports."""
+
+
+def load_agent_cfg(
+    task: str, library: str, max_iterations: int | None = None, seed: int | None = None, device: str = "cpu"
+) -> RslRlOnPolicyRunnerCfg | dict:
+    """The registered agent cfg of ``task`` for ``library`` (a configclass for rsl_rl, a dict for skrl).
+
+    ``max_iterations`` (PPO updates; skrl: ``rollouts`` env steps each) and ``seed`` override the cfg's.
+
+    Raises:
+        ValueError: If ``library`` is not one of :data:`LIBRARIES` or ``task`` is not registered or has no
+            agent for ``library``.
+    """
+    if library not in LIBRARIES:
+        raise ValueError(f"Unknown RL library '{library}'. Choose one of {list(LIBRARIES)}.")
+    if task not in gym.registry:
+        known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
+        raise ValueError(f"Unknown task '{task}'. Registered suspendable tasks: {known}.")
+    entry_point = f"{library}_cfg_entry_point"
+    if entry_point not in gym.spec(task).kwargs:
+        raise ValueError(f"Task '{task}' has no {library} agent ('{entry_point}' is not registered).")
+    cfg = load_cfg_from_registry(task, entry_point)
+    if library == "rsl_rl":
+        cfg = handle_deprecated_rsl_rl_cfg(cfg, version("rsl-rl-lib"))
+        cfg.device = device
+        if max_iterations is not None:
+            cfg.max_iterations = max_iterations
+        if seed is not None:
+            cfg.seed = seed
+    else:
+        cfg["agent"]["experiment"]["write_interval"] = "auto"
+        cfg["trainer"]["close_environment_at_exit"] = False
+        if max_iterations is not None:
+            cfg["trainer"]["timesteps"] = max_iterations * cfg["agent"]["rollouts"]
+        if seed is not None:
+            cfg["seed"] = seed
+    return cfg
+
+
+def agent_seed(agent_cfg: RslRlOnPolicyRunnerCfg | dict) -> int:
+    """The seed of an agent cfg of either library (the env is seeded with it too, as Isaac Lab's scripts do)."""
+    return agent_cfg["seed"] if isinstance(agent_cfg, dict) else agent_cfg.seed
+
+
+def make_log_dir(library: str, task: str, root: str = "logs") -> str:
+    """``<root>/<library>/<task>/<date>``: a new, absolute run folder (not created yet)."""
+    return os.path.abspath(os.path.join(root, library, task, datetime.now().strftime("%Y-%m-%d_%H-%M-%S")))
+
+
+def train(env: ManagerBasedRLEnv | gym.Env, library: str, agent_cfg: RslRlOnPolicyRunnerCfg | dict, log_dir: str):
+    """Wrap ``env`` for ``library``, train it with ``agent_cfg`` and return the runner.
+
+    rsl_rl saves ``model_<it>.pt`` every ``save_interval`` iterations and at the end; skrl writes
+    ``checkpoints/agent_<step>.pt`` and ``best_agent.pt``. Both log TensorBoard events in ``log_dir``.
+    """
+    if library == "rsl_rl":
+        from rsl_rl.runners import OnPolicyRunner
+
+        from isaaclab.utils.dict import class_to_dict
+
+        runner = OnPolicyRunner(
+            RslRlVecEnvWrapper(env, clip_actions=agent_cfg.clip_actions),
+            class_to_dict(agent_cfg),
+            log_dir=log_dir,
+            device=agent_cfg.device,
+        )
+        runner.learn(num_learning_iterations=agent_cfg.max_iterations, init_at_random_ep_len=True)
+        return runner
+    if library == "skrl":
+        from skrl.utils.runner.torch import Runner
+
+        from isaaclab_rl.skrl import SkrlVecEnvWrapper
+
+        agent_cfg["agent"]["experiment"]["directory"] = os.path.dirname(log_dir)
+        agent_cfg["agent"]["experiment"]["experiment_name"] = os.path.basename(log_dir)
+        runner = Runner(SkrlVecEnvWrapper(env, ml_framework="torch"), agent_cfg)
+        runner.run("train")
+        return runner
+    raise ValueError(f"Unknown RL library '{library}'. Choose one of {list(LIBRARIES)}.")
