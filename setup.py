@@ -18,7 +18,9 @@ setup(
     license="BSD-3-Clause",
     python_requires=">=3.11",
     packages=find_packages(exclude=("tests", "scripts")),
-    package_data={"isaaclab_suspend": ["assets/data/*.usda", "tasks/*/agents/*.yaml"]},
+    package_data={
+        "isaaclab_suspend": ["assets/data/*.usda", "tasks/*/agents/*.yaml", "policies/checkpoints/*.pt"]
+    },
     include_package_data=True,
     zip_safe=False,
 )
