@@ -14,6 +14,10 @@ Examples::
 
     # random actions on Cartpole, successes and failures in two files
     tools/run.sh python scripts/record.py --policy random --episodes 20 --export separate
+
+    # expert demos from an rsl_rl checkpoint (default: the task's shipped expert), successes only
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy checkpoint \\
+        --num_envs 16 --episodes 100 --desync --export succeeded --output datasets/push_cube_expert.hdf5
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ from isaaclab.managers import DatasetExportMode
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
+from isaaclab_suspend.rl import load_checkpoint_policy
+from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
 from isaaclab_suspend.utils import open_env
 
 EXPORT_MODES = {
@@ -50,9 +56,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num_envs", type=int, default=16)
     parser.add_argument("--episodes", type=int, default=32,
                         help="episodes to write (successes only with --export succeeded)")
-    parser.add_argument("--policy", default="chunk", choices=("chunk", "random"),
-                        help="'chunk': the task's embedded chunk model run by ActionChunkingPolicy; 'random': uniform"
-                             " actions in [-1, 1]")
+    parser.add_argument("--policy", default="chunk", choices=("chunk", "checkpoint", "random"),
+                        help="'chunk': the task's embedded chunk model run by ActionChunkingPolicy; 'checkpoint': an"
+                             " rsl_rl checkpoint as a chunk model with H = 1; 'random': uniform actions in [-1, 1]")
+    parser.add_argument("--checkpoint", default=None,
+                        help="rsl_rl checkpoint of --policy checkpoint (default: the task's shipped expert)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
     parser.add_argument("--chunk", type=int, default=16, help="actions per chunk H")
     parser.add_argument("--desync", action="store_true",
@@ -67,6 +75,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.episodes < 1 or args.chunk < 1:
         parser.error("--num_envs, --episodes and --chunk must be positive")
+    if args.policy == "checkpoint":
+        args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
+        if not os.path.isfile(args.checkpoint):
+            parser.error(f"checkpoint file not found: '{args.checkpoint}'")
+    elif args.checkpoint is not None:
+        parser.error("--checkpoint needs --policy checkpoint")
     args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
     if not args.output.endswith(".hdf5"):
         parser.error(f"--output must end with .hdf5, got '{args.output}'")
@@ -117,7 +131,10 @@ def record(args: argparse.Namespace) -> None:
     steps = 0
     with open_env(args.task, args.num_envs, args.device, seed=args.seed, recorders=recorders) as env:
         manager = env.recorder_manager
-        if args.policy == "chunk":
+        if args.policy == "checkpoint":
+            expert = load_checkpoint_policy(args.checkpoint, env, task=args.task)
+            policy = ActionChunkingPolicy(expert, env, chunk_length=expert.chunk_length, schedule=args.schedule)
+        elif args.policy == "chunk":
             policy = ActionChunkingPolicy(make_default_model(args.task, args.chunk), env, chunk_length=args.chunk,
                                           schedule=args.schedule)
         generator = torch.Generator(device=env.device).manual_seed(args.seed)
@@ -134,13 +151,13 @@ def record(args: argparse.Namespace) -> None:
 
         with tqdm(total=args.episodes, desc="episodes", unit="ep") as progress:
             while written() < args.episodes and steps < args.max_steps:
-                if args.policy == "chunk":
+                if args.policy != "random":
                     actions = policy.act(obs)
                 else:
                     actions = 2.0 * torch.rand(env.num_envs, env.action_manager.total_action_dim,
                                                generator=generator, device=env.device) - 1.0
                 obs, _, terminated, truncated, _ = env.step(actions)
-                if args.policy == "chunk":
+                if args.policy != "random":
                     policy.observe(terminated | truncated)
                 steps += 1
                 if steps == 1:
@@ -153,7 +170,8 @@ def record(args: argparse.Namespace) -> None:
     for path in output_paths(args):
         table.add_row(file_summary(path))
     table.align["file"] = "l"
-    policy_name = f"chunk ({args.schedule}, H = {args.chunk})" if args.policy == "chunk" else "random"
+    policy_name = {"chunk": f"chunk ({args.schedule}, H = {args.chunk})", "random": "random",
+                   "checkpoint": f"checkpoint {args.checkpoint} (H = 1)"}[args.policy]
     print(f"\n{args.task}: {args.num_envs} envs, policy {policy_name}, {steps} steps in {seconds:.1f} s"
           f" ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written()} episodes written"
           f" ({args.episodes} requested; episodes ending in the same step are all kept), open ones dropped.")
@@ -167,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"\nInterrupted: the episodes exported so far are in {output_paths(args)}; open episodes were dropped.")
         return 130
-    except OSError as err:
+    except (OSError, ValueError) as err:
         print(f"record.py: error: {err}", file=sys.stderr)
         return 2
     return 0

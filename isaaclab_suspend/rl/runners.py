@@ -53,7 +53,6 @@ def load_agent_cfg(
         if seed is not None:
             cfg.seed = seed
     else:
-        cfg["agent"]["experiment"]["write_interval"] = "auto"
         cfg["trainer"]["close_environment_at_exit"] = False
         if max_iterations is not None:
             cfg["trainer"]["timesteps"] = max_iterations * cfg["agent"]["rollouts"]
