@@ -1,0 +1,144 @@
+"""RL training: rsl_rl and skrl smoke runs of scripts/train.py, exact parity with the stock env, a trained
+checkpoint driving play.py and ActionChunkingPolicy, bad inputs."""
+
+import glob
+import importlib.util
+import os
+
+import h5py
+import pytest
+import torch
+from rsl_rl.algorithms import PPO
+
+from isaaclab.app.sim_launcher import launch_simulation
+from isaaclab.envs import ManagerBasedRLEnv
+
+from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.rl import load_agent_cfg, load_checkpoint_policy, train
+from isaaclab_suspend.rl.checkpoint_policy import SHIPPED_CHECKPOINTS, shipped_checkpoint
+from isaaclab_suspend.utils import make_env_cfg, open_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CARTPOLE = "Isaac-Cartpole-Suspendable"
+PPO_UPDATE = PPO.update
+
+
+def _script(name: str):
+    """The module of ``scripts/<name>.py`` (its ``main(argv)`` runs in this process)."""
+    spec = importlib.util.spec_from_file_location(f"scripts_{name}", os.path.join(ROOT, "scripts", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_rsl_rl_smoke_writes_logs_and_checkpoints_and_play_loads_them(tmp_path, capsys):
+    args = ["--task", CARTPOLE, "--rl_library", "rsl_rl", "--num_envs", "16", "--max_iterations", "2"]
+    assert _script("train").main([*args, "--log_root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "Learning iteration 1/2" in out and "Mean episode length" in out
+    (run_dir,) = glob.glob(str(tmp_path / "rsl_rl" / CARTPOLE / "*"))
+    assert os.path.isfile(os.path.join(run_dir, "model_1.pt"))
+    assert glob.glob(os.path.join(run_dir, "events.out.tfevents.*"))
+    checkpoint = os.path.join(run_dir, "model_1.pt")
+    play_args = ["--task", CARTPOLE, "--checkpoint", checkpoint, "--num_envs", "4", "--steps", "5"]
+    assert _script("play").main(play_args) == 0
+    assert "mean episode length" in capsys.readouterr().out
+
+
+def test_skrl_smoke_writes_logs_and_checkpoints(tmp_path):
+    args = ["--task", CARTPOLE, "--rl_library", "skrl", "--num_envs", "16", "--max_iterations", "2"]
+    assert _script("train").main([*args, "--log_root", str(tmp_path)]) == 0
+    (run_dir,) = glob.glob(str(tmp_path / "skrl" / CARTPOLE / "*"))
+    assert glob.glob(os.path.join(run_dir, "checkpoints", "*.pt"))
+
+
+def _train_two_iterations(env_class, monkeypatch) -> tuple[list[dict], dict]:
+    """Losses of each PPO update and the final actor and critic weights of 2 rsl_rl iterations on ``env_class``."""
+    losses = []
+
+    def recording_update(self):
+        losses.append(PPO_UPDATE(self))
+        return losses[-1]
+
+    monkeypatch.setattr(PPO, "update", recording_update)
+    cfg = make_env_cfg(CARTPOLE, 16, seed=7)
+    assert cfg.suspend.enabled
+    agent_cfg = load_agent_cfg(CARTPOLE, "rsl_rl", max_iterations=2, seed=7)
+    with launch_simulation(cfg, {}):
+        env = env_class(cfg=cfg)
+        try:
+            runner = train(env, "rsl_rl", agent_cfg, log_dir=None)
+            saved = runner.alg.save()
+            weights = {**saved["actor_state_dict"], **{f"critic.{k}": v for k, v in saved["critic_state_dict"].items()}}
+        finally:
+            env.close()
+    return losses, weights
+
+
+def test_training_is_bit_identical_to_the_stock_env(monkeypatch):
+    stock_losses, stock_weights = _train_two_iterations(ManagerBasedRLEnv, monkeypatch)
+    losses, weights = _train_two_iterations(SuspendableManagerBasedRLEnv, monkeypatch)
+    assert len(losses) == len(stock_losses) == 2
+    assert losses == stock_losses  # floats compared exactly
+    assert weights.keys() == stock_weights.keys()
+    for name, value in weights.items():
+        assert torch.equal(value, stock_weights[name]), f"{name} differs from the stock env's"
+
+
+def test_shipped_checkpoint_drives_the_chunking_policy():
+    with open_env(CARTPOLE, 8, seed=3) as env:
+        expert = load_checkpoint_policy(shipped_checkpoint(CARTPOLE), env)
+        policy = ActionChunkingPolicy(expert, env, chunk_length=expert.chunk_length, schedule="global_clock")
+        obs, _ = env.reset()
+        for _ in range(60):
+            actions = policy.act(obs)
+            assert actions.shape == (8, 1)
+            assert torch.equal(actions, expert.act(obs))  # H = 1: the chunk is the closed-loop action
+            obs, _, terminated, truncated, _ = env.step(actions)
+            policy.observe(terminated | truncated)
+            assert not terminated.any(), "the expert keeps the pole up"
+        chunk = expert({k: v[:3] for k, v in obs.items()}, torch.arange(3))
+        assert chunk.shape == (3, 1, 1)
+
+
+def test_record_expert_demos_from_the_shipped_checkpoint(tmp_path):
+    output = tmp_path / "push_cube_expert.hdf5"
+    args = ["--task", "Isaac-PushCube-Suspendable", "--policy", "checkpoint", "--num_envs", "4", "--episodes", "6",
+            "--desync", "--output", str(output)]
+    assert _script("record").main(args) == 0
+    with h5py.File(output, "r") as f:
+        demos = [f["data"][name] for name in f["data"]]
+        assert len(demos) >= 6
+        assert all(demo.attrs["num_samples"] == len(demo["actions"]) > 0 for demo in demos)
+        # episodes started at step 0 are scored by the expert: it pushes the cube to the target
+        assert sum(bool(demo.attrs["success"]) for demo in demos) >= len(demos) // 2
+
+
+def test_shipped_checkpoints_exist():
+    for task in SHIPPED_CHECKPOINTS:
+        assert os.path.isfile(shipped_checkpoint(task)), task
+
+
+def test_bad_inputs(tmp_path, capsys):
+    train_main, play_main = _script("train").main, _script("play").main
+    assert train_main(["--task", "Isaac-Nope", "--log_root", str(tmp_path)]) == 2
+    assert "Unknown task 'Isaac-Nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train_main(["--rl_library", "sb3"])
+    with pytest.raises(SystemExit):
+        train_main(["--num_envs", "0"])
+    assert play_main(["--checkpoint", str(tmp_path / "missing.pt"), "--steps", "1", "--num_envs", "1"]) == 2
+    assert "Checkpoint file not found" in capsys.readouterr().err
+    not_rsl_rl = tmp_path / "other.pt"
+    torch.save({"policy": {}}, not_rsl_rl)
+    assert play_main(["--checkpoint", str(not_rsl_rl), "--steps", "1", "--num_envs", "1"]) == 2
+    assert "is not an rsl_rl checkpoint" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="Unknown RL library"):
+        load_agent_cfg(CARTPOLE, "rl_games")
+    with pytest.raises(ValueError, match="No shipped checkpoint"):
+        shipped_checkpoint("Isaac-Nope")
+    with pytest.raises(SystemExit):
+        _script("record").main(["--policy", "checkpoint", "--checkpoint", str(tmp_path / "missing.pt")])
+    with pytest.raises(SystemExit):
+        _script("record").main(["--policy", "random", "--checkpoint", str(not_rsl_rl)])
