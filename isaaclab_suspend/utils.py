@@ -1,8 +1,9 @@
-"""Helpers to create the project's envs the standard Isaac Lab way (kitless, Newton)."""
+"""Helpers for scripts: create the project's envs the standard Isaac Lab way (kitless, Newton), stop on Ctrl-C."""
 
 from __future__ import annotations
 
 import contextlib
+import signal
 from collections.abc import Sequence
 
 import gymnasium as gym
@@ -45,3 +46,23 @@ def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[
             yield env.unwrapped
         finally:
             env.close()
+
+
+class StopAfterStep:
+    """Context manager for a step loop: a first Ctrl-C only sets :attr:`requested`, so the loop can stop
+    after its step instead of in the middle of a file write; a second one raises ``KeyboardInterrupt`` at once."""
+
+    def __init__(self):
+        self.requested = False
+
+    def _handle(self, signum, frame) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> StopAfterStep:
+        self._previous = signal.signal(signal.SIGINT, self._handle)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.signal(signal.SIGINT, self._previous)

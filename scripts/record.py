@@ -5,6 +5,7 @@ The recorder is :class:`~isaaclab_suspend.managers.SuspendableRecorderManager` w
 pre-step states and env origins that make the replay exact). Suspended envs record nothing, so with the
 ``global_clock`` schedule an env waiting for the next chunk adds no junk sample. Episodes still open when
 the run stops (done, error or Ctrl-C) are dropped; every exported episode is already flushed to the file.
+Ctrl-C stops the run after the current step, so no export is cut in the middle; a second Ctrl-C stops it at once.
 
 Examples::
 
@@ -40,7 +41,7 @@ from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
 from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.utils import StopAfterStep, open_env
 
 EXPORT_MODES = {
     "all": DatasetExportMode.EXPORT_ALL,
@@ -149,8 +150,8 @@ def record(args: argparse.Namespace) -> None:
                 return manager.exported_successful_episode_count
             return manager.exported_successful_episode_count + manager.exported_failed_episode_count
 
-        with tqdm(total=args.episodes, desc="episodes", unit="ep") as progress:
-            while written() < args.episodes and steps < args.max_steps:
+        with tqdm(total=args.episodes, desc="episodes", unit="ep") as progress, StopAfterStep() as stop:
+            while written() < args.episodes and steps < args.max_steps and not stop.requested:
                 if args.policy != "random":
                     actions = policy.act(obs)
                 else:
@@ -163,6 +164,8 @@ def record(args: argparse.Namespace) -> None:
                 if steps == 1:
                     check_space(args, env)
                 progress.update(min(written(), args.episodes) - progress.n)
+    if stop.requested:
+        raise KeyboardInterrupt
     seconds = time.perf_counter() - start
     if written() < args.episodes:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {written()} of {args.episodes} episodes written.")

@@ -11,6 +11,8 @@ import pytest
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
+from isaaclab_suspend.utils import StopAfterStep
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "record.py")
 
@@ -64,7 +66,12 @@ def test_stopped_run_leaves_a_valid_file(tmp_path, sig):
             if written and int(written[-1]) >= 3:
                 proc.send_signal(sig)
                 break
-        stdout, _ = proc.communicate(timeout=60)
+        try:
+            stdout, stderr = proc.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            stdout, stderr = proc.communicate()
+            pytest.fail(f"record.py did not exit within 120 s of {sig.name}: {stdout[-1000:]} {stderr[-1000:]}")
     finally:
         proc.kill()
     if sig == signal.SIGINT:
@@ -72,3 +79,14 @@ def test_stopped_run_leaves_a_valid_file(tmp_path, sig):
     else:
         assert proc.returncode == -signal.SIGKILL
     assert len(_demos(output)) >= 3
+
+
+def test_first_ctrl_c_requests_a_stop_and_the_second_interrupts():
+    previous = signal.getsignal(signal.SIGINT)
+    with StopAfterStep() as stop:
+        assert not stop.requested
+        os.kill(os.getpid(), signal.SIGINT)
+        assert stop.requested
+        with pytest.raises(KeyboardInterrupt):
+            os.kill(os.getpid(), signal.SIGINT)
+    assert signal.getsignal(signal.SIGINT) is previous
