@@ -19,6 +19,10 @@ Examples::
     # expert demos from an rsl_rl checkpoint (default: the task's shipped expert), successes only
     tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy checkpoint \\
         --num_envs 16 --episodes 100 --desync --export succeeded --output datasets/push_cube_expert.hdf5
+
+    # a chunk policy trained by scripts/train_chunk_policy.py as the expert (H: the checkpoint's), under hold
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy bc \\
+        --checkpoint outputs/bc/push_cube.pt --schedule hold --num_envs 16 --episodes 64 --desync
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from tqdm import tqdm
 from isaaclab.managers import DatasetExportMode
 
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
 from isaaclab_suspend.rl import load_checkpoint_policy
@@ -57,13 +62,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num_envs", type=int, default=16)
     parser.add_argument("--episodes", type=int, default=32,
                         help="episodes to write (successes only with --export succeeded)")
-    parser.add_argument("--policy", default="chunk", choices=("chunk", "checkpoint", "random"),
+    parser.add_argument("--policy", default="chunk", choices=("chunk", "checkpoint", "bc", "random"),
                         help="'chunk': the task's embedded chunk model run by ActionChunkingPolicy; 'checkpoint': an"
-                             " rsl_rl checkpoint as a chunk model with H = 1; 'random': uniform actions in [-1, 1]")
+                             " rsl_rl checkpoint as a chunk model with H = 1; 'bc': a chunk policy checkpoint of"
+                             " scripts/train_chunk_policy.py run by ActionChunkingPolicy with its H; 'random':"
+                             " uniform actions in [-1, 1]")
     parser.add_argument("--checkpoint", default=None,
-                        help="rsl_rl checkpoint of --policy checkpoint (default: the task's shipped expert)")
+                        help="--policy checkpoint: rsl_rl checkpoint (default: the task's shipped expert);"
+                             " --policy bc: chunk policy checkpoint (required)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
-    parser.add_argument("--chunk", type=int, default=16, help="actions per chunk H")
+    parser.add_argument("--chunk", type=int, default=None,
+                        help="actions per chunk H (default 16; --policy bc: the checkpoint's, which it must equal)")
     parser.add_argument("--desync", action="store_true",
                         help="start every env at a random point of its episode, so episodes end at different steps")
     parser.add_argument("--seed", type=int, default=42)
@@ -74,14 +83,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max_steps", type=int, default=100_000, help="stop after this many steps in any case")
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
+    args.model = None
+    if args.policy == "bc":
+        if args.checkpoint is None:
+            parser.error("--policy bc needs --checkpoint (a chunk policy checkpoint of scripts/train_chunk_policy.py)")
+        try:
+            args.model = load_chunk_policy(args.checkpoint, args.device)
+        except (FileNotFoundError, ValueError) as err:
+            parser.error(str(err))
+        if args.chunk is not None and args.chunk != args.model.chunk_length:
+            parser.error(f"--chunk {args.chunk}: the chunk policy '{args.checkpoint}' plans"
+                         f" {args.model.chunk_length} actions per chunk")
+        args.chunk = args.model.chunk_length
+    args.chunk = 16 if args.chunk is None else args.chunk
     if args.num_envs < 1 or args.episodes < 1 or args.chunk < 1:
         parser.error("--num_envs, --episodes and --chunk must be positive")
     if args.policy == "checkpoint":
         args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
         if not os.path.isfile(args.checkpoint):
             parser.error(f"checkpoint file not found: '{args.checkpoint}'")
-    elif args.checkpoint is not None:
-        parser.error("--checkpoint needs --policy checkpoint")
+    elif args.checkpoint is not None and args.policy != "bc":
+        parser.error("--checkpoint needs --policy checkpoint or bc")
     args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
     if not args.output.endswith(".hdf5"):
         parser.error(f"--output must end with .hdf5, got '{args.output}'")
@@ -135,6 +157,9 @@ def record(args: argparse.Namespace) -> None:
         if args.policy == "checkpoint":
             expert = load_checkpoint_policy(args.checkpoint, env, task=args.task)
             policy = ActionChunkingPolicy(expert, env, chunk_length=expert.chunk_length, schedule=args.schedule)
+        elif args.policy == "bc":
+            args.model.check_env(env)
+            policy = ActionChunkingPolicy(args.model, env, chunk_length=args.chunk, schedule=args.schedule)
         elif args.policy == "chunk":
             policy = ActionChunkingPolicy(make_default_model(args.task, args.chunk), env, chunk_length=args.chunk,
                                           schedule=args.schedule)
@@ -174,7 +199,8 @@ def record(args: argparse.Namespace) -> None:
         table.add_row(file_summary(path))
     table.align["file"] = "l"
     policy_name = {"chunk": f"chunk ({args.schedule}, H = {args.chunk})", "random": "random",
-                   "checkpoint": f"checkpoint {args.checkpoint} (H = 1)"}[args.policy]
+                   "checkpoint": f"checkpoint {args.checkpoint} (H = 1)",
+                   "bc": f"chunk policy {args.checkpoint} ({args.schedule}, H = {args.chunk})"}[args.policy]
     print(f"\n{args.task}: {args.num_envs} envs, policy {policy_name}, {steps} steps in {seconds:.1f} s"
           f" ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written()} episodes written"
           f" ({args.episodes} requested; episodes ending in the same step are all kept), open ones dropped.")

@@ -165,3 +165,38 @@ def test_train_script_end_to_end(tmp_path, dataset_path):
     missing = subprocess.run([sys.executable, script, "--dataset", str(tmp_path / "none.hdf5")], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "does not exist" in missing.stderr
+
+
+def _load_script(name: str, path: str):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_chunk_policy_expert_options_refuse_another_h(tmp_path, capsys):
+    """record.py --policy bc and bench_junk_bc.py --expert_checkpoint take the checkpoint's H; another --chunk, or
+    another task, exits with status 2 and says why, before any env is made."""
+    path = str(tmp_path / "expert_h8.pt")
+    save_chunk_policy(path, ChunkPolicyNet(ChunkPolicyCfg(chunk_length=H, hidden_dims=[8]), 5, 1), TASK)
+    bench = _load_script("bench_junk_bc", os.path.join(ROOT, "scripts", "benchmarks", "bench_junk_bc.py"))
+    args = bench.parse_args(["--expert_checkpoint", path, "--chunk", str(H)])
+    assert args.expert.chunk_length == H and args.expert.path == path
+    for argv, message in ((["--expert_checkpoint", path], f"plans {H} actions per chunk, --chunk is 16"),
+                          (["--expert_checkpoint", path, "--chunk", str(H), "--task", "Isaac-Cartpole-Suspendable"],
+                           f"trained on '{TASK}'"),
+                          (["--expert_checkpoint", str(tmp_path / "none.pt")], "does not exist")):
+        with pytest.raises(SystemExit) as exit_info:
+            bench.parse_args(argv)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+
+    record = _load_script("record_script", os.path.join(ROOT, "scripts", "record.py"))
+    output = ["--output", str(tmp_path / "demos.hdf5"), "--task", TASK]
+    assert record.parse_args(["--policy", "bc", "--checkpoint", path, *output]).chunk == H
+    for argv, message in ((["--policy", "bc", "--checkpoint", path, "--chunk", "16"], f"plans {H} actions per chunk"),
+                          (["--policy", "bc"], "--policy bc needs --checkpoint")):
+        with pytest.raises(SystemExit) as exit_info:
+            record.parse_args([*argv, *output])
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """Does junk in the demos hurt behaviour cloning? The same chunk policy trained on ``hold`` and ``global_clock`` data.
 
-The expert (the task's embedded chunk model, which emits real H-action chunks) is recorded twice with
+The expert (the task's embedded chunk model, which emits real H-action chunks, or with ``--expert_checkpoint``
+a chunk policy trained by ``scripts/train_chunk_policy.py`` with the same H) is recorded twice with
 ``scripts/record.py``, same task, seed, envs and desynchronised episode starts: under ``hold`` an env reset
 mid-chunk keeps stepping, holding a zero action, until the next clock tick, and every such step is recorded
 (junk); under ``global_clock`` it waits suspended and records nothing. Both datasets are cut to the same
@@ -19,6 +20,10 @@ Example::
 
     tools/run.sh python scripts/benchmarks/bench_junk_bc.py --task Isaac-PushCube-Suspendable --episodes 64 \\
         --train_seeds 0 1 2 --plot docs/_static/bc_junk_push_cube.png
+
+    # a 16-action chunk policy cloned from the rsl_rl expert as the expert
+    tools/run.sh python scripts/benchmarks/bench_junk_bc.py --task Isaac-PushCube-Suspendable --episodes 64 \\
+        --expert_checkpoint outputs/bc_rl/push_cube_rl_bc.pt --out_dir outputs/bench_junk_bc_learned_expert
 """
 
 from __future__ import annotations
@@ -48,12 +53,16 @@ SCHEDULES = ("hold", "global_clock")
 """Recording schedules compared."""
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=sorted(DEFAULT_MODELS))
     parser.add_argument("--num_envs", type=int, default=16, help="envs of the recordings")
     parser.add_argument("--episodes", type=int, default=64, help="demos kept in each dataset (held equal)")
     parser.add_argument("--chunk", type=int, default=16, help="H of the expert and of the trained policy")
+    parser.add_argument("--expert_checkpoint", default=None,
+                        help="chunk policy checkpoint of scripts/train_chunk_policy.py to use as the expert (recorded"
+                             " with record.py --policy bc; its task must be --task and its H --chunk); default: the"
+                             " task's embedded chunk model")
     parser.add_argument("--seed", type=int, default=42, help="seed of the recordings and of the evaluations")
     parser.add_argument("--train_seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
@@ -62,13 +71,27 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--eval_steps", type=int, default=600)
     parser.add_argument("--out_dir", default="outputs/bench_junk_bc", help="datasets and checkpoints")
     parser.add_argument("--plot", default="outputs/bench_junk_bc/bc_junk.png", help="PNG path ('' for none)")
-    return parser.parse_args()
+    args = parser.parse_args(argv)
+    args.expert = None
+    if args.expert_checkpoint is not None:
+        try:
+            args.expert = load_chunk_policy(args.expert_checkpoint)
+        except (FileNotFoundError, ValueError) as err:
+            parser.error(str(err))
+        if args.expert.chunk_length != args.chunk:
+            parser.error(f"--expert_checkpoint '{args.expert_checkpoint}' plans {args.expert.chunk_length} actions per"
+                         f" chunk, --chunk is {args.chunk}: the expert's H must be the H of the trained policies")
+        if args.expert.task and args.expert.task != args.task:
+            parser.error(f"--expert_checkpoint '{args.expert_checkpoint}' was trained on '{args.expert.task}',"
+                         f" --task is '{args.task}'")
+    return args
 
 
 def record(args: argparse.Namespace, schedule: str) -> str:
     """Record the expert under ``schedule`` with ``scripts/record.py``; returns the file."""
     path = os.path.abspath(os.path.join(args.out_dir, args.task, f"{schedule}.hdf5"))
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "record.py"), "--task", args.task, "--policy", "chunk",
+    expert = ["--policy", "bc", "--checkpoint", args.expert.path] if args.expert is not None else ["--policy", "chunk"]
+    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "record.py"), "--task", args.task, *expert,
                     "--schedule", schedule, "--chunk", str(args.chunk), "--num_envs", str(args.num_envs),
                     "--episodes", str(args.episodes), "--desync", "--seed", str(args.seed), "--output", path,
                     "--overwrite"], check=True)
@@ -160,7 +183,7 @@ def main() -> None:
         datasets[schedule] = ChunkDataset(path, args.chunk, demos=with_all.demo_names[: args.episodes])
         junk, junk_episodes = junk_samples(datasets[schedule])
         figures[schedule] = {"samples": datasets[schedule].num_samples, "junk": junk, "junk_episodes": junk_episodes}
-    expert = evaluate(args, make_default_model(args.task, args.chunk), "expert")
+    expert = evaluate(args, args.expert or make_default_model(args.task, args.chunk), "expert")
     rows = []
     for schedule in SCHEDULES:
         for seed in args.train_seeds:
@@ -176,7 +199,8 @@ def main() -> None:
     table = PrettyTable(["policy", "demos", "samples", "junk samples", "junk episodes", "train seed", "val loss",
                          "episodes scored", "success rate", "mean episode length", "final distance [m]",
                          "inference calls"])
-    table.add_row(["expert (embedded)", "-", "-", "-", "-", "-", "-", expert["episodes_scored"],
+    expert_name = f"expert ({os.path.basename(args.expert.path)})" if args.expert is not None else "expert (embedded)"
+    table.add_row([expert_name, "-", "-", "-", "-", "-", "-", expert["episodes_scored"],
                    f"{expert['success_rate']:.3f}", f"{expert['mean_episode_length']:.1f}", f"{expert['final_distance']:.4f}",
                    expert["inference_calls"]])
     for r in rows:
@@ -192,7 +216,8 @@ def main() -> None:
             values = [r[key] for r in rows if r["dataset"] == schedule]
             cells.append(f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})")
         means.add_row([f"{schedule} data", *cells])
-    print(f"\n{args.task}: expert recorded with {args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
+    expert_source = f"chunk policy {args.expert_checkpoint}" if args.expert is not None else "embedded chunk model"
+    print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
           f" desynchronised starts, first {args.episodes} demos of each file; BC {args.arch}, {args.train_steps}"
           f" steps per seed; evaluated under global_clock, {args.eval_envs} envs, {args.eval_steps} steps,"
           " desynchronised starts, episodes that started and ended in the run.")
