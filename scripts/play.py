@@ -1,7 +1,8 @@
-"""Run a trained rsl_rl checkpoint on a suspendable task and print its episodes' length and success rate.
+"""Run a trained rsl_rl or skrl checkpoint on a suspendable task and print its episodes' length and success rate.
 
 Without ``--checkpoint`` the expert shipped for the task (``isaaclab_suspend/policies/checkpoints/``) runs;
-``--checkpoint`` takes a ``model_<it>.pt`` written by ``scripts/train.py`` or an actor-only file.
+``--checkpoint`` takes a file written by ``scripts/train.py`` (rsl_rl ``model_<it>.pt``, skrl
+``checkpoints/agent_<step>.pt``) or an actor-only file.
 
 Examples::
 
@@ -27,7 +28,7 @@ from isaaclab_suspend.utils import open_env
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable")
-    parser.add_argument("--checkpoint", default=None, help="rsl_rl checkpoint (default: the task's shipped expert)")
+    parser.add_argument("--checkpoint", default=None, help="rsl_rl or skrl checkpoint (default: the task's shipped expert)")
     parser.add_argument("--num_envs", type=int, default=16)
     parser.add_argument("--steps", type=int, default=600, help="env steps to run")
     parser.add_argument("--seed", type=int, default=42)

@@ -64,11 +64,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="episodes to write (successes only with --export succeeded)")
     parser.add_argument("--policy", default="chunk", choices=("chunk", "checkpoint", "bc", "random"),
                         help="'chunk': the task's embedded chunk model run by ActionChunkingPolicy; 'checkpoint': an"
-                             " rsl_rl checkpoint as a chunk model with H = 1; 'bc': a chunk policy checkpoint of"
+                             " rsl_rl or skrl checkpoint as a chunk model with H = 1; 'bc': a chunk policy checkpoint of"
                              " scripts/train_chunk_policy.py run by ActionChunkingPolicy with its H; 'random':"
                              " uniform actions in [-1, 1]")
     parser.add_argument("--checkpoint", default=None,
-                        help="--policy checkpoint: rsl_rl checkpoint (default: the task's shipped expert);"
+                        help="--policy checkpoint: rsl_rl or skrl checkpoint (default: the task's shipped expert);"
                              " --policy bc: chunk policy checkpoint (required)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
     parser.add_argument("--chunk", type=int, default=None,

@@ -46,11 +46,26 @@ def test_rsl_rl_smoke_writes_logs_and_checkpoints_and_play_loads_them(tmp_path, 
     assert "mean episode length" in capsys.readouterr().out
 
 
-def test_skrl_smoke_writes_logs_and_checkpoints(tmp_path):
+def test_skrl_smoke_writes_logs_and_checkpoints_and_play_loads_them(tmp_path, capsys):
     args = ["--task", CARTPOLE, "--rl_library", "skrl", "--num_envs", "16", "--max_iterations", "2"]
     assert _script("train").main([*args, "--log_root", str(tmp_path)]) == 0
     (run_dir,) = glob.glob(str(tmp_path / "skrl" / CARTPOLE / "*"))
-    assert glob.glob(os.path.join(run_dir, "checkpoints", "*.pt"))
+    checkpoints = glob.glob(os.path.join(run_dir, "checkpoints", "agent_*.pt"))
+    checkpoint = max(checkpoints, key=lambda path: int(path.rsplit("_", 1)[1][: -len(".pt")]))
+    play_args = ["--task", CARTPOLE, "--checkpoint", checkpoint, "--num_envs", "4", "--steps", "5"]
+    assert _script("play").main(play_args) == 0
+    assert "mean episode length" in capsys.readouterr().out
+    saved = torch.load(checkpoint, map_location="cpu", weights_only=False)["policy"]
+    files_before = sorted(os.listdir(os.getcwd()))
+    with open_env(CARTPOLE, 4) as env:
+        policy = load_checkpoint_policy(checkpoint, env)
+        loaded = policy.actor.agent.policy.state_dict()
+        assert saved.keys() == loaded.keys() and all(torch.equal(saved[k], loaded[k]) for k in saved)
+        obs, _ = env.reset()
+        actions = policy.act(obs)
+        assert actions.shape == (4, 1) and torch.equal(actions, policy.act(obs))  # the mean, not a sample
+        assert policy(obs, torch.arange(4)).shape == (4, 1, 1)
+    assert sorted(os.listdir(os.getcwd())) == files_before, "loading an skrl agent must not write logs"
 
 
 def _train_two_iterations(env_class, monkeypatch) -> tuple[list[dict], dict]:
@@ -131,9 +146,13 @@ def test_bad_inputs(tmp_path, capsys):
     assert play_main(["--checkpoint", str(tmp_path / "missing.pt"), "--steps", "1", "--num_envs", "1"]) == 2
     assert "Checkpoint file not found" in capsys.readouterr().err
     not_rsl_rl = tmp_path / "other.pt"
-    torch.save({"policy": {}}, not_rsl_rl)
+    torch.save({"weights": {}}, not_rsl_rl)
     assert play_main(["--checkpoint", str(not_rsl_rl), "--steps", "1", "--num_envs", "1"]) == 2
-    assert "is not an rsl_rl checkpoint" in capsys.readouterr().err
+    assert "is neither an rsl_rl checkpoint" in capsys.readouterr().err
+    empty_skrl = tmp_path / "empty_skrl.pt"
+    torch.save({"policy": {}}, empty_skrl)
+    assert play_main(["--checkpoint", str(empty_skrl), "--steps", "1", "--num_envs", "1"]) == 2
+    assert "does not fit Isaac-Cartpole-Suspendable" in capsys.readouterr().err
     with pytest.raises(ValueError, match="Unknown RL library"):
         load_agent_cfg(CARTPOLE, "rl_games")
     with pytest.raises(ValueError, match="No shipped checkpoint"):

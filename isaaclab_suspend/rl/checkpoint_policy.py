@@ -1,12 +1,13 @@
-"""A trained rsl_rl actor as an inference callable: for ``scripts/play.py`` and as a chunk model.
+"""A trained rsl_rl or skrl actor as an inference callable: for ``scripts/play.py`` and as a chunk model.
 
 A closed-loop RL expert is a chunk model with H = 1: :class:`CheckpointPolicy` is callable as
 ``model(obs_rows, env_ids) -> (B, 1, action_dim)``, so :class:`~isaaclab_suspend.policies.ActionChunkingPolicy`
 (with ``chunk_length=1``) and ``scripts/record.py --policy checkpoint`` drive the suspendable env with it.
 
-Both files that rsl_rl writes (``model_<it>.pt``: actor, critic, optimizer) and the actor-only files shipped
-in ``isaaclab_suspend/policies/checkpoints/`` (:func:`export_actor`) load; the network is rebuilt from the
-task's registered rsl_rl agent cfg and the env's observation groups, exactly as rsl_rl builds it.
+The files that rsl_rl writes (``model_<it>.pt``: actor, critic, optimizer), the actor-only files shipped in
+``isaaclab_suspend/policies/checkpoints/`` (:func:`export_actor`) and skrl's agent files
+(``checkpoints/agent_<step>.pt``, ``best_agent.pt``) load. The network is rebuilt from the task's registered
+agent cfg of that library and the env's observation groups, exactly as the library builds it for training.
 """
 
 from __future__ import annotations
@@ -43,6 +44,27 @@ def shipped_checkpoint(task: str) -> str:
     return str(files("isaaclab_suspend.policies") / "checkpoints" / SHIPPED_CHECKPOINTS[task])
 
 
+class SkrlActor:
+    """The policy of a loaded skrl agent as a function of Isaac Lab's observation dict: the mean actions of its
+    Gaussian for the ``policy`` group (and the ``critic`` group as skrl's states, where the env has one), with
+    the agent's preprocessors, as skrl's Isaac Lab wrapper feeds them in training."""
+
+    def __init__(self, agent):
+        self.agent = agent
+        """The skrl agent (PPO), in evaluation mode."""
+
+    def __call__(self, obs: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        policy_obs = obs["policy"]
+        states = obs.get("critic")
+        actions, outputs = self.agent.act(
+            policy_obs.reshape(policy_obs.shape[0], -1),
+            None if states is None else states.reshape(states.shape[0], -1),
+            timestep=0,
+            timesteps=0,
+        )
+        return outputs.get("mean_actions", actions)
+
+
 class CheckpointPolicy:
     """Deterministic actions of a trained actor (the mean of its Gaussian), clipped as in training.
 
@@ -53,9 +75,9 @@ class CheckpointPolicy:
     chunk_length: int = 1
     """Actions per call as a chunk model: a closed-loop policy plans one step."""
 
-    def __init__(self, actor: MLPModel, clip_actions: float | None = None):
-        self.actor = actor.eval()
-        """The rsl_rl actor (observation normaliser, MLP and distribution head)."""
+    def __init__(self, actor: MLPModel | SkrlActor, clip_actions: float | None = None):
+        self.actor = actor
+        """The actor in evaluation mode: rsl_rl's (observation normaliser, MLP, distribution head) or skrl's."""
         self.clip_actions = clip_actions
         """Actions are clamped to ``[-clip_actions, clip_actions]`` as ``RslRlVecEnvWrapper`` does; None: no clip."""
 
@@ -73,24 +95,33 @@ class CheckpointPolicy:
 
 
 def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None = None) -> CheckpointPolicy:
-    """Load the actor of an rsl_rl checkpoint for ``env`` (unwrapped) on the env's device.
+    """Load the actor of an rsl_rl or skrl checkpoint for ``env`` (unwrapped) on the env's device.
 
-    ``task`` names the registered rsl_rl agent cfg that trained it; by default the one stored in the file
-    (shipped files) or the env's gym id.
+    ``task`` names the registered agent cfg that trained it; by default the one stored in the file (shipped
+    files) or the env's gym id.
 
     Raises:
         FileNotFoundError: If ``path`` does not exist.
-        ValueError: If the file holds no rsl_rl actor or does not fit the env's observations and actions.
+        ValueError: If the file is neither an rsl_rl nor an skrl checkpoint, or does not fit the env's
+            observations and actions.
     """
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Checkpoint file not found: '{path}'.")
     checkpoint = torch.load(path, map_location=env.device, weights_only=False)
-    if not isinstance(checkpoint, dict) or "actor_state_dict" not in checkpoint:
+    library = None
+    if isinstance(checkpoint, dict):
+        library = "rsl_rl" if "actor_state_dict" in checkpoint else "skrl" if "policy" in checkpoint else None
+    if library is None:
         keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise ValueError(f"'{path}' is not an rsl_rl checkpoint (no 'actor_state_dict'; found {keys}).")
+        raise ValueError(
+            f"'{path}' is neither an rsl_rl checkpoint (with 'actor_state_dict') nor an skrl one (with 'policy');"
+            f" found {keys}."
+        )
     task = task or checkpoint.get("task") or (env.spec.id if env.spec is not None else None)
     if task is None:
         raise ValueError("Cannot tell which task's agent cfg trained the checkpoint: pass task=.")
+    if library == "skrl":
+        return CheckpointPolicy(_load_skrl_actor(path, env, task))
     agent_cfg = load_agent_cfg(task, "rsl_rl", device=str(env.device))
     cfg = class_to_dict(agent_cfg)
     obs = TensorDict(
@@ -104,7 +135,26 @@ def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None =
         actor.load_state_dict(checkpoint["actor_state_dict"])
     except RuntimeError as err:
         raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions: {err}") from err
-    return CheckpointPolicy(actor.to(env.device), agent_cfg.clip_actions)
+    return CheckpointPolicy(actor.to(env.device).eval(), agent_cfg.clip_actions)
+
+
+def _load_skrl_actor(path: str, env: ManagerBasedRLEnv, task: str) -> SkrlActor:
+    """Build the skrl agent of ``task``'s registered cfg on ``env`` as skrl's ``Runner`` does (no logs, no
+    checkpoints written) and load the agent file into it."""
+    from skrl.utils.runner.torch import Runner
+
+    from isaaclab_rl.skrl import SkrlVecEnvWrapper
+
+    agent_cfg = load_agent_cfg(task, "skrl")
+    agent_cfg["agent"]["experiment"]["write_interval"] = 0
+    agent_cfg["agent"]["experiment"]["checkpoint_interval"] = 0
+    agent = Runner(SkrlVecEnvWrapper(env, ml_framework="torch"), agent_cfg).agent
+    try:
+        agent.load(path)
+    except RuntimeError as err:
+        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions: {err}") from err
+    agent.enable_training_mode(False, apply_to_models=True)
+    return SkrlActor(agent)
 
 
 def export_actor(checkpoint_path: str, output_path: str, task: str) -> None:
