@@ -158,6 +158,94 @@ def test_suspended_envs_resume_at_the_tick_with_a_chunk_from_their_post_reset_ob
     assert checked >= 3
 
 
+class StampedModel:
+    """Chunks whose action j of call c is the tiny force (c + j / 100) / 1000, so every executed action tells
+    which call planned it and its index in the chunk; records the call's observation rows."""
+
+    def __init__(self, chunk_length=H):
+        self.chunk_length = chunk_length
+        self.calls: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def __call__(self, obs_rows, env_ids):
+        call = len(self.calls)
+        self.calls.append((env_ids.clone(), obs_rows["policy"].clone()))
+        stamps = call + torch.arange(self.chunk_length, dtype=torch.float32) / 100
+        return (stamps / 1000).view(1, -1, 1).expand(len(env_ids), -1, -1).clone()
+
+    @staticmethod
+    def decode(action: float) -> tuple[int, int]:
+        value = action * 1000
+        return int(value + 1e-3), round((value - int(value + 1e-3)) * 100)
+
+
+def test_async_overlaps_the_next_inference_with_the_last_actions(env):
+    """H = 8, lead d = 2: ticks every 6 steps, each chunk planned 2 steps before its tick from the observation
+    then; envs that ran meanwhile skip its first 2 actions, envs suspended meanwhile start at action 0, and an
+    env never runs a chunk planned before its last reset."""
+    lead, period, steps = 2, H - 2, 150
+    model = StampedModel()
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="async", refill_threshold=lead / H)
+    history, actions = [], []
+    obs, _ = env.reset(seed=0)
+    policy.reset()
+    for _ in range(steps):
+        action = policy.act(obs)
+        obs, _, terminated, truncated, _ = env.step(action)
+        policy.observe(terminated | truncated)
+        actions.append(action[:, 0].clone())
+        history.append({"dones": terminated | truncated, "obs": obs["policy"].clone(), "status": policy.last_step})
+    stats = policy.stats
+    assert stats["inference_calls"] == math.ceil(steps / period)
+    assert len(model.calls) == stats["inference_calls"] + (1 if (steps - 1) % period >= period - lead else 0)
+    launch = [0] + [c * period - lead for c in range(1, len(model.calls))]
+    last_reset = [-1] * N
+    resets_between_ticks = checked_suspended_starts = 0
+    for t, record in enumerate(history):
+        status = record["status"]
+        assert torch.equal(status.executing | status.suspended, torch.ones(N, dtype=torch.bool))
+        if t > 0 and t % period == 0:  # a tick: every env not reset since the launch takes the chunk
+            for i in range(N):
+                assert bool(status.served[i]) == (last_reset[i] < launch[t // period])
+        for i in status.executing.nonzero().flatten().tolist():
+            call, index = StampedModel.decode(float(actions[t][i]))
+            assert launch[call] > last_reset[i], "a chunk planned before the env's reset"
+            tick = call * period
+            ran_in_lead = call > 0 and bool(history[launch[call]]["status"].executing[i])
+            assert index == t - tick + (lead if ran_in_lead else 0)
+            checked_suspended_starts += index == t - tick and call > 0
+            if call > 0:  # the rows of the call are the observation the launch step acted on
+                env_ids, rows = model.calls[call]
+                assert torch.equal(rows[env_ids.tolist().index(i)], history[launch[call] - 1]["obs"][i])
+        for i in record["dones"].nonzero().flatten().tolist():
+            last_reset[i] = t
+            resets_between_ticks += (t + 1) % period != 0
+    assert resets_between_ticks >= 3 and checked_suspended_starts >= 3
+    assert stats["suspended_env_steps"] > 0
+
+
+def test_async_configuration_errors_and_model_errors_in_the_worker(env):
+    with pytest.raises(ValueError, match="needs d <= H / 2"):
+        ActionChunkingPolicy(StampedModel(), env, chunk_length=H, schedule="async", refill_threshold=0.75)
+    with pytest.raises(ValueError, match="aggregator='replace'"):
+        ActionChunkingPolicy(StampedModel(), env, chunk_length=H, schedule="async", aggregator="blend")
+
+    def fails_on_the_second_call(obs_rows, env_ids, calls=[]):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("model crashed")
+        return torch.zeros(len(env_ids), H, 1)
+
+    policy = ActionChunkingPolicy(fails_on_the_second_call, env, chunk_length=H, schedule="async")
+    obs, _ = env.reset(seed=0)
+    policy.reset()
+    with pytest.raises(RuntimeError, match="model crashed"):  # raised at the tick that collects it
+        for _ in range(2 * H):
+            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
+            policy.observe(terminated | truncated)
+    assert policy.stats["inference_calls"] == 1
+    policy.close()
+
+
 def test_auto_waits_when_inference_is_costly_and_serves_when_it_is_cheap(env):
     costly = ActionChunkingPolicy(LatencyEmulator(RecordingZeroModel(), LatencyCfg(fixed_s=10.0, virtual=True)), env,
                                   chunk_length=H, schedule="auto")
@@ -215,7 +303,7 @@ def test_no_host_sync_between_ticks(env, monkeypatch):
     for name in ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero", "numpy"):
         monkeypatch.setattr(torch.Tensor, name, counting(name))
 
-    for schedule in ("global_clock", "any"):
+    for schedule in ("global_clock", "any", "async"):
         policy = ActionChunkingPolicy(RecordingZeroModel(), env, chunk_length=H, schedule=schedule)
         obs, _ = env.reset()
         policy.reset()

@@ -45,7 +45,7 @@ def test_bad_configuration(env, overrides, error, match):
         ActionChunkingPolicy(zeros, env, chunk_length=H, **overrides)
 
 
-@pytest.mark.parametrize("schedule", ["global_clock", "auto"])
+@pytest.mark.parametrize("schedule", ["global_clock", "auto", "async"])
 def test_suspending_schedules_need_suspension(env, schedule):
     with pytest.raises(ValueError, match="suspend.enabled = True"):
         ActionChunkingPolicy(zeros, env, chunk_length=H, schedule=schedule)

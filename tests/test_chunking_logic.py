@@ -166,6 +166,25 @@ def test_global_clock_parks_envs_without_actions_between_ticks():
     assert make_schedule("hold").plan(q, 5, resets_pending=True) is None  # hold: they hold their action
 
 
+def test_async_launches_d_steps_before_each_tick_of_period_h_minus_d():
+    schedule = make_schedule("async")
+    q = ChunkQueues(3, 8, 1, 2, "cpu")  # H = 8, lead d = 2 (refill_at): ticks every 6 steps
+    plans = {step: schedule.plan(q, step, resets_pending=False) for step in range(20)}
+    assert plans[0].infer and not plans[0].launch and not plans[0].collect
+    assert [t for t, p in plans.items() if p is not None and p.launch] == [4, 10, 16]
+    assert [t for t, p in plans.items() if p is not None and p.collect] == [6, 12, 18]
+    assert all(p.lead == 2 and not p.infer for t, p in plans.items() if p is not None and t > 0)
+    q.merge(torch.arange(3), torch.zeros(3, 8, 1), replace, None)
+    q.drop(torch.tensor([False, True, False]))
+    assert schedule.plan(q, 3, resets_pending=True).park.tolist() == [False, True, False]
+    assert schedule.plan(q, 6, resets_pending=True).park is None  # at a tick the policy parks the stale envs
+    half = ChunkQueues(3, 8, 1, 4, "cpu")  # d = H / 2: each tick also launches the next
+    assert schedule.plan(half, 0, resets_pending=False).launch and schedule.plan(half, 4, resets_pending=False).launch
+    assert schedule.lead(16, 0) == 4
+    with pytest.raises(ValueError, match="needs d <= H / 2"):
+        schedule.plan(ChunkQueues(3, 8, 1, 5, "cpu"), 1, resets_pending=False)
+
+
 def test_any_infers_the_full_batch_for_the_requesting_envs():
     q = _queues(3)
     q.merge(torch.arange(3), _chunk(3), replace, None)

@@ -80,7 +80,12 @@ class ChunkQueues:
         self._steps_to_refill = 0
 
     def merge(
-        self, env_ids: torch.Tensor, chunk: torch.Tensor, aggregator: Aggregator, take: torch.Tensor | None
+        self,
+        env_ids: torch.Tensor,
+        chunk: torch.Tensor,
+        aggregator: Aggregator,
+        take: torch.Tensor | None,
+        start: torch.Tensor | None = None,
     ) -> None:
         """Merge a new chunk into the queues of ``env_ids`` and restart their cursors.
 
@@ -90,6 +95,8 @@ class ChunkQueues:
             aggregator: Merges the leftovers with the new chunk (see :mod:`~isaaclab_suspend.policies.aggregators`).
             take: Envs that take the new chunk; the others keep their queue untouched (None: all of
                 ``env_ids``). Shape: (N,).
+            start: Cursor each taking env restarts at (None: 0, the chunk's first action), for a chunk planned
+                some steps ago whose first actions are already past. Shape: (N,), long.
         """
         cursor = self.cursor[env_ids]
         chunks, counts = self.chunks[env_ids], self.counts[env_ids]
@@ -100,7 +107,7 @@ class ChunkQueues:
         old = chunks.gather(1, source.unsqueeze(-1).expand_as(chunks))
         old_counts = torch.where(left, counts.gather(1, source), 0)
         merged, merged_counts = aggregator(old, chunk, old_counts)
-        new_cursor = torch.zeros_like(cursor)
+        new_cursor = torch.zeros_like(cursor) if start is None else start[env_ids]
         if take is not None:
             rows = take[env_ids]
             merged = torch.where(rows.view(-1, 1, 1), merged, chunks)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -16,7 +18,7 @@ from ..envs import SuspendableManagerBasedRLEnv
 from .aggregators import Aggregator, resolve_aggregator
 from .chunk_queues import ChunkQueues
 from .latency import ChunkModel, LatencyEmulator
-from .schedules import SchedulePlan, make_schedule
+from .schedules import AsyncClockSchedule, SchedulePlan, make_schedule
 from .stats import ChunkingStats, stats_table
 
 if TYPE_CHECKING:
@@ -32,6 +34,28 @@ class StepStatus(NamedTuple):
     """Envs that were suspended."""
     served: torch.Tensor | None
     """Envs that were served a new chunk (None: no inference this step)."""
+
+
+@dataclass
+class BackgroundInference:
+    """A full-batch inference running in a worker thread (schedule ``async``) until the tick that collects it."""
+
+    future: Future
+    """Resolves to ``(chunk, seconds, virtual_s)`` of the model call."""
+    launched: float
+    """``time.perf_counter()`` at the launch [s]."""
+    start: torch.Tensor
+    """Index of the first action each env takes: the lead for envs that run meanwhile, 0 for suspended ones.
+    Shape: (N,), long."""
+    stale: torch.Tensor
+    """Envs reset since the launch: their chunk was planned from their previous episode. Shape: (N,), bool."""
+    maybe_stale: bool = False
+    """Host mirror: False guarantees that :attr:`stale` is empty."""
+
+    def mark_stale(self, env_mask: torch.Tensor) -> None:
+        """Envs reset since the launch (bool mask of shape (N,))."""
+        self.stale |= env_mask
+        self.maybe_stale = True
 
 
 class ActionChunkingPolicy:
@@ -52,8 +76,9 @@ class ActionChunkingPolicy:
     Each env queues its chunk and executes one action per step. When an env is reset, its queue is dropped
     and the schedule (:mod:`~isaaclab_suspend.policies.schedules`) decides what happens until it gets a new
     chunk: served at once (``any``, ``partial_batch``), holding its last action (``hold``), or suspended in the
-    env until the next clock tick (``global_clock``, ``auto``). A new chunk that meets leftover actions is
-    merged by the aggregator (:mod:`~isaaclab_suspend.policies.aggregators`).
+    env until the next clock tick (``global_clock``, ``auto``, ``async``). A new chunk that meets leftover
+    actions is merged by the aggregator (:mod:`~isaaclab_suspend.policies.aggregators`). Under ``async`` the
+    model runs in a worker thread while the env steps, so it must not share mutable state with the loop.
 
     The hot path is that of a GPU loop: device bool masks, no host sync on a step unless a host-side mirror
     says the schedule may act (a clock tick, a reset in the last step, the earliest queue running out).
@@ -99,6 +124,13 @@ class ActionChunkingPolicy:
                 " 'partial_batch'."
             )
         self._aggregator: Aggregator = resolve_aggregator(cfg.aggregator)
+        if isinstance(self.schedule, AsyncClockSchedule):
+            self.schedule.lead(h, math.floor(cfg.refill_threshold * h))  # raises if the lead exceeds H / 2
+            if cfg.aggregator != "replace":
+                raise ValueError(
+                    "Schedule 'async' installs each chunk at the tick its leftovers run out, so no aggregator"
+                    f" applies: use aggregator='replace', got {cfg.aggregator!r}."
+                )
 
         self.cfg = cfg
         """The policy configuration."""
@@ -129,6 +161,9 @@ class ActionChunkingPolicy:
         """Host mirror: some queues were dropped since the last :meth:`act` (at start, all are empty)."""
         self._resets_at_act = 0
         self._act_end: float | None = None
+        self._background: BackgroundInference | None = None
+        """The inference in flight under ``async``; None otherwise."""
+        self._executor: ThreadPoolExecutor | None = None
         self._writer: SummaryWriter | None = None
         if cfg.log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
@@ -173,8 +208,12 @@ class ActionChunkingPolicy:
         if plan is not None:
             if plan.park is not None:
                 self._park(plan.park)
+            if plan.collect:
+                served = self._collect()
             if plan.infer:
                 served = self._infer(obs, plan)
+            if plan.launch:
+                self._launch(obs, plan.lead)
         suspended = self.env.suspended_mask
         executing = ~(self.queues.empty_mask() | suspended)
         actions = self.queues.pop(executing, self.env.action_manager.action)
@@ -205,6 +244,8 @@ class ActionChunkingPolicy:
         self.schedule.record_step(seconds)
         if self.env.reset_count != self._resets_at_act:  # the env reset some envs in this step
             self._drop(dones)
+            if self._background is not None:
+                self._background.mark_stale(dones)
         if self._writer is not None and self._step % self.cfg.log_interval == 0:
             self.stats_counters.write_tensorboard(self._writer, self._step)
 
@@ -218,6 +259,7 @@ class ActionChunkingPolicy:
             env_ids: A 1-D integer tensor, a list or tuple of ints, or a bool mask of shape (N,); None for all.
         """
         if env_ids is None:
+            self._discard_background()
             if self._maybe_parked:
                 self.env.resume_envs(self._parked)
                 self._parked.zero_()
@@ -226,10 +268,16 @@ class ActionChunkingPolicy:
             mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.env.device)
         else:
             mask = self.env.env_mask(env_ids)
+            if self._background is not None:
+                self._background.mark_stale(mask)
         self._drop(mask)
 
     def close(self) -> None:
-        """Write the final figures to TensorBoard (if logging) and close the writer."""
+        """Write the final figures to TensorBoard (if logging), close the writer and stop the inference worker."""
+        self._discard_background()
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
         if self._writer is not None:
             self.stats_counters.write_tensorboard(self._writer, self._step)
             self._writer.close()
@@ -253,13 +301,8 @@ class ActionChunkingPolicy:
         device = self.env.device
         full = plan.env_ids is None
         env_ids = torch.arange(self.num_envs, device=device) if full else plan.env_ids
-        rows = _select_rows(obs, env_ids)
-        start = time.perf_counter()
-        with torch.no_grad():
-            chunk = self.model(rows, env_ids)
+        chunk, seconds, virtual = self._run_model(_select_rows(obs, env_ids), env_ids)
         chunk = self._check_chunk(chunk, env_ids)
-        virtual = self.model.virtual_s if isinstance(self.model, LatencyEmulator) else 0.0
-        seconds = time.perf_counter() - start + virtual
         self.queues.merge(env_ids, chunk, self._aggregator, plan.take)
         if plan.take is not None:
             served = plan.take.clone()
@@ -268,11 +311,60 @@ class ActionChunkingPolicy:
             served[env_ids] = True
         self.stats_counters.record_inference(len(env_ids), served, seconds, virtual)
         self.schedule.record_inference(len(env_ids), seconds)
+        self._resume_served(served, all_served=full and plan.take is None)
+        return served
+
+    def _run_model(self, rows: dict, env_ids: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+        """``(chunk, seconds, virtual_s)`` of one model call; ``seconds`` includes the emulated latency not slept."""
+        start = time.perf_counter()
+        with torch.no_grad():
+            chunk = self.model(rows, env_ids)
+        virtual = self.model.virtual_s if isinstance(self.model, LatencyEmulator) else 0.0
+        return chunk, time.perf_counter() - start + virtual, virtual
+
+    def _resume_served(self, served: torch.Tensor, all_served: bool) -> None:
         if self._maybe_parked:
             self.env.resume_envs(self._parked & served)
             self._parked &= ~served
-            self._maybe_parked = not (full and plan.take is None)
+            self._maybe_parked = not all_served
+
+    def _launch(self, obs: Mapping, lead: int) -> None:
+        """Start the model on all envs in the worker thread, with copies of this step's observation rows."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-inference")
+        env_ids = torch.arange(self.num_envs, device=self.env.device)
+        future = self._executor.submit(self._run_model, _select_rows(obs, env_ids), env_ids)
+        start = torch.where(self._parked, 0, lead) if self._maybe_parked else torch.full_like(env_ids, lead)
+        stale = torch.zeros(self.num_envs, dtype=torch.bool, device=self.env.device)
+        self._background = BackgroundInference(future, time.perf_counter(), start, stale)
+
+    def _collect(self) -> torch.Tensor:
+        """Wait for the background inference and install its chunk in every env not reset since the launch.
+
+        The loop waits only for the part of the latency the lead did not cover; with an emulated latency that
+        is not slept, that part is accounted as virtual time.
+        """
+        background, self._background = self._background, None
+        waited_from = time.perf_counter()
+        chunk, seconds, virtual = background.future.result()  # re-raises the model's exception
+        waited = time.perf_counter() - waited_from
+        unslept = max(0.0, seconds - (waited_from - background.launched) - waited)
+        env_ids = torch.arange(self.num_envs, device=self.env.device)
+        chunk = self._check_chunk(chunk, env_ids)
+        served = ~background.stale
+        self.queues.merge(env_ids, chunk, self._aggregator, served, start=background.start)
+        self.stats_counters.record_inference(self.num_envs, served, waited + unslept, unslept)
+        self.schedule.record_inference(self.num_envs, seconds)
+        self._resume_served(served, all_served=not background.maybe_stale)
+        if background.maybe_stale:
+            self._park(background.stale)  # reset during the lead: they wait for the next tick
         return served
+
+    def _discard_background(self) -> None:
+        """Wait for an inference in flight and drop its result (a full reset or close makes it obsolete)."""
+        if self._background is not None:
+            self._background.future.exception()
+            self._background = None
 
     def _check_chunk(self, chunk, env_ids: torch.Tensor) -> torch.Tensor:
         """The model's chunk on the env device, after checking its type, shape and values (one sync)."""

@@ -18,6 +18,9 @@ name                      runs the model                                        
 ``auto``                  on the full batch every H steps, plus partial          waits suspended or is served
                           batches between ticks when a cost model says they      at once, whichever the cost
                           pay                                                    model says pays more
+``async``                 on the full batch every H - d steps, in the            is suspended until the tick,
+                          background while the last d actions of the chunks      like ``global_clock``
+                          run (LeRobot's asynchronous inference, on a clock)
 ========================  =====================================================  ===============================
 
 The schedules read the device only on steps where a host-side mirror says something may have to happen
@@ -47,6 +50,12 @@ class SchedulePlan:
     """Envs that take the new chunk, a subset of :attr:`env_ids` (None: all of them). Shape: (num_envs,)."""
     park: torch.Tensor | None = None
     """Envs to suspend until they are served a chunk (None: none). Shape: (num_envs,)."""
+    launch: bool = False
+    """Whether to start a full-batch inference in the background, collected by a later ``collect`` step."""
+    collect: bool = False
+    """Whether to wait for the background inference and install its chunk."""
+    lead: int = 0
+    """Steps between a ``launch`` and its ``collect``: the actions an active env runs meanwhile."""
 
 
 class ChunkSchedule:
@@ -194,8 +203,53 @@ class AutoSchedule(ChunkSchedule):
         self.cost_model.record_step(seconds)
 
 
+class AsyncClockSchedule(ChunkSchedule):
+    """A global clock whose inference overlaps the simulation: the chunk for a tick is computed in the
+    background from the observation d steps before it, while every active env runs the last d actions of its
+    chunk, so a latency of up to d env steps costs no waiting.
+
+    The lead d is ``floor(refill_threshold * H)`` (LeRobot's ``chunk_size_threshold``; H // 4 when the
+    threshold is 0) and at most H / 2. Ticks come every H - d steps: an env that ran during the lead takes the
+    new chunk from its action d on (the first d were meant for steps it has run already), an env that was
+    suspended during the lead, whose time stood still, from action 0. An env reset during the lead is not
+    served the chunk planned from its previous episode: it waits suspended for the next tick, as under
+    ``global_clock``. The first tick (step 0) runs synchronously.
+    """
+
+    name = "async"
+    suspends = True
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        lead = self.lead(queues.chunk_length, queues.refill_at)
+        period = queues.chunk_length - lead
+        if step == 0:
+            return SchedulePlan(infer=True, launch=period == lead, lead=lead)
+        collect = step % period == 0
+        launch = step % period == period - lead or (collect and period == lead)
+        park = queues.empty_mask() if resets_pending and not collect else None
+        if not (collect or launch or park is not None):
+            return None
+        return SchedulePlan(park=park, launch=launch, collect=collect, lead=lead)
+
+    @staticmethod
+    def lead(chunk_length: int, refill_at: int) -> int:
+        """Steps d between launching an inference and installing its chunk.
+
+        Raises:
+            ValueError: If d exceeds H / 2 (the next launch would come before the tick it follows).
+        """
+        lead = refill_at or max(1, chunk_length // 4)
+        if 2 * lead > chunk_length:
+            raise ValueError(
+                f"Schedule 'async' runs the last d = {lead} actions of a chunk while the next one is computed and"
+                f" needs d <= H / 2 = {chunk_length / 2:g}: lower refill_threshold to at most 0.5."
+            )
+        return lead
+
+
 SCHEDULES: dict[str, type[ChunkSchedule]] = {
-    cls.name: cls for cls in (AnySchedule, HoldSchedule, PartialBatchSchedule, GlobalClockSchedule, AutoSchedule)
+    cls.name: cls
+    for cls in (AnySchedule, HoldSchedule, PartialBatchSchedule, GlobalClockSchedule, AutoSchedule, AsyncClockSchedule)
 }
 """Schedules by name."""
 

@@ -49,7 +49,7 @@ from isaaclab_suspend.utils import open_env
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS))
-    parser.add_argument("--schedules", nargs="+", default=["any", "hold", "partial_batch", "global_clock", "auto"],
+    parser.add_argument("--schedules", nargs="+", default=["any", "hold", "partial_batch", "global_clock", "auto", "async"],
                         choices=sorted(SCHEDULES))
     parser.add_argument("--chunks", type=int, nargs="+", default=[8, 16, 32], help="chunk lengths H")
     parser.add_argument("--num_envs", type=int, nargs="+", default=[16, 64, 256])
