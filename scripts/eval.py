@@ -17,12 +17,16 @@ Examples::
     # a behaviour-cloned chunk policy (task and H from the checkpoint) under every schedule
     tools/run.sh python scripts/eval.py --checkpoint outputs/bc/push_cube.pt \
         --compare any,hold,partial_batch,global_clock,auto --desync
+
+    # a policy served by scripts/serve_policy.py (task and H from the server)
+    tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --compare global_clock,async --desync
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 import torch
 from tqdm import tqdm
@@ -37,6 +41,8 @@ from isaaclab_suspend.policies import (
     EpisodeOutcomes,
     LatencyCfg,
     LatencyEmulator,
+    RemoteChunkModel,
+    RemoteChunkModelCfg,
     make_default_model,
     plot_timelines,
     stats_table,
@@ -51,6 +57,8 @@ def parse_args() -> argparse.Namespace:
                         help="task (default: the checkpoint's, else Isaac-Cartpole-Suspendable)")
     parser.add_argument("--checkpoint", default=None,
                         help="chunk policy checkpoint of scripts/train_chunk_policy.py (default: the embedded model)")
+    parser.add_argument("--remote", default=None, metavar="HOST:PORT",
+                        help="a chunk policy served by scripts/serve_policy.py (default: the embedded model)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES))
     parser.add_argument("--compare", default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
@@ -79,6 +87,18 @@ def parse_args() -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown schedules {unknown}; choose from {sorted(SCHEDULES)}")
     args.model = None
+    if args.checkpoint and args.remote:
+        parser.error("--checkpoint and --remote both name the policy: pass one (serve the checkpoint remotely with"
+                     " scripts/serve_policy.py --checkpoint)")
+    if args.remote:
+        try:
+            args.model = RemoteChunkModel(RemoteChunkModelCfg.parse(args.remote))
+        except (ValueError, ConnectionError, TimeoutError, RuntimeError) as err:
+            parser.error(str(err))
+        args.task = args.task or args.model.metadata.get("task")
+        if args.chunk is not None and args.chunk != args.model.chunk_length:
+            parser.error(f"--chunk {args.chunk}: the served policy plans {args.model.chunk_length} actions")
+        args.chunk = args.model.chunk_length
     if args.checkpoint:
         try:
             args.model = load_chunk_policy(args.checkpoint)
@@ -139,13 +159,20 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
         return {**policy.stats, **outcomes.as_dict()}, timeline
 
 
-def main() -> None:
+def main() -> int:
     args = parse_args()
     results, timelines = {}, {}
     for schedule in args.schedules:
-        results[schedule], timelines[schedule] = run(args, schedule)
+        try:
+            results[schedule], timelines[schedule] = run(args, schedule)
+        except (ConnectionError, TimeoutError, RuntimeError) as err:
+            if not args.remote:
+                raise
+            print(f"eval.py: error: {err}", file=sys.stderr)  # episodes recorded so far are already in the file
+            return 2
     latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
-    model = f", chunk policy {args.checkpoint}" if args.checkpoint else ", embedded model"
+    model = (f", chunk policy {args.checkpoint}" if args.checkpoint else f", remote policy {args.remote}"
+             if args.remote else ", embedded model")
     header = (f"{args.task}{model}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk}, seed {args.seed}"
               f"{', desynchronised episodes' if args.desync else ''}{latency}")
     print(f"\n{header}")
@@ -159,7 +186,8 @@ def main() -> None:
         os.makedirs(os.path.dirname(os.path.abspath(args.timeline)), exist_ok=True)
         plot_timelines(timelines, args.timeline, title=header)
         print(f"Timeline of the first {min(args.timeline_envs, args.num_envs)} envs: {args.timeline}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

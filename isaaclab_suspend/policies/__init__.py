@@ -1,4 +1,5 @@
-"""Action-chunking policies on suspendable envs: schedules, aggregators, latency emulation, embedded models."""
+"""Action-chunking policies on suspendable envs: schedules, aggregators, latency emulation, embedded and remote
+models."""
 
 from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, temporal_ensemble
 from .cartpole_lqr import CartpoleLQRCfg, CartpoleLQRChunkModel
@@ -9,6 +10,7 @@ from .embedded import DEFAULT_MODELS, make_default_model
 from .latency import LatencyCfg, LatencyEmulator
 from .outcomes import EpisodeOutcomes
 from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
+from .remote import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .stats import ChunkingStats, stats_table
 from .timeline import ChunkTimeline, plot_timelines
@@ -30,7 +32,11 @@ __all__ = [
     "LatencyCfg",
     "LatencyEmulator",
     "PushCubeChunkCfg",
+    "PolicyServer",
+    "PolicyServerCfg",
     "PushCubeChunkModel",
+    "RemoteChunkModel",
+    "RemoteChunkModelCfg",
     "SchedulePlan",
     "StepStatus",
     "blend",

@@ -1,0 +1,145 @@
+"""Remote chunk models: exact round trips, the same rollout as the local model on the real env, clear errors
+for a dead, slow, failing or incompatible server, and serve_policy.py + eval.py --remote end to end."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from isaaclab_suspend.policies import (
+    ActionChunkingPolicy,
+    PolicyServer,
+    PolicyServerCfg,
+    RemoteChunkModel,
+    RemoteChunkModelCfg,
+    make_default_model,
+)
+from isaaclab_suspend.utils import open_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+H = 8
+
+
+def _client(server: PolicyServer, **kwargs) -> RemoteChunkModel:
+    host, port = server.address
+    return RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, **kwargs))
+
+
+def _free_port() -> int:
+    with PolicyServer(lambda rows, ids: None, PolicyServerCfg(port=0)) as server:
+        return server.address[1]
+
+
+def echo(obs_rows, env_ids):
+    """A chunk that encodes the rows it got: env id + the sum of every observation term of the row."""
+    total = sum(t.double().reshape(len(env_ids), -1).sum(1) for t in (obs_rows["policy"], obs_rows["extra"]["steps"]))
+    return (env_ids.double() + total).view(-1, 1, 1).expand(-1, H, 2).float().clone()
+
+
+def test_rows_and_nested_groups_round_trip_exactly():
+    obs = {"policy": torch.randn(5, 3, dtype=torch.float64), "extra": {"steps": torch.arange(5, dtype=torch.int32)}}
+    env_ids = torch.tensor([4, 0, 2])
+    rows = {"policy": obs["policy"][env_ids], "extra": {"steps": obs["extra"]["steps"][env_ids]}}
+    with PolicyServer(echo, PolicyServerCfg(port=0, chunk_length=H, action_dim=2, task="T")) as server:
+        received = []
+        server.model = lambda r, ids: received.append((r, ids)) or echo(r, ids)
+        client = _client(server)
+        assert client.chunk_length == H and client.metadata["task"] == "T"
+        chunk = client(rows, env_ids)
+        assert torch.equal(chunk, echo(rows, env_ids)) and chunk.dtype == torch.float32
+        got, ids = received[0]
+        assert torch.equal(ids, env_ids) and torch.equal(got["policy"], rows["policy"])
+        assert got["policy"].dtype == torch.float64 and got["extra"]["steps"].dtype == torch.int32
+        assert torch.equal(got["extra"]["steps"], rows["extra"]["steps"])
+
+
+def test_remote_model_serves_the_real_env_like_the_local_one():
+    """global_clock with the Cartpole LQR model served remotely: every chunk equals the local model's on the same
+    rows, and the remote one drives the env (time-outs mid-chunk, suspended envs resumed with a chunk)."""
+    local = make_default_model("Isaac-Cartpole-Suspendable", H)
+    with open_env("Isaac-Cartpole-Suspendable", 4) as env, \
+            PolicyServer(local, PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
+        remote = _client(server)
+        remote.check_env(env)
+        chunks = []
+
+        def remote_checked_against_local(obs_rows, env_ids):
+            chunks.append((remote(obs_rows, env_ids), local(obs_rows, env_ids)))
+            return chunks[-1][0]
+
+        policy = ActionChunkingPolicy(remote_checked_against_local, env, chunk_length=H, schedule="global_clock")
+        obs, _ = env.reset(seed=3)
+        env.episode_length_buf[:] = torch.tensor([250, 262, 275, 290])  # time-outs mid-chunk
+        for _ in range(80):
+            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
+            policy.observe(terminated | truncated)
+        assert policy.stats["suspended_env_steps"] > 0 and policy.stats["episodes_completed"] >= 4
+        assert len(chunks) == 10 and all(torch.equal(r, l) for r, l in chunks)
+        with PolicyServer(local, PolicyServerCfg(port=0, action_dim=3)) as wrong, \
+                pytest.raises(ValueError, match="returns 3-dim actions"):
+            _client(wrong).check_env(env)
+
+
+def test_dead_closed_failing_slow_and_incompatible_servers():
+    port = _free_port()
+    start = time.perf_counter()
+    with pytest.raises(ConnectionError, match=f"No policy server at 127.0.0.1:{port}.*serve_policy.py"):
+        RemoteChunkModel(RemoteChunkModelCfg(port=port))
+    assert time.perf_counter() - start < 5
+
+    rows, ids = {"policy": torch.zeros(2, 3), "extra": {"steps": torch.zeros(2)}}, torch.arange(2)
+
+    def failing(obs_rows, env_ids):
+        if obs_rows["policy"].sum() > 0:
+            raise ValueError("bad observation")
+        return echo(obs_rows, env_ids)
+
+    server = PolicyServer(failing, PolicyServerCfg(port=0, chunk_length=H)).start()
+    client = _client(server, timeout_s=0.3)
+    with pytest.raises(RuntimeError, match="failed: ValueError: bad observation"):
+        client({**rows, "policy": torch.ones(2, 3)}, ids)
+    assert client(rows, ids).shape == (2, H, 2)  # the server lives on
+    server.model = lambda obs_rows, env_ids: time.sleep(1.0) or echo(obs_rows, env_ids)
+    with pytest.raises(TimeoutError, match="did not answer within 0.3 s"):
+        client(rows, ids)
+    time.sleep(1.0)  # the server finishes the slow call it was serving
+    server.model = echo
+    assert client(rows, ids).shape == (2, H, 2)  # reconnected after the time-out
+    server.close()
+    with pytest.raises(ConnectionError, match="policy server at 127.0.0.1"):
+        client(rows, ids)
+
+    class FutureServer(PolicyServer):
+        @property
+        def metadata(self):
+            return {**super().metadata, "version": 99}
+
+    with FutureServer(echo, PolicyServerCfg(port=0)) as future, pytest.raises(RuntimeError, match="protocol 99"):
+        _client(future)
+    with pytest.raises(ValueError, match="'host:port'"):
+        RemoteChunkModelCfg.parse("localhost")
+
+
+def test_serve_policy_and_eval_remote_end_to_end():
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--port", "0",
+                               "--chunk", str(H)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        line = server.stdout.readline()
+        address = re.search(r"at (127\.0\.0\.1:\d+)", line)
+        assert address, line
+        run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote", address[1],
+                              "--compare", "global_clock,async", "--num_envs", "4", "--steps", "48", "--timeline", ""],
+                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert f"remote policy {address[1]}" in run.stdout
+        assert re.search(r"\| inference_calls +\| +6 \| +8 \|", run.stdout), run.stdout[-3000:]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    dead = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote",
+                           f"127.0.0.1:{_free_port()}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert dead.returncode == 2 and "No policy server at 127.0.0.1" in dead.stderr
