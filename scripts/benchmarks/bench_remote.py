@@ -1,0 +1,70 @@
+"""Cost of serving a chunk model remotely: per-call latency of the local model and of the same model behind a
+:class:`~isaaclab_suspend.policies.PolicyServer` on this machine (loopback TCP), interleaved call by call.
+
+Example::
+
+    tools/run.sh python scripts/benchmarks/bench_remote.py --batch_sizes 16 64 256 --calls 200
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+from prettytable import PrettyTable
+
+from isaaclab_suspend.policies import (
+    DEFAULT_MODELS,
+    PolicyServer,
+    PolicyServerCfg,
+    RemoteChunkModel,
+    RemoteChunkModelCfg,
+    make_default_model,
+)
+
+OBS_DIMS = {"Isaac-Cartpole-Suspendable": 4, "Isaac-PushCube-Suspendable": 5}
+"""Width of the ``policy`` observation group of each task (the embedded models read it)."""
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS))
+    parser.add_argument("--chunk", type=int, default=16)
+    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--calls", type=int, default=200, help="calls per batch size and model")
+    return parser.parse_args()
+
+
+def median_ms(times: list[float]) -> float:
+    return 1e3 * sorted(times)[len(times) // 2]
+
+
+def main() -> None:
+    args = parse_args()
+    local = make_default_model(args.task, args.chunk)
+    table = PrettyTable(["batch", "local ms/call", "remote ms/call", "overhead ms", "request KiB", "reply KiB"])
+    table.align = "r"
+    with PolicyServer(local, PolicyServerCfg(port=0, chunk_length=args.chunk)) as server:
+        host, port = server.address
+        remote = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
+        for batch in args.batch_sizes:
+            rows = {"policy": torch.randn(batch, OBS_DIMS[args.task])}
+            env_ids = torch.arange(batch)
+            times = {"local": [], "remote": []}
+            for _ in range(args.calls):
+                for name, model in (("local", local), ("remote", remote)):
+                    start = time.perf_counter()
+                    chunk = model(rows, env_ids)
+                    times[name].append(time.perf_counter() - start)
+            request = (rows["policy"].nbytes + env_ids.nbytes) / 1024
+            reply = chunk.nbytes / 1024
+            local_ms, remote_ms = median_ms(times["local"]), median_ms(times["remote"])
+            table.add_row([batch, f"{local_ms:.3f}", f"{remote_ms:.3f}", f"{remote_ms - local_ms:.3f}",
+                           f"{request:.1f}", f"{reply:.1f}"])
+    print(f"{args.task} embedded chunk model, H = {args.chunk}, median of {args.calls} interleaved calls, loopback TCP:")
+    print(table)
+
+
+if __name__ == "__main__":
+    main()
