@@ -59,7 +59,8 @@ def test_rows_and_nested_groups_round_trip_exactly():
 
 def test_remote_model_serves_the_real_env_like_the_local_one():
     """global_clock with the Cartpole LQR model served remotely: every chunk equals the local model's on the same
-    rows, and the remote one drives the env (time-outs mid-chunk, suspended envs resumed with a chunk)."""
+    rows, and 100 steps (time-outs mid-chunk, suspended envs resumed with a chunk) take bit-identical actions to
+    the same run with the local model."""
     local = make_default_model("Isaac-Cartpole-Suspendable", H)
     with open_env("Isaac-Cartpole-Suspendable", 4) as env, \
             PolicyServer(local, PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
@@ -71,14 +72,24 @@ def test_remote_model_serves_the_real_env_like_the_local_one():
             chunks.append((remote(obs_rows, env_ids), local(obs_rows, env_ids)))
             return chunks[-1][0]
 
-        policy = ActionChunkingPolicy(remote_checked_against_local, env, chunk_length=H, schedule="global_clock")
-        obs, _ = env.reset(seed=3)
-        env.episode_length_buf[:] = torch.tensor([250, 262, 275, 290])  # time-outs mid-chunk
-        for _ in range(80):
-            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
-            policy.observe(terminated | truncated)
-        assert policy.stats["suspended_env_steps"] > 0 and policy.stats["episodes_completed"] >= 4
-        assert len(chunks) == 10 and all(torch.equal(r, l) for r, l in chunks)
+        def rollout(model) -> tuple[torch.Tensor, dict]:
+            policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="global_clock")
+            obs, _ = env.reset(seed=3)
+            env.episode_length_buf[:] = torch.tensor([250, 262, 275, 290])  # time-outs mid-chunk
+            actions = []
+            for _ in range(100):
+                actions.append(policy.act(obs).clone())
+                obs, _, terminated, truncated, _ = env.step(actions[-1])
+                policy.observe(terminated | truncated)
+            policy.reset()  # resumes the envs it suspended
+            return torch.stack(actions), policy.stats
+
+        env.reset(seed=3)  # the very first reset reads zero joint velocities, later ones the sampled ones
+        remote_actions, stats = rollout(remote_checked_against_local)
+        local_actions, _ = rollout(local)
+        assert stats["suspended_env_steps"] > 0 and stats["episodes_completed"] >= 4
+        assert len(chunks) == 13 and all(torch.equal(r, l) for r, l in chunks)
+        assert torch.equal(remote_actions, local_actions)
         with PolicyServer(local, PolicyServerCfg(port=0, action_dim=3)) as wrong, \
                 pytest.raises(ValueError, match="returns 3-dim actions"):
             _client(wrong).check_env(env)
