@@ -23,6 +23,9 @@ Examples::
     # a chunk policy trained by scripts/train_chunk_policy.py as the expert (H: the checkpoint's), under hold
     tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy bc \\
         --checkpoint outputs/bc/push_cube.pt --schedule hold --num_envs 16 --episodes 64 --desync
+
+    # a chunk policy served by scripts/serve_policy.py (H: the server's)
+    tools/run.sh python scripts/record.py --policy remote --remote 127.0.0.1:5555 --episodes 64 --desync
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ from isaaclab.managers import DatasetExportMode
 
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
 from isaaclab_suspend.learning import load_chunk_policy
-from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy
+from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, RemoteChunkModel, RemoteChunkModelCfg
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
 from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
@@ -62,17 +65,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--num_envs", type=int, default=16)
     parser.add_argument("--episodes", type=int, default=32,
                         help="episodes to write (successes only with --export succeeded)")
-    parser.add_argument("--policy", default="chunk", choices=("chunk", "checkpoint", "bc", "random"),
+    parser.add_argument("--policy", default="chunk", choices=("chunk", "checkpoint", "bc", "remote", "random"),
                         help="'chunk': the task's embedded chunk model run by ActionChunkingPolicy; 'checkpoint': an"
                              " rsl_rl or skrl checkpoint as a chunk model with H = 1; 'bc': a chunk policy checkpoint of"
-                             " scripts/train_chunk_policy.py run by ActionChunkingPolicy with its H; 'random':"
-                             " uniform actions in [-1, 1]")
+                             " scripts/train_chunk_policy.py run by ActionChunkingPolicy with its H; 'remote': the"
+                             " chunk policy served at --remote, with its H; 'random': uniform actions in [-1, 1]")
     parser.add_argument("--checkpoint", default=None,
                         help="--policy checkpoint: rsl_rl or skrl checkpoint (default: the task's shipped expert);"
                              " --policy bc: chunk policy checkpoint (required)")
+    parser.add_argument("--remote", default=None, metavar="HOST:PORT",
+                        help="--policy remote: address of a scripts/serve_policy.py server (required)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
     parser.add_argument("--chunk", type=int, default=None,
-                        help="actions per chunk H (default 16; --policy bc: the checkpoint's, which it must equal)")
+                        help="actions per chunk H (default 16; --policy bc or remote: the policy's, which it must equal)")
     parser.add_argument("--desync", action="store_true",
                         help="start every env at a random point of its episode, so episodes end at different steps")
     parser.add_argument("--seed", type=int, default=42)
@@ -91,8 +96,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             args.model = load_chunk_policy(args.checkpoint, args.device)
         except (FileNotFoundError, ValueError) as err:
             parser.error(str(err))
+    if args.policy == "remote":
+        if args.remote is None:
+            parser.error("--policy remote needs --remote HOST:PORT (a server of scripts/serve_policy.py)")
+        try:
+            args.model = RemoteChunkModel(RemoteChunkModelCfg.parse(args.remote))
+        except (ValueError, ConnectionError, TimeoutError, RuntimeError) as err:
+            parser.error(str(err))
+    elif args.remote is not None:
+        parser.error("--remote needs --policy remote")
+    if args.model is not None:
         if args.chunk is not None and args.chunk != args.model.chunk_length:
-            parser.error(f"--chunk {args.chunk}: the chunk policy '{args.checkpoint}' plans"
+            parser.error(f"--chunk {args.chunk}: the chunk policy '{args.checkpoint or args.remote}' plans"
                          f" {args.model.chunk_length} actions per chunk")
         args.chunk = args.model.chunk_length
     args.chunk = 16 if args.chunk is None else args.chunk
@@ -157,7 +172,7 @@ def record(args: argparse.Namespace) -> None:
         if args.policy == "checkpoint":
             expert = load_checkpoint_policy(args.checkpoint, env, task=args.task)
             policy = ActionChunkingPolicy(expert, env, chunk_length=expert.chunk_length, schedule=args.schedule)
-        elif args.policy == "bc":
+        elif args.policy in ("bc", "remote"):
             args.model.check_env(env)
             policy = ActionChunkingPolicy(args.model, env, chunk_length=args.chunk, schedule=args.schedule)
         elif args.policy == "chunk":
@@ -200,7 +215,8 @@ def record(args: argparse.Namespace) -> None:
     table.align["file"] = "l"
     policy_name = {"chunk": f"chunk ({args.schedule}, H = {args.chunk})", "random": "random",
                    "checkpoint": f"checkpoint {args.checkpoint} (H = 1)",
-                   "bc": f"chunk policy {args.checkpoint} ({args.schedule}, H = {args.chunk})"}[args.policy]
+                   "bc": f"chunk policy {args.checkpoint} ({args.schedule}, H = {args.chunk})",
+                   "remote": f"remote policy {args.remote} ({args.schedule}, H = {args.chunk})"}[args.policy]
     print(f"\n{args.task}: {args.num_envs} envs, policy {policy_name}, {steps} steps in {seconds:.1f} s"
           f" ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written()} episodes written"
           f" ({args.episodes} requested; episodes ending in the same step are all kept), open ones dropped.")

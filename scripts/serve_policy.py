@@ -18,6 +18,7 @@ from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.policies import PolicyServer, PolicyServerCfg
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS),
@@ -26,7 +27,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk", type=int, default=16, help="H of the embedded model")
     parser.add_argument("--host", default="127.0.0.1", help="interface to listen on (0.0.0.0: all)")
     parser.add_argument("--port", type=int, default=5555, help="TCP port (0: a free one)")
-    parser.add_argument("--device", default="cpu", help="device of a checkpoint's network")
+    parser.add_argument("--device", default="cpu", help="device the model runs on")
     args = parser.parse_args(argv)
     if args.chunk < 1:
         parser.error("--chunk must be positive")
@@ -41,7 +42,7 @@ def make_server(args: argparse.Namespace) -> PolicyServer:
     else:
         model = make_default_model(args.task, args.chunk)
         cfg = PolicyServerCfg(chunk_length=args.chunk, task=args.task)
-    cfg.host, cfg.port = args.host, args.port
+    cfg.host, cfg.port, cfg.device = args.host, args.port, args.device
     return PolicyServer(model, cfg)
 
 

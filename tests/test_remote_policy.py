@@ -93,6 +93,9 @@ def test_remote_model_serves_the_real_env_like_the_local_one():
         with PolicyServer(local, PolicyServerCfg(port=0, action_dim=3)) as wrong, \
                 pytest.raises(ValueError, match="returns 3-dim actions"):
             _client(wrong).check_env(env)
+        with PolicyServer(local, PolicyServerCfg(port=0, task="Isaac-PushCube-Suspendable")) as wrong, \
+                pytest.raises(ValueError, match="serves a policy of 'Isaac-PushCube-Suspendable'"):
+            _client(wrong).check_env(env)
 
 
 def test_dead_closed_failing_slow_and_incompatible_servers():
@@ -135,22 +138,38 @@ def test_dead_closed_failing_slow_and_incompatible_servers():
         RemoteChunkModelCfg.parse("localhost")
 
 
-def test_serve_policy_and_eval_remote_end_to_end():
-    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--port", "0",
-                               "--chunk", str(H)], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+def _script(name: str, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", name), *args], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
+    """The scripts as a user runs them, side by side: eval.py and record.py as two clients of one server, and
+    eval.py against a dead port."""
+    dead = _script("eval.py", "--remote", f"127.0.0.1:{_free_port()}")
+    server = _script("serve_policy.py", "--port", "0", "--chunk", str(H))
+    clients = [dead]
     try:
         line = server.stdout.readline()
         address = re.search(r"at (127\.0\.0\.1:\d+)", line)
         assert address, line
-        run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote", address[1],
-                              "--compare", "global_clock,async", "--num_envs", "4", "--steps", "48", "--timeline", ""],
-                             cwd=ROOT, capture_output=True, text=True, timeout=300)
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert f"remote policy {address[1]}" in run.stdout
-        assert re.search(r"\| inference_calls +\| +6 \| +8 \|", run.stdout), run.stdout[-3000:]
+        dataset = tmp_path / "remote.hdf5"
+        evaluation = _script("eval.py", "--remote", address[1], "--compare", "global_clock,async", "--num_envs", "4",
+                             "--steps", "48", "--timeline", "")
+        recording = _script("record.py", "--policy", "remote", "--remote", address[1], "--num_envs", "4",
+                            "--episodes", "1", "--desync", "--output", str(dataset))
+        clients += [evaluation, recording]
+        out, err = evaluation.communicate(timeout=300)
+        assert evaluation.returncode == 0, err[-2000:]
+        assert f"remote policy {address[1]}" in out
+        assert re.search(r"\| inference_calls +\| +6 \| +8 \|", out), out[-3000:]
+        out, err = recording.communicate(timeout=300)
+        assert recording.returncode == 0, err[-2000:]
+        assert f"policy remote policy {address[1]} (global_clock, H = {H})" in out and dataset.is_file()
+        _, err = dead.communicate(timeout=300)
+        assert dead.returncode == 2 and "No policy server at 127.0.0.1" in err
     finally:
-        server.terminate()
-        server.wait(timeout=30)
-    dead = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote",
-                           f"127.0.0.1:{_free_port()}"], cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert dead.returncode == 2 and "No policy server at 127.0.0.1" in dead.stderr
+        for process in [server, *clients]:
+            if process.poll() is None:
+                process.terminate()
+                process.communicate(timeout=30)

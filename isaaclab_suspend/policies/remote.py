@@ -20,6 +20,7 @@ import socketserver
 import struct
 import threading
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,6 +28,9 @@ import torch
 from isaaclab.utils import configclass
 
 from .latency import ChunkModel
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnv
 
 PROTOCOL_VERSION = 1
 """Version of the wire format; client and server must agree."""
@@ -64,7 +68,7 @@ def send_message(sock: socket.socket, header: dict, arrays: Mapping[str, torch.T
     sock.sendall(b"".join([_LENGTH.pack(len(encoded)), encoded, *(a.tobytes() for a in arrays.values())]))
 
 
-def _receive_exactly(sock: socket.socket, size: int) -> bytes:
+def _receive_exactly(sock: socket.socket, size: int) -> bytearray:
     buffer = bytearray(size)
     view, received = memoryview(buffer), 0
     while received < size:
@@ -72,23 +76,24 @@ def _receive_exactly(sock: socket.socket, size: int) -> bytes:
         if count == 0:
             raise ConnectionError("the peer closed the connection")
         received += count
-    return bytes(buffer)
+    return buffer
 
 
-def receive_message(sock: socket.socket) -> tuple[dict, dict]:
-    """Receive one message: its header and its arrays as CPU tensors, nested again by ``/``."""
+def receive_message(sock: socket.socket, device: str | torch.device = "cpu") -> tuple[dict, dict]:
+    """Receive one message: its header and its arrays as tensors on ``device``, nested again by ``/``."""
     header = json.loads(_receive_exactly(sock, _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size))[0]))
     arrays = {}
     for name, dtype, shape in header.pop("arrays"):
         dtype = np.dtype(dtype)
         data = _receive_exactly(sock, dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
-        arrays[name] = torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(shape).copy())
+        arrays[name] = torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(shape)).to(device)
     return header, _unflatten(arrays)
 
 
 class PolicyServer:
     """Serves a chunk model to :class:`RemoteChunkModel` clients, one thread per connection, one model call at
-    a time. A model exception is sent back as an error and the server keeps serving.
+    a time, under ``torch.no_grad()`` with the observation rows on ``cfg.device``. A model exception is sent
+    back as an error and the server keeps serving.
 
     Args:
         model: The chunk model, ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
@@ -166,7 +171,7 @@ class PolicyServer:
 
     def _serve_requests(self, sock: socket.socket) -> None:
         while True:
-            header, arrays = receive_message(sock)
+            header, arrays = receive_message(sock, self.cfg.device)
             if header.get("type") == "hello":
                 send_message(sock, {"type": "hello", **self.metadata})
             elif header.get("type") == "infer":
@@ -196,7 +201,9 @@ class PolicyServerCfg:
     action_dim: int | None = None
     """Action dimension of the model, checked by clients against their env (None: not checked)."""
     task: str | None = None
-    """Task the model was made for (informative)."""
+    """Task the model was made for, checked by clients against their env (None: not checked)."""
+    device: str = "cpu"
+    """Device the observation rows are moved to for the model call."""
 
 
 class RemoteChunkModel:
@@ -220,9 +227,13 @@ class RemoteChunkModel:
         self.chunk_length: int = self.metadata["chunk_length"]
         """Actions per chunk H of the served model."""
 
-    def check_env(self, env) -> None:
-        """Raise a ``ValueError`` if the server's action dim is known and differs from ``env``'s."""
+    def check_env(self, env: ManagerBasedRLEnv) -> None:
+        """Raise a ``ValueError`` if the server's task or action dim is known and differs from ``env``'s."""
+        task = getattr(env.cfg, "env_name", None) or getattr(getattr(env, "spec", None), "id", None)
         action_dim = self.metadata.get("action_dim")
+        if self.metadata.get("task") and task and task != self.metadata["task"]:
+            raise ValueError(f"The policy server at {self._address} serves a policy of '{self.metadata['task']}';"
+                             f" the env is '{task}'.")
         if action_dim is not None and action_dim != env.action_manager.total_action_dim:
             raise ValueError(
                 f"The policy server at {self._address} returns {action_dim}-dim actions; the env takes"
