@@ -12,6 +12,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from isaaclab_suspend.learning import load_chunk_policy
@@ -46,6 +47,10 @@ def make_server(args: argparse.Namespace) -> PolicyServer:
     return PolicyServer(model, cfg)
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
@@ -56,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     host, port = server.address
     print(f"Serving {args.checkpoint or f'the embedded model of {args.task}'} at {host}:{port}: {server.metadata}",
           flush=True)
+    for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C or kill stop it cleanly, also as a background job
+        signal.signal(signum, _interrupt)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

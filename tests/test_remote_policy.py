@@ -3,6 +3,7 @@ for a dead, slow, failing or incompatible server, and serve_policy.py + eval.py 
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -168,6 +169,9 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
         assert f"policy remote policy {address[1]} (global_clock, H = {H})" in out and dataset.is_file()
         _, err = dead.communicate(timeout=300)
         assert dead.returncode == 2 and "No policy server at 127.0.0.1" in err
+        server.send_signal(signal.SIGINT)
+        out, _ = server.communicate(timeout=30)
+        assert server.returncode == 0 and "Stopped." in out
     finally:
         for process in [server, *clients]:
             if process.poll() is None:
