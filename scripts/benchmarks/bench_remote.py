@@ -9,6 +9,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import socket
 import time
 
 import torch
@@ -22,6 +23,7 @@ from isaaclab_suspend.policies import (
     RemoteChunkModelCfg,
     make_default_model,
 )
+from isaaclab_suspend.policies.remote import send_message
 
 OBS_DIMS = {"Isaac-Cartpole-Suspendable": 4, "Isaac-PushCube-Suspendable": 5}
 """Width of the ``policy`` observation group of each task (the embedded models read it)."""
@@ -40,10 +42,19 @@ def median_ms(times: list[float]) -> float:
     return 1e3 * sorted(times)[len(times) // 2]
 
 
+def wire_bytes(header: dict, arrays: dict) -> int:
+    """Bytes of one message on the wire (length prefix, JSON header and arrays)."""
+    sender, receiver = socket.socketpair()
+    with sender, receiver:
+        send_message(sender, header, arrays)
+        sender.shutdown(socket.SHUT_WR)
+        return sum(len(data) for data in iter(lambda: receiver.recv(1 << 16), b""))
+
+
 def main() -> None:
     args = parse_args()
     local = make_default_model(args.task, args.chunk)
-    table = PrettyTable(["batch", "local ms/call", "remote ms/call", "overhead ms", "request KiB", "reply KiB"])
+    table = PrettyTable(["batch", "local ms/call", "remote ms/call", "overhead ms", "request bytes", "reply bytes"])
     table.align = "r"
     with PolicyServer(local, PolicyServerCfg(port=0, chunk_length=args.chunk)) as server:
         host, port = server.address
@@ -57,11 +68,11 @@ def main() -> None:
                     start = time.perf_counter()
                     chunk = model(rows, env_ids)
                     times[name].append(time.perf_counter() - start)
-            request = (rows["policy"].nbytes + env_ids.nbytes) / 1024
-            reply = chunk.nbytes / 1024
+            request = wire_bytes({"type": "infer"}, {**rows, "env_ids": env_ids})
+            reply = wire_bytes({"type": "chunk"}, {"chunk": chunk})
             local_ms, remote_ms = median_ms(times["local"]), median_ms(times["remote"])
             table.add_row([batch, f"{local_ms:.3f}", f"{remote_ms:.3f}", f"{remote_ms - local_ms:.3f}",
-                           f"{request:.1f}", f"{reply:.1f}"])
+                           request, reply])
     print(f"{args.task} embedded chunk model, H = {args.chunk}, median of {args.calls} interleaved calls, loopback TCP:")
     print(table)
 
