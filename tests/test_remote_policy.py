@@ -4,6 +4,8 @@ for a dead, slow, failing or incompatible server, and serve_policy.py + eval.py 
 import os
 import re
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -118,6 +120,12 @@ def test_dead_closed_failing_slow_and_incompatible_servers():
     with pytest.raises(RuntimeError, match="failed: ValueError: bad observation"):
         client({**rows, "policy": torch.ones(2, 3)}, ids)
     assert client(rows, ids).shape == (2, H, 2)  # the server lives on
+    object_array = b'{"type": "infer", "arrays": [["x", "|O", [1]]]}'
+    for header, payload in ((b"{}", b""), (b"[1]", b""), (b"\xff", b""), (object_array, bytes(8))):
+        with socket.create_connection(server.address, timeout=5) as raw:  # malformed messages are dropped
+            raw.sendall(struct.pack(">I", len(header)) + header + payload)
+            assert raw.recv(1) == b""
+    assert client(rows, ids).shape == (2, H, 2)
     server.model = lambda obs_rows, env_ids: time.sleep(1.0) or echo(obs_rows, env_ids)
     with pytest.raises(TimeoutError, match="did not answer within 0.3 s"):
         client(rows, ids)

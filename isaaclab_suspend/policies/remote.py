@@ -164,8 +164,8 @@ class PolicyServer:
         self._connections.add(sock)
         try:
             self._serve_requests(sock)
-        except (ConnectionError, OSError, ValueError):
-            pass  # the client left or sent garbage: drop the connection, keep serving the others
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # the client left or sent a malformed message: drop the connection, keep serving the others
         finally:
             self._connections.discard(sock)
 
