@@ -127,7 +127,11 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
     recording = {"recorders": recorder_cfg(args.record, schedule, len(args.schedules) > 1)} if args.record else {}
     with open_env(args.task, args.num_envs, seed=args.seed, **recording) as env:
         if args.model is not None:
-            args.model.check_env(env)
+            try:
+                args.model.check_env(env)
+            except ValueError as err:  # another task's policy, or other dims: say so instead of a traceback
+                print(f"eval.py: error: {err}", file=sys.stderr)
+                sys.exit(2)
             model = args.model
         else:
             model = make_default_model(args.task, args.chunk)

@@ -153,8 +153,8 @@ def _script(name: str, *args: str) -> subprocess.Popen:
 
 
 def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
-    """The scripts as a user runs them, side by side: eval.py and record.py as two clients of one server, and
-    eval.py against a dead port."""
+    """The scripts as a user runs them, side by side: eval.py and record.py as two clients of one server, eval.py
+    of another task against it, and eval.py against a dead port."""
     dead = _script("eval.py", "--remote", f"127.0.0.1:{_free_port()}")
     server = _script("serve_policy.py", "--port", "0", "--chunk", str(H))
     clients = [dead]
@@ -167,7 +167,9 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
                              "--steps", "48", "--timeline", "")
         recording = _script("record.py", "--policy", "remote", "--remote", address[1], "--num_envs", "4",
                             "--episodes", "1", "--desync", "--output", str(dataset))
-        clients += [evaluation, recording]
+        other_task = _script("eval.py", "--remote", address[1], "--task", "Isaac-PushCube-Suspendable",
+                             "--num_envs", "2", "--steps", "4", "--timeline", "")
+        clients += [evaluation, recording, other_task]
         out, err = evaluation.communicate(timeout=300)
         assert evaluation.returncode == 0, err[-2000:]
         assert f"remote policy {address[1]}" in out
@@ -175,6 +177,9 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
         out, err = recording.communicate(timeout=300)
         assert recording.returncode == 0, err[-2000:]
         assert f"policy remote policy {address[1]} (global_clock, H = {H})" in out and dataset.is_file()
+        _, err = other_task.communicate(timeout=300)
+        assert other_task.returncode == 2 and "eval.py: error:" in err and "serves a policy of" in err, err[-2000:]
+        assert "Traceback" not in err
         _, err = dead.communicate(timeout=300)
         assert dead.returncode == 2 and "No policy server at 127.0.0.1" in err
         server.send_signal(signal.SIGINT)
