@@ -20,9 +20,13 @@ _BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
 """Integer dtype of each element width: restores run on integer views, so every bit pattern survives."""
 
 
+_UNSIGNED = (torch.uint16, torch.uint32, torch.uint64)
+"""Unsigned dtypes most torch ops lack (Warp's index arrays): viewed as signed integers of their width."""
+
+
 def bits(t: torch.Tensor) -> torch.Tensor:
     """``t`` viewed as integers of its element width (the same memory)."""
-    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool:
+    if t.is_floating_point() or t.is_complex() or t.dtype == torch.bool or t.dtype in _UNSIGNED:
         return t.view(_BITS[t.element_size()])
     return t
 
@@ -127,7 +131,7 @@ class FrozenRows:
             elif t.fill is None:
                 torch.where(self._rows(t, env_mask, live), live, t.snapshot, out=t.snapshot)
             if t.ring_write_index is not None:
-                index = t.ring_write_index().expand(self.num_envs)
+                index = t.ring_write_index().to(torch.long).expand(self.num_envs)
                 if t.captured_write_index is None:
                     t.captured_write_index = index.clone()
                 torch.where(env_mask, index, t.captured_write_index, out=t.captured_write_index)
@@ -176,7 +180,9 @@ class FrozenRows:
     def _rotated(self, t: FrozenTensor, live: torch.Tensor) -> torch.Tensor:
         """The captured ring of each env moved forward by the slots written since its capture."""
         slots = live.shape[0]
-        shift = (t.ring_write_index() - t.captured_write_index) % slots  # (num_envs,)
+        shift = (t.ring_write_index().to(torch.long) - t.captured_write_index) % slots  # (num_envs,)
+        if t.row_env is not None:
+            shift = torch.cat((shift, shift[:1])).gather(0, t.row_env)  # (num_rows,)
         source = (torch.arange(slots, device=live.device).unsqueeze(1) - shift.unsqueeze(0)) % slots
         source = source.view(*source.shape, *([1] * (live.ndim - 2))).expand_as(live)
         return t.snapshot.gather(0, source)

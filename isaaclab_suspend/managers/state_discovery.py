@@ -21,9 +21,25 @@ from isaaclab.utils.buffers import CircularBuffer, DelayBuffer
 _OTHER_PARTS = (ManagerBasedEnv, ManagerBase, ManagerTermBase, AssetBase, SensorBase, ActuatorBase, InteractiveScene)
 """Parts with their own freezer: a walk that reaches one through a reference does not enter it."""
 
-_ENV_DIM = {("ActuatorNetLSTM", "sea_hidden_state_per_env"): 1, ("ActuatorNetLSTM", "sea_cell_state_per_env"): 1}
-"""Layouts that need explicit handling: (class name, attribute) -> env dim. The LSTM state is
-(num_layers, num_envs, num_joints, hidden_dim); its flat twin shares the memory and is skipped."""
+_ENV_DIM = {
+    ("ActuatorNetLSTM", "sea_hidden_state_per_env"): 1,
+    ("ActuatorNetLSTM", "sea_cell_state_per_env"): 1,
+    ("DriveNeuralLSTM.State", "hidden"): 1,
+    ("DriveNeuralLSTM.State", "cell"): 1,
+    ("DriveNeuralMLP.State", "pos_error_history"): 1,
+    ("DriveNeuralMLP.State", "vel_history"): 1,
+}
+"""Layouts that need explicit handling: (class qualname, attribute) -> env dim. LSTM states are
+(num_layers, envs x joints, hidden_dim), Newton's MLP histories (history_length, envs x joints); Isaac Lab's
+flat twin of its LSTM per-env view shares the memory."""
+
+_RINGS = {"Delay.State": ("write_idx", ("buffer_pos", "buffer_vel", "buffer_act"))}
+"""Ring buffers with slots along dim 0, envs (x joints) along dim 1 and one write index shared by all envs:
+(class qualname) -> (write index attribute, ring attributes). Newton's actuator delay is one."""
+
+_SKIP_MODULES = ("warp", "numpy", "mujoco_warp", "newton._src.sim", "newton._src.solvers", "newton._src.geometry",
+                 "newton._src.sensors", "newton._src.utils")
+"""Packages whose objects hold no per-env state of the part that references them (models, solvers, views)."""
 
 _MAX_DEPTH = 6
 
@@ -41,7 +57,7 @@ class FoundTensor:
     dim: int = 0
     """Env dimension."""
     rows_per_env: int = 1
-    """For ``packed``: rows per env along dim 0."""
+    """Consecutive rows per env along :attr:`dim` (more than 1 for per-joint layouts of all envs' joints)."""
     ring_write_index: Callable[[], torch.Tensor] | None = None
     """For ``ring``: the shared write index of a :class:`~isaaclab.utils.DelayBuffer`."""
     shape: tuple = ()
@@ -64,7 +80,7 @@ def _skip(value, root) -> bool:
     if isinstance(value, _OTHER_PARTS):
         return True
     cls = type(value)
-    return cls.__name__.endswith("Cfg") or cls.__module__.split(".")[0] in ("newton", "warp", "mujoco_warp", "numpy")
+    return cls.__name__.endswith("Cfg") or cls.__module__.startswith(_SKIP_MODULES)
 
 
 def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tuple[list[FoundTensor], list[str]]:
@@ -90,6 +106,15 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
         elif isinstance(obj, DelayBuffer):
             write_index = lambda: get()._write_index  # noqa: E731
             found.append(FoundTensor(f"{path}._buffer", lambda: get()._buffer, "ring", 1, ring_write_index=write_index))
+        elif type(obj).__qualname__ in _RINGS:
+            index_name, ring_names = _RINGS[type(obj).__qualname__]
+            write_index = lambda: _as_torch(getattr(get(), index_name))  # noqa: E731
+            for ring in ring_names:
+                value = getattr(obj, ring, None)
+                if value is not None:
+                    per_env = _as_torch(value).shape[1] // num_envs
+                    getter = lambda ring=ring: getattr(get(), ring)  # noqa: E731
+                    found.append(FoundTensor(f"{path}.{ring}", getter, "ring", 1, per_env, write_index, tuple(value.shape)))
         if isinstance(obj, dict):
             children = [(str(k), k, v, _item) for k, v in obj.items()]
         elif isinstance(obj, (list, tuple)):
@@ -101,9 +126,9 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
         for name, key, value, read in children:
             child = lambda get=get, key=key, read=read: read(get(), key)  # noqa: E731  (re-resolved: owners rebind)
             if isinstance(value, (torch.Tensor, wp.array)):
-                if isinstance(obj, (CircularBuffer, DelayBuffer)) and key == "_buffer":
+                if _is_ring(obj, name):
                     continue
-                classify(f"{path}.{name}", value, child, type(obj).__name__, name)
+                classify(f"{path}.{name}", value, child, type(obj).__qualname__, name)
             elif not _skip(value, root):
                 visit(value, child, f"{path}.{name}", depth + 1)
 
@@ -113,7 +138,8 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
         if t.ndim == 0:
             return
         if (owner, key) in _ENV_DIM:
-            found.append(FoundTensor(name, getter, "dim1", _ENV_DIM[owner, key], shape=shape))
+            dim = _ENV_DIM[owner, key]
+            found.append(FoundTensor(name, getter, "dim1", dim, shape[dim] // num_envs, shape=shape))
         elif shape[0] == num_envs:
             found.append(FoundTensor(name, getter, "rows", shape=shape))
         elif shape[0] % num_envs == 0:
@@ -124,6 +150,13 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
     visit(root, lambda: root, prefix, 0)
     covered = {_storage(_as_torch(f.getter())) for f in found if f.getter() is not None}
     return found, [name for name, t in unknown if _storage(t) not in covered]
+
+
+def _is_ring(owner, key: str) -> bool:
+    if isinstance(owner, (CircularBuffer, DelayBuffer)):
+        return key == "_buffer"
+    ring = _RINGS.get(type(owner).__qualname__)
+    return ring is not None and key in ring[1]
 
 
 def _item(container, key):

@@ -10,7 +10,9 @@ import torch
 import warp as wp
 from prettytable import PrettyTable
 
-from .frozen_rows import FrozenRows
+from isaaclab_newton.physics import NewtonManager
+
+from .frozen_rows import _BITS, _UNSIGNED, FrozenRows
 from .newton_state import add_newton_state
 from .state_discovery import FoundTensor, discover
 
@@ -183,6 +185,8 @@ class SuspensionManager:
         parts += [("actions", "action", f"action.{name}", term) for name, term in am._terms.items()]
         for asset_name, asset in env.scene.articulations.items():
             parts += [("actuators", "physics", f"actuator.{asset_name}.{name}", act) for name, act in asset.actuators.items()]
+        if NewtonManager._adapter is not None:  # actuators stepped by Newton, with ping-pong states (a is current)
+            parts.append(("actuators", "physics", "actuator.newton_adapter", NewtonManager._adapter))
         parts += [("sensors", "sensors", f"sensor.{name}", sensor) for name, sensor in env.scene.sensors.items()]
         for part, group, manager in (("terminations", "termination", env.termination_manager),
                                      ("rewards", "reward", env.reward_manager)):
@@ -200,7 +204,7 @@ class SuspensionManager:
         found_by_part = []
         for part, group, label, owner in parts:
             if part not in skip_parts:
-                found, unknown = discover(owner, label, self.num_envs, skip=("_obs_buffer",))
+                found, unknown = discover(owner, label, self.num_envs, skip=("_obs_buffer", "_states_b"))
                 self.unclassified += unknown
                 found_by_part += [(part, group, f) for f in found]
         # a tensor that spans its whole memory covers every view of it (e.g. the reward manager's per-term sums)
@@ -228,10 +232,10 @@ class SuspensionManager:
 
     def _add(self, part: str, group: str, f: FoundTensor, held: float | bool | None) -> None:
         row_env = None
-        if f.layout == "packed":
+        if f.rows_per_env > 1:
             row_env = torch.arange(self.num_envs).repeat_interleave(f.rows_per_env)
         self.groups[group].add(f.name, f.getter, f.dim, row_env, fill=held, ring_write_index=f.ring_write_index)
-        layout = f.layout if f.layout != "packed" else f"packed x{f.rows_per_env}"
+        layout = f.layout + (f" x{f.rows_per_env} rows per env" if f.rows_per_env > 1 else "")
         self._rows.append((part, group, f.name, layout + ("" if held is None else f", held at {held}"), f.shape or "lazy"))
         if (part == "commands" and f.name.endswith(".time_left")) or "._interval_term_time_left." in f.name:
             self.groups["hold_timers"].add(f.name, f.getter, fill=math.inf)
@@ -245,15 +249,23 @@ class SuspensionManager:
     Reporting.
     """
 
-    def per_env_tensors(self) -> dict[str, tuple[torch.Tensor, int, torch.Tensor | None]]:
-        """Every frozen live tensor by name: (tensor in its own dtype, env dim, env of each row or None)."""
+    def env_state(self, env_id: int) -> dict[str, torch.Tensor]:
+        """A copy of every frozen tensor's rows of one env, by name (rings rotated to start at their write index).
+        Buffers held at a value while suspended (rewards, termination flags) are outputs, not state, and left out.
+
+        What an audit compares: two runs at the same active step of an env hold equal rows."""
         out = {}
         for group in self.groups.values():
-            if group.name != "hold_timers":
-                for t in group.tensors:
-                    value = group.value(t)
-                    if value is not None:
-                        out[t.name] = (value, t.dim, t.row_env)
+            for t in group.tensors:
+                value = group.value(t) if t.fill is None else None
+                if value is None:
+                    continue
+                value = value.view(_BITS[value.element_size()]) if value.dtype in _UNSIGNED else value
+                rows = (t.row_env == env_id).nonzero().squeeze(1) if t.row_env is not None else torch.tensor([env_id])
+                value = value.index_select(t.dim, rows.to(value.device))
+                if t.ring_write_index is not None:
+                    value = value.roll(-int(t.ring_write_index().reshape(-1)[0]), dims=0)
+                out[t.name] = value.clone()
         return out
 
     def __str__(self) -> str:
