@@ -16,8 +16,11 @@ from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
 from isaaclab_tasks.utils import parse_env_cfg
 
 
-def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
+def make_env_cfg(
+    task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
+):
     """``parse_env_cfg`` for ``task`` with ``num_envs`` envs; ``attrs`` set dotted cfg fields (e.g. ``seed=3``).
+    With ``suspendable`` a cfg without a :class:`SuspendCfg` gets one with suspension enabled.
 
     Raises:
         ValueError: If ``task`` is not a registered gym id.
@@ -26,6 +29,8 @@ def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Seque
         known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
         raise ValueError(f"Unknown task '{task}'. Registered suspendable tasks: {known}.")
     cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
+    if suspendable and not isinstance(getattr(cfg, "suspend", None), SuspendCfg):
+        cfg.suspend = SuspendCfg(enabled=True)
     for dotted, value in attrs.items():
         owner = cfg
         *path, leaf = dotted.split("__")
@@ -56,11 +61,9 @@ def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[
     in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever its
     registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package).
     """
-    cfg = make_env_cfg(task, num_envs, device, overrides, **attrs)
+    cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
     with launch_simulation(cfg, {}):
         if suspendable:
-            if not isinstance(getattr(cfg, "suspend", None), SuspendCfg):
-                cfg.suspend = SuspendCfg(enabled=True)
             env = SuspendableManagerBasedRLEnv(cfg)
         else:
             env = gym.make(task, cfg=cfg).unwrapped

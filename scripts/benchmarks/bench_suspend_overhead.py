@@ -39,13 +39,18 @@ def _time_block(step, env, actions: list[torch.Tensor]) -> float:
     return (time.perf_counter() - start) / len(actions)
 
 
-def _ops_per_step(step, env, actions: list[torch.Tensor]) -> float:
-    """Top-level aten ops per step (ops called by other ops not counted)."""
+def _ops_per_step(step, env, actions: list[torch.Tensor]) -> int:
+    """Top-level aten ops (ops called by other ops not counted) of the cheapest step: a step without resets."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         for action in actions:
-            step(env, action)
-    top = [e for e in prof.events() if e.cpu_parent is None and e.name.startswith("aten::")]
-    return len(top) / len(actions)
+            with torch.profiler.record_function("env_step"):
+                step(env, action)
+    counts = {}
+    for e in prof.events():
+        parent = e.cpu_parent
+        if e.name.startswith("aten::") and parent is not None and parent.name == "env_step":
+            counts[parent.id] = counts.get(parent.id, 0) + 1
+    return min(counts.values())
 
 
 def measure(task: str, solver: str, num_envs: int, fractions: list[float], blocks: int, steps: int) -> list[dict]:
@@ -67,11 +72,11 @@ def measure(task: str, solver: str, num_envs: int, fractions: list[float], block
                 ours.append(_time_block(our_step, env, _actions(env, gen, steps)))
                 env.resume_envs(mask)
                 our_step(env, _actions(env, gen, 1)[0])
-            ops_stock = _ops_per_step(stock_step, env, _actions(env, gen, 5))
+            ops_stock = _ops_per_step(stock_step, env, _actions(env, gen, 8))
             if mask.any():
                 env.suspend_envs(mask)
             our_step(env, _actions(env, gen, 1)[0])
-            ops_ours = _ops_per_step(our_step, env, _actions(env, gen, 5))
+            ops_ours = _ops_per_step(our_step, env, _actions(env, gen, 8))
             env.resume_envs(mask)
             our_step(env, _actions(env, gen, 1)[0])
             t_stock, t_ours = statistics.median(stock), statistics.median(ours)
@@ -107,7 +112,8 @@ def main() -> None:
         table.add_row([r["task"], r["solver"], r["num_envs"], r["suspended"], f"{r['stock_ms']:.2f}",
                        f"{r['suspendable_ms']:.2f}", f"{100 * r['overhead']:+.1f} %", f"{r['ops_stock']:.0f}",
                        f"{r['ops_ours']:.0f}", f"{r['ops_ours'] - r['ops_stock']:+.0f}"])
-    print(f"\nMedian of {args.blocks} interleaved blocks of {args.steps} steps, CPU; ops: top-level torch ops per step.")
+    print(f"\nMedian of {args.blocks} interleaved blocks of {args.steps} steps, CPU; ops: top-level torch ops of a step"
+          " without resets.")
     print(table)
 
 
