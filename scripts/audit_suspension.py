@@ -107,6 +107,8 @@ def main() -> int:
     args = parser.parse_args()
     if args.num_envs < 2 or not 0 <= args.env < args.num_envs:
         parser.error(f"need --num_envs >= 2 and 0 <= --env < --num_envs (got {args.num_envs}, {args.env}).")
+    if set(args.unfrozen) - set(PARTS):
+        parser.error(f"unknown --unfrozen parts {sorted(set(args.unfrozen) - set(PARTS))}; known: {list(PARTS)}.")
     if not 0 < args.suspend_at < args.suspend_at + args.suspend_steps < args.steps:
         parser.error("need 0 < --suspend_at < --suspend_at + --suspend_steps < --steps.")
     try:

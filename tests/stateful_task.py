@@ -34,6 +34,7 @@ from isaaclab.managers import SceneEntityCfg
 from isaaclab.managers import TerminationTermCfg as DoneTerm
 from isaaclab.scene import InteractiveSceneCfg
 from isaaclab.sensors import ContactSensorCfg, ImuCfg
+from isaaclab.sim import SimulationCfg
 from isaaclab.utils import configclass
 from isaaclab_newton.physics import FeatherstoneSolverCfg, MJWarpSolverCfg, NewtonCfg
 
@@ -221,14 +222,10 @@ class StatefulPushCubeEnvCfg(ManagerBasedRLEnvCfg):
     rewards: RewardsCfg = RewardsCfg()
     terminations: TerminationsCfg = TerminationsCfg()
     events: EventCfg = EventCfg()
-
-    def __post_init__(self):
-        self.seed = 7
-        self.decimation = 2
-        self.episode_length_s = 100.0
-        self.sim.dt = 1 / 120
-        self.sim.render_interval = self.decimation
-        self.sim.physics = PhysicsCfg()
+    sim: SimulationCfg = SimulationCfg(dt=1 / 120, render_interval=2, physics=PhysicsCfg())
+    seed: int = 7
+    decimation: int = 2
+    episode_length_s: float = 100.0
 
 
 gym.register(

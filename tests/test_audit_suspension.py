@@ -28,8 +28,9 @@ def test_audit_fails_and_names_a_leak():
     """With the actuators left unfrozen, the resumed env drifts: the audit names what and when, exits 1."""
     result = _run("--unfrozen", "actuators")
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in result.stdout.splitlines() if line.startswith("|")]
-    diverged = {r[1]: r for r in rows[1:]}
+    table = result.stdout[result.stdout.index("| env | quantity"):].splitlines()
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table[1:] if line.startswith("|")]
+    diverged = {r[1]: r for r in rows}
     for name in ("state.newton.state.joint_q", "obs.policy.arm_pos", "reward.arm_vel"):
         env, _, first_step, error, cause = diverged[name]
         # env 0 drifts from its first resumed step (its active step 3), and nothing drew randomness: a leak

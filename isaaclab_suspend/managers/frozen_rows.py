@@ -47,7 +47,7 @@ class FrozenTensor:
     Shape: (num_rows,)."""
     fill: float | bool | None = None
     """Value held on suspended rows instead of a captured snapshot (e.g. 0 for a reward, +inf for a timer)."""
-    ring_write_index: Callable[[], torch.Tensor] | None = None
+    ring_write_index: Callable[[], torch.Tensor | wp.array] | None = None
     """For a ring buffer whose slots (dim 0) all envs advance together (:class:`~isaaclab.utils.DelayBuffer`):
     returns the shared write index. The frozen ring is then rotated by the pushes made since capture, so the
     env's history keeps its order relative to the write index. Shape of the index: (1,)."""
@@ -56,7 +56,8 @@ class FrozenTensor:
     keep: torch.Tensor | None = field(default=None, repr=False)
     """1 on rows of active envs, 0 on suspended ones, as integers of the live tensor's width."""
     put: torch.Tensor | None = field(default=None, repr=False)
-    """``snapshot`` on rows of suspended envs, 0 elsewhere."""
+    """``snapshot`` on rows of suspended envs, 0 elsewhere. For a ring, one such tensor per value of the write
+    index (the snapshot rotated to match it), stacked along a new leading dim: a restore selects one."""
     captured_write_index: torch.Tensor | None = field(default=None, repr=False)
     """Ring write index at each env's capture. Shape: (num_envs,)."""
     views: dict = field(default_factory=dict, repr=False)
@@ -67,8 +68,8 @@ class FrozenRows:
     """A group of per-env tensors whose suspended rows are held constant.
 
     :meth:`capture` copies the rows of newly suspended envs; :meth:`set_mask` prepares the fused update for
-    the current suspended mask; :meth:`restore` writes the frozen rows back (two foreach ops, plus a gather per
-    ring buffer). All are device ops without host synchronisation. They run in inference mode, since some
+    the current suspended mask; :meth:`restore` writes the frozen rows back (two foreach ops, plus one
+    ``index_select`` per ring buffer to pick its frozen rows rotated to the current write index). All are device ops without host synchronisation. They run in inference mode, since some
     owners (actuator nets) produce their buffers in inference mode, which only allows in-place updates there.
     """
 
@@ -99,8 +100,9 @@ class FrozenRows:
             raise ValueError(f"'{name}': a ring buffer must have its slots along dim 0 and its envs along dim 1.")
         self.tensors.append(FrozenTensor(name, getter, dim, row_env, fill, ring_write_index))
 
-    def live(self, t: FrozenTensor) -> torch.Tensor | None:
-        """The live tensor of ``t`` viewed as integers, or None if not allocated yet."""
+    def live(self, t: FrozenTensor, unsqueeze: bool = False) -> torch.Tensor | None:
+        """The live tensor of ``t`` viewed as integers (with a leading dim of 1 if ``unsqueeze``), or None if
+        not allocated yet. Views are cached per live object, so a restore creates none for stable buffers."""
         obj = t.getter()
         if obj is None:
             return None
@@ -108,9 +110,22 @@ class FrozenRows:
         if cached is None or cached[0] is not obj:
             if len(t.views) > 4:
                 t.views.clear()
-            tensor = wp.to_torch(obj) if isinstance(obj, wp.array) else obj
-            cached = (obj, bits(tensor))
+            tensor = bits(wp.to_torch(obj) if isinstance(obj, wp.array) else obj)
+            cached = [obj, tensor, None]
             t.views[id(obj)] = cached
+        if unsqueeze and cached[2] is None:
+            cached[2] = cached[1].unsqueeze(0)
+        return cached[2] if unsqueeze else cached[1]
+
+    def write_index(self, t: FrozenTensor) -> torch.Tensor:
+        """The shared write index of the ring ``t`` as a tensor (a cached view of a Warp array). Shape: (1,)."""
+        obj = t.ring_write_index()
+        if not isinstance(obj, wp.array):
+            return obj
+        cached = t.views.get(("index", id(obj)))
+        if cached is None or cached[0] is not obj:
+            cached = (obj, wp.to_torch(obj))
+            t.views[("index", id(obj))] = cached
         return cached[1]
 
     @torch.inference_mode()
@@ -131,7 +146,7 @@ class FrozenRows:
             elif t.fill is None:
                 torch.where(self._rows(t, env_mask, live), live, t.snapshot, out=t.snapshot)
             if t.ring_write_index is not None:
-                index = t.ring_write_index().to(torch.long).expand(self.num_envs)
+                index = self.write_index(t).to(torch.long).expand(self.num_envs)
                 if t.captured_write_index is None:
                     t.captured_write_index = index.clone()
                 torch.where(env_mask, index, t.captured_write_index, out=t.captured_write_index)
@@ -143,11 +158,16 @@ class FrozenRows:
         for t in self.tensors:
             t.keep = t.put = None
             live = self.live(t)
-            if live is None or t.snapshot is None or t.ring_write_index is not None:
+            if live is None or t.snapshot is None:
                 continue
             rows = self._rows(t, self._mask, live).expand_as(live)
             t.keep = (~rows).to(live.dtype).contiguous()
-            t.put = torch.where(rows, t.snapshot, 0).contiguous()
+            if t.ring_write_index is None:
+                t.put = torch.where(rows, t.snapshot, 0).contiguous()
+            else:
+                slots = live.shape[0]
+                t.keep = t.keep.unsqueeze(0)
+                t.put = torch.stack([torch.where(rows, self._rotated(t, live, w), 0) for w in range(slots)])
 
     @torch.inference_mode()
     def restore(self) -> None:
@@ -157,14 +177,15 @@ class FrozenRows:
             live = self.live(t)
             if live is None or t.snapshot is None:
                 continue
-            if t.ring_write_index is not None:
-                torch.where(self._rows(t, self._mask, live), self._rotated(t, live), live, out=live)
-                continue
-            if t.keep is None or t.keep.shape != live.shape:
+            if t.keep is None or t.keep.shape[-live.ndim:] != live.shape:
                 self.set_mask(self._mask)
-            lives.append(live)
+            if t.ring_write_index is None:
+                lives.append(live)
+                puts.append(t.put)
+            else:  # the frozen ring rotated to the current write index: one index_select
+                lives.append(self.live(t, unsqueeze=True))
+                puts.append(t.put.index_select(0, self.write_index(t)))
             keeps.append(t.keep)
-            puts.append(t.put)
         if lives:
             torch._foreach_mul_(lives, keeps)
             torch._foreach_add_(lives, puts)
@@ -177,10 +198,11 @@ class FrozenRows:
     def _dtype(self, t: FrozenTensor) -> torch.dtype:
         return self.value(t).dtype
 
-    def _rotated(self, t: FrozenTensor, live: torch.Tensor) -> torch.Tensor:
-        """The captured ring of each env moved forward by the slots written since its capture."""
+    def _rotated(self, t: FrozenTensor, live: torch.Tensor, write_index: int) -> torch.Tensor:
+        """The captured ring of each env moved forward by the slots written between its capture and the time
+        the shared write index reads ``write_index``."""
         slots = live.shape[0]
-        shift = (t.ring_write_index().to(torch.long) - t.captured_write_index) % slots  # (num_envs,)
+        shift = (write_index - t.captured_write_index) % slots  # (num_envs,)
         if t.row_env is not None:
             shift = torch.cat((shift, shift[:1])).gather(0, t.row_env)  # (num_rows,)
         source = (torch.arange(slots, device=live.device).unsqueeze(1) - shift.unsqueeze(0)) % slots

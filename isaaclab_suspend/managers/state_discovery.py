@@ -58,7 +58,7 @@ class FoundTensor:
     """Env dimension."""
     rows_per_env: int = 1
     """Consecutive rows per env along :attr:`dim` (more than 1 for per-joint layouts of all envs' joints)."""
-    ring_write_index: Callable[[], torch.Tensor] | None = None
+    ring_write_index: Callable[[], torch.Tensor | wp.array] | None = None
     """For ``ring``: the shared write index of a :class:`~isaaclab.utils.DelayBuffer`."""
     shape: tuple = ()
     """Shape when found (empty for a buffer not allocated yet)."""
@@ -108,7 +108,7 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
             found.append(FoundTensor(f"{path}._buffer", lambda: get()._buffer, "ring", 1, ring_write_index=write_index))
         elif type(obj).__qualname__ in _RINGS:
             index_name, ring_names = _RINGS[type(obj).__qualname__]
-            write_index = lambda: _as_torch(getattr(get(), index_name))  # noqa: E731
+            write_index = lambda: getattr(get(), index_name)  # noqa: E731
             for ring in ring_names:
                 value = getattr(obj, ring, None)
                 if value is not None:

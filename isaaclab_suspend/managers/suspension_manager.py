@@ -264,7 +264,7 @@ class SuspensionManager:
                 rows = (t.row_env == env_id).nonzero().squeeze(1) if t.row_env is not None else torch.tensor([env_id])
                 value = value.index_select(t.dim, rows.to(value.device))
                 if t.ring_write_index is not None:
-                    value = value.roll(-int(t.ring_write_index().reshape(-1)[0]), dims=0)
+                    value = value.roll(-int(group.write_index(t).reshape(-1)[0]), dims=0)
                 out[t.name] = value.clone()
         return out
 
