@@ -26,6 +26,7 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend.managers.frozen_rows import bits
+from isaaclab_suspend.managers.suspension_manager import PARTS
 from isaaclab_suspend.utils import import_task_modules, open_env
 
 _WATCHED = (("action_manager", "process_action"), ("command_manager", "compute"), ("event_manager", "apply"),
