@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
 import signal
 from collections.abc import Sequence
 
@@ -11,11 +12,15 @@ import gymnasium as gym
 from isaaclab.app.sim_launcher import launch_simulation
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
+from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
 from isaaclab_tasks.utils import parse_env_cfg
 
 
-def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
+def make_env_cfg(
+    task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
+):
     """``parse_env_cfg`` for ``task`` with ``num_envs`` envs; ``attrs`` set dotted cfg fields (e.g. ``seed=3``).
+    With ``suspendable`` a cfg without a :class:`SuspendCfg` gets one with suspension enabled.
 
     Raises:
         ValueError: If ``task`` is not a registered gym id.
@@ -24,6 +29,8 @@ def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Seque
         known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
         raise ValueError(f"Unknown task '{task}'. Registered suspendable tasks: {known}.")
     cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
+    if suspendable and not isinstance(getattr(cfg, "suspend", None), SuspendCfg):
+        cfg.suspend = SuspendCfg(enabled=True)
     for dotted, value in attrs.items():
         owner = cfg
         *path, leaf = dotted.split("__")
@@ -33,17 +40,35 @@ def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Seque
     return cfg
 
 
+def import_task_modules(modules: Sequence[str]) -> None:
+    """Import modules that register gym task ids (e.g. another package's tasks).
+
+    Raises:
+        ValueError: If a module cannot be imported.
+    """
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as err:
+            raise ValueError(f"Cannot import '{module}' ({err}); is it on PYTHONPATH?") from err
+
+
 @contextlib.contextmanager
-def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
+def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs):
     """Create ``task`` inside ``launch_simulation`` and close it on exit. Yields the unwrapped env.
 
-    ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``.
+    ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``. With ``suspendable`` the task's cfg runs
+    in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever its
+    registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package).
     """
-    cfg = make_env_cfg(task, num_envs, device, overrides, **attrs)
+    cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
     with launch_simulation(cfg, {}):
-        env = gym.make(task, cfg=cfg)
+        if suspendable:
+            env = SuspendableManagerBasedRLEnv(cfg)
+        else:
+            env = gym.make(task, cfg=cfg).unwrapped
         try:
-            yield env.unwrapped
+            yield env
         finally:
             env.close()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import torch
@@ -11,9 +10,8 @@ from isaaclab.envs import ManagerBasedRLEnv
 from isaaclab.envs.common import VecEnvStepReturn
 from isaaclab.utils import index_fill_
 
-from ..managers.frozen_rows import FrozenRows
-from ..managers.newton_state import add_newton_state
 from ..managers.recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
+from ..managers.suspension_manager import SuspensionManager
 from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg, SuspendCfg
 
 EnvIds = torch.Tensor | Sequence[int]
@@ -33,10 +31,12 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
 
     The life of the mask, in one place:
 
+    * owned by the :class:`~isaaclab_suspend.managers.SuspensionManager` (:attr:`suspension_manager`), with the
+      frozen state of every part of the env, found at start-up by walking each part's per-env tensors;
     * set by :meth:`suspend_envs` (captures the frozen rows) and cleared by :meth:`resume_envs` or by a reset
       of the env (a reset starts a new episode, which resumes it);
-    * read in :meth:`_step_with_suspended`, once per manager: action, physics, episode length, termination,
-      reward, recorder, command, interval event and observation.
+    * read in :meth:`_step_with_suspended`, the parent's step with one suspension-manager hook after each
+      phase: action, physics, sensors, termination, reward, recorder, commands and events, observations.
 
     While no env is suspended (a host-side flag, no device sync) :meth:`step` is the parent's, bit for bit.
     With :attr:`SuspendCfg.enabled` False the env is a plain :class:`~isaaclab.envs.ManagerBasedRLEnv`.
@@ -50,17 +50,13 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self.reset_count = 0
         """Number of resets so far (calls of :meth:`_reset_idx`, from :meth:`reset` or inside :meth:`step`), on
         the host: a caller compares it around a step to know whether the step reset some env, without a sync."""
+        self.suspension_manager: SuspensionManager | None = None
+        """Owns the suspended mask and the frozen state (None while suspension is disabled)."""
+        self._in_step = False
         super().__init__(cfg, render_mode, **kwargs)
-        self._suspended = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
-        """Suspended mask. Shape: (num_envs,)."""
-        self._maybe_suspended = False
-        """Host mirror: False guarantees that no env is suspended (the stock step runs)."""
-        self._num_suspended: int | None = 0
-        """Host mirror of the number of suspended envs; None when it must be re-read from the device."""
-        self._frozen: SuspendedState | None = None
         if self.suspend_cfg.enabled:
-            self._frozen = self._build_frozen_rows()
-            print(f"[INFO] Suspension enabled, frozen per env: {self._frozen}")
+            self.suspension_manager = SuspensionManager(self, self.suspend_cfg)
+            print("[INFO] Suspension Manager: ", self.suspension_manager)
 
     def load_managers(self):
         """Load the parent's managers; the recorder is a :class:`SuspendableRecorderManager` when it records
@@ -85,12 +81,17 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
     @property
     def suspended_mask(self) -> torch.Tensor:
         """A copy of the suspended mask (bool, on :attr:`device`). Shape: (num_envs,)."""
-        return self._suspended.clone()
+        return self._mask.clone()
 
     @property
     def active_mask(self) -> torch.Tensor:
         """A fresh mask of the envs that are not suspended (bool, on :attr:`device`). Shape: (num_envs,)."""
-        return ~self._suspended
+        return ~self._mask
+
+    @property
+    def _mask(self) -> torch.Tensor:
+        sm = self.suspension_manager
+        return sm.suspended if sm is not None else torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
     @property
     def num_suspended(self) -> int:
@@ -99,10 +100,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         Between a :meth:`suspend_envs` / :meth:`resume_envs` call with device indices and the next
         :meth:`step`, reading it costs one device sync.
         """
-        if self._num_suspended is None:
-            self._num_suspended = int(self._suspended.sum())
-            self._maybe_suspended = self._num_suspended > 0
-        return self._num_suspended
+        return 0 if self.suspension_manager is None else self.suspension_manager.num_suspended
 
     """
     Operations - suspension.
@@ -122,14 +120,10 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         mask = self.env_mask(env_ids)
         if not self.obs_buf:
             raise RuntimeError("suspend_envs() needs observations to freeze: call env.reset() first.")
-        newly_suspended = mask & ~self._suspended
         # apply pending kinematics and solver resets (of envs reset in the last step) now, so the captured
         # state is exactly what the next physics step would have started from
         self.sim.forward()
-        self._frozen.capture(newly_suspended)
-        self._suspended |= mask
-        self._maybe_suspended = True
-        self._num_suspended = None
+        self.suspension_manager.suspend(mask)
 
     def resume_envs(self, env_ids: EnvIds) -> None:
         """Let the given envs step again from their frozen state. Resuming an active env is a no-op.
@@ -138,8 +132,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             env_ids: A 1-D integer tensor, a list or tuple of ints, or a bool mask of shape (num_envs,).
         """
         self._require_enabled("resume_envs")
-        self._suspended &= ~self.env_mask(env_ids)
-        self._num_suspended = None
+        self.suspension_manager.resume(self.env_mask(env_ids))
 
     def env_mask(self, env_ids: EnvIds) -> torch.Tensor:
         """Convert an env selection into a fresh bool mask of shape (num_envs,) on the env device.
@@ -153,7 +146,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             if env_ids.dtype == torch.bool:
                 if env_ids.shape != (n,):
                     raise ValueError(f"A bool env mask must have shape ({n},), got {tuple(env_ids.shape)}.")
-                if env_ids.device != self._suspended.device:
+                if env_ids.device != torch.device(self.device):
                     raise ValueError(
                         f"The env mask is on '{env_ids.device}' but the env runs on '{self.device}': move it there."
                     )
@@ -197,22 +190,23 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             TypeError, ValueError: If ``action`` is not a floating tensor of shape (num_envs, action_dim).
         """
         self._check_action(action)
-        if not self._maybe_suspended:
+        if self.suspension_manager is None or not self.suspension_manager.maybe_suspended:
             return super().step(action)
         return self._step_with_suspended(action)
 
     def _step_with_suspended(self, action: torch.Tensor) -> VecEnvStepReturn:
-        """:meth:`ManagerBasedRLEnv.step` with the suspended mask threaded through every manager."""
-        suspended = self._suspended.clone()  # fixed for the whole step
-        active = ~suspended
-        susp_col = suspended.unsqueeze(1)
-        frozen = self._frozen
+        """:meth:`ManagerBasedRLEnv.step` with the suspension manager's hooks between the phases.
 
-        # -- action: suspended rows keep their action and previous action
-        action = torch.where(susp_col, self.action_manager.action, action.to(self.device))
-        self.action_manager.process_action(action)
-        frozen.restore_actions(suspended)  # undoes prev_action <- action for suspended rows, among others
-        record_mask = self._record_mask(active)
+        The body is the parent's, line for line, with one ``sm.<hook>()`` call after each phase that changes
+        per-env state (``tests/test_step_fingerprint.py`` fails when the installed parent's step changes).
+        """
+        sm = self.suspension_manager
+        record_mask = sm.active if self.suspend_cfg.record_active_only else None
+        self._in_step = True
+
+        self.action_manager.process_action(action.to(self.device))
+        sm.after_process_action()
+
         self._record("record_pre_step", record_mask)
 
         is_rendering = self.sim.is_rendering
@@ -222,31 +216,22 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             self.action_manager.apply_action()
             self.scene.write_data_to_sim()
             self.sim.step(render=False)
-            # -- physics: write the frozen state back into the suspended worlds
-            frozen.restore_physics(suspended)
+            sm.after_physics_step()
             self._record("record_post_physics_decimation_step", record_mask)
             if self._sim_step_counter % self.cfg.sim.render_interval == 0 and is_rendering:
                 self.sim.render(skip_app_pumping=not self.render_enabled)
             self.scene.update(dt=self.physics_dt * steps_per_call)
+            sm.after_scene_update()
 
-        # -- episode length: only active envs age
-        self.episode_length_buf += active
+        self.episode_length_buf += sm.active  # suspended envs do not age
         self.common_step_counter += 1
-        # -- termination: suspended envs cannot terminate or time out
         self.termination_manager.compute()
-        tm = self.termination_manager
-        for buf in (tm._terminated_buf, tm._truncated_buf):
-            buf &= active
-        tm._term_dones &= active.unsqueeze(1)
-        frozen.restore_termination(suspended)
-        self.reset_terminated = tm.terminated
-        self.reset_time_outs = tm.time_outs
-        self.reset_buf = self.reset_terminated | self.reset_time_outs
-        # -- reward: 0 and no episode sums for suspended envs
+        sm.after_terminations()
+        self.reset_buf = self.termination_manager.terminated | self.termination_manager.time_outs
+        self.reset_terminated = self.termination_manager.terminated
+        self.reset_time_outs = self.termination_manager.time_outs
         self.reward_buf = self.reward_manager.compute(dt=self.step_dt)
-        self.reward_buf.masked_fill_(suspended, 0.0)
-        self.reward_manager._step_reward.masked_fill_(susp_col, 0.0)
-        frozen.restore_reward(suspended)
+        sm.after_rewards()
 
         if len(self.recorder_manager.active_terms) > 0:
             self.obs_buf = self.observation_manager.compute()
@@ -263,31 +248,37 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
                     self.sim.render()
             self.recorder_manager.record_post_reset(reset_env_ids)
 
-        # -- commands and interval events: suspended timers do not tick, so nothing resamples or fires
-        frozen.hold_timers(suspended)
+        self._in_step = False
+        if self.sim.consume_reset_request():
+            # episode reset requested from the visualizer: all envs, suspended ones included (a reset resumes)
+            not_yet_reset = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+            index_fill_(not_yet_reset, reset_env_ids, False)
+            manual_reset_ids = not_yet_reset.nonzero(as_tuple=False).squeeze(-1).int()
+            if len(manual_reset_ids) > 0:
+                index_fill_(self.reset_terminated, manual_reset_ids, True)
+                self.recorder_manager.record_pre_reset(manual_reset_ids)
+                self._reset_idx(manual_reset_ids)
+                self.recorder_manager.record_post_reset(manual_reset_ids)
+
+        sm.before_commands_and_events()
         self.command_manager.compute(dt=self.step_dt)
         if "interval" in self.event_manager.active_terms:
             self.event_manager.apply(mode="interval", dt=self.step_dt)
-            frozen.restore_physics(suspended)  # a global-time event may have written suspended worlds
-        frozen.restore_commands_and_events(suspended)
+        sm.after_commands_and_events()
         for recorder in self.video_recorders:
             recorder.step()
-        # -- observations: history does not advance, the returned rows are those at suspension
         self.obs_buf = self.observation_manager.compute(update_history=True)
-        frozen.restore_observations(suspended)
+        sm.after_observations()
 
-        # refresh the host mirror; the device is already synchronised by the reset query above
-        self._num_suspended = int(self._suspended.sum())
-        self._maybe_suspended = self._num_suspended > 0
+        sm.refresh_host_mirror()  # after a suspend/resume only; the reset query above has synchronised
         return self.obs_buf, self.reward_buf, self.reset_terminated, self.reset_time_outs, self.extras
 
     def _reset_idx(self, env_ids: torch.Tensor | slice):
         """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs."""
         super()._reset_idx(env_ids)
         self.reset_count += 1
-        if self._frozen is not None:
-            index_fill_(self._suspended, env_ids, False)
-            self._num_suspended = None
+        if self.suspension_manager is not None:
+            self.suspension_manager.on_reset(env_ids, in_step=self._in_step)
 
     """
     Helpers.
@@ -310,119 +301,9 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         if not action.is_floating_point():
             raise TypeError(f"action must be a floating-point tensor, got {action.dtype}.")
 
-    def _record_mask(self, active: torch.Tensor) -> torch.Tensor | None:
-        """The envs the recorder records this step: the active mask, or None (all envs) if suspended envs record."""
-        return active if self.suspend_cfg.record_active_only else None
-
     def _record(self, hook: str, env_mask: torch.Tensor | None) -> None:
         """Call a recorder step hook for the envs in ``env_mask`` (bool, on the device; all envs if None)."""
         if env_mask is None:
             getattr(self.recorder_manager, hook)()
         else:
             getattr(self.recorder_manager, hook)(env_mask)
-
-    def _build_frozen_rows(self) -> SuspendedState:
-        return SuspendedState(self)
-
-
-class SuspendedState:
-    """The per-env state that suspension freezes, grouped by the step phase that restores it.
-
-    Each group is a :class:`FrozenRows`: captured together by :meth:`capture` when envs are suspended and
-    written back for the suspended envs by the ``restore_*`` methods at the matching point of the step.
-    """
-
-    def __init__(self, env: SuspendableManagerBasedRLEnv):
-        n, device = env.num_envs, env.device
-        self._env = env
-        self.actions = FrozenRows(n, device)
-        am = env.action_manager
-        self.actions.add("action_manager.action", lambda: am.action)
-        self.actions.add("action_manager.prev_action", lambda: am.prev_action)
-        for name, term in am._terms.items():
-            self.actions.add(f"action.{name}.raw_actions", lambda term=term: term.raw_actions)
-            self.actions.add(f"action.{name}.processed_actions", lambda term=term: term.processed_actions)
-
-        self.physics = FrozenRows(n, device)
-        add_newton_state(self.physics, env.suspend_cfg.freeze_solver_state)
-
-        self.termination = FrozenRows(n, device)
-        self.termination.add("termination.last_episode_dones", lambda: env.termination_manager._last_episode_dones)
-        self.reward = FrozenRows(n, device)
-        self.reward.add("reward.episode_sums", lambda: env.reward_manager._episode_sum_buf)
-
-        # commands: every per-env tensor a command term owns (timers, commands, metrics)
-        self.commands = FrozenRows(n, device)
-        self._command_timers = []
-        for name, term in env.command_manager._terms.items():
-            self._command_timers.append(term.time_left)
-            for attr, value in vars(term).items():
-                if isinstance(value, torch.Tensor) and value.ndim > 0 and value.shape[0] == n:
-                    self.commands.add(f"command.{name}.{attr}", lambda term=term, attr=attr: getattr(term, attr))
-            for metric in term.metrics:
-                self.commands.add(f"command.{name}.metrics.{metric}", lambda term=term, m=metric: term.metrics[m])
-        # interval events with per-env timers
-        self._event_timers = []
-        em = env.event_manager
-        if "interval" in em.active_terms:
-            for index, term_cfg in enumerate(em._mode_term_cfgs["interval"]):
-                if not term_cfg.is_global_time:
-                    self._event_timers.append(em._interval_term_time_left[index])
-                    self.commands.add(
-                        f"event.interval.{em.active_terms['interval'][index]}.time_left",
-                        lambda index=index: em._interval_term_time_left[index],
-                    )
-
-        # observations: the returned rows and the history of each term
-        self.observations = FrozenRows(n, device)
-        om = env.observation_manager
-        for group, terms in om.active_terms.items():
-            if om.group_obs_concatenate[group]:
-                self.observations.add(f"obs.{group}", lambda g=group: env.obs_buf[g])
-            else:
-                for term in terms:
-                    self.observations.add(f"obs.{group}.{term}", lambda g=group, t=term: env.obs_buf[g][t])
-            for term, delay in om._group_obs_term_delay_buffer[group].items():
-                self.observations.add(
-                    f"obs.{group}.{term}.delay", lambda d=delay: d._buffer, dim=1, ring_write_index=lambda d=delay: d._write_index
-                )
-                self.observations.add(f"obs.{group}.{term}.delay_pushes", lambda d=delay: d._num_pushes)
-                self.observations.add(f"obs.{group}.{term}.delay_lags", lambda d=delay: d._time_lags)
-            for term, buffer in om._group_obs_term_history_buffer[group].items():
-                # the ring's env dim: 0 when frames are stacked along a feature dim, else 1 (after the ring dim)
-                env_dim = 0 if buffer._stack_dim_arg is not None else 1
-                self.observations.add(f"obs.{group}.{term}.history", lambda b=buffer: b._buffer, dim=env_dim)
-                self.observations.add(f"obs.{group}.{term}.history_pushes", lambda b=buffer: b._num_pushes)
-
-        self._groups = (self.actions, self.physics, self.termination, self.reward, self.commands, self.observations)
-
-    def __str__(self) -> str:
-        return "; ".join(str(g) for g in self._groups if len(g) > 0)
-
-    def capture(self, env_mask: torch.Tensor) -> None:
-        """Capture every group's rows of the envs in ``env_mask``."""
-        for group in self._groups:
-            group.capture(env_mask)
-
-    def restore_actions(self, suspended: torch.Tensor) -> None:
-        self.actions.restore(suspended)
-
-    def restore_physics(self, suspended: torch.Tensor) -> None:
-        self.physics.restore(suspended)
-
-    def restore_termination(self, suspended: torch.Tensor) -> None:
-        self.termination.restore(suspended)
-
-    def restore_reward(self, suspended: torch.Tensor) -> None:
-        self.reward.restore(suspended)
-
-    def hold_timers(self, suspended: torch.Tensor) -> None:
-        """Push suspended envs' command and interval-event timers to +inf so none expires this step."""
-        for timer in (*self._command_timers, *self._event_timers):
-            timer.masked_fill_(suspended, math.inf)
-
-    def restore_commands_and_events(self, suspended: torch.Tensor) -> None:
-        self.commands.restore(suspended)
-
-    def restore_observations(self, suspended: torch.Tensor) -> None:
-        self.observations.restore(suspended)

@@ -25,6 +25,12 @@ class SuspendCfg:
     record_active_only: bool = True
     """Whether the recorder manager records only active envs (no samples while suspended). Defaults to True."""
 
+    unfrozen_parts: list[str] = []
+    """Parts of the env whose per-env state is NOT frozen, by name (``actions``, ``physics``, ``actuators``,
+    ``sensors``, ``terminations``, ``rewards``, ``commands``, ``events``, ``observations``). For diagnosis only:
+    a suspended env then drifts through that part, which ``scripts/audit_suspension.py`` reports. Defaults to
+    none."""
+
 
 @configclass
 class SuspendableManagerBasedRLEnvCfg(ManagerBasedRLEnvCfg):

@@ -4,12 +4,17 @@ from .episode_buffers import EpisodeBuffers
 from .frozen_rows import FrozenRows, FrozenTensor
 from .newton_state import add_newton_state
 from .recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
+from .state_discovery import FoundTensor, discover
+from .suspension_manager import SuspensionManager
 
 __all__ = [
     "EpisodeBuffers",
     "FrozenRows",
+    "FoundTensor",
     "FrozenTensor",
     "SuspendableRecorderManager",
     "SuspendableRecorderManagerCfg",
+    "SuspensionManager",
     "add_newton_state",
+    "discover",
 ]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import warp as wp
-
 from isaaclab_newton.physics import NewtonManager
 
 from .frozen_rows import FrozenRows
@@ -37,7 +35,7 @@ def add_newton_state(frozen: FrozenRows, freeze_solver_state: bool) -> None:
     dof_world = _rows_to_world(model.joint_qd_start.numpy(), joint_world, model.joint_dof_count)
 
     def state_array(name: str):
-        return lambda: wp.to_torch(getattr(NewtonManager.get_state_0(), name))
+        return lambda: getattr(NewtonManager.get_state_0(), name)
 
     for name, row_world in (("joint_q", coord_world), ("joint_qd", dof_world), ("body_q", body_world), ("body_qd", body_world)):
         if getattr(NewtonManager.get_state_0(), name, None) is not None and row_world.numel() > 0:
@@ -56,4 +54,4 @@ def add_newton_state(frozen: FrozenRows, freeze_solver_state: bool) -> None:
     for name in ("qacc_warmstart", "act", "time"):
         array = getattr(data, name, None)
         if array is not None and array.size > 0:
-            frozen.add(f"mujoco_warp.{name}", lambda name=name: wp.to_torch(getattr(NewtonManager._solver.mjw_data, name)))
+            frozen.add(f"mujoco_warp.{name}", lambda name=name: getattr(NewtonManager._solver.mjw_data, name))

@@ -229,7 +229,7 @@ class SuspendableRecorderManager(RecorderManager):
             if tree:
                 episode.data = tree
                 episode.success = succeeded
-                episode.seed = self._env.cfg.seed
+                episode.seed = getattr(self._env.cfg, "seed", None)  # Isaac Lab's own tests use cfgs without one
             episodes.append(episode)
         return episodes
 

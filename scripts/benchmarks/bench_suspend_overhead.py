@@ -1,13 +1,17 @@
-"""Step-time overhead of SuspendableManagerBasedRLEnv against stock ManagerBasedRLEnv.
+"""Step-time overhead and torch ops per step of SuspendableManagerBasedRLEnv against stock ManagerBasedRLEnv.
 
 Both steps run on the same env instance (same task, solver, seed and state), interleaved block by block:
 a block of stock ``ManagerBasedRLEnv.step`` calls with every env active, then a block of
 ``SuspendableManagerBasedRLEnv.step`` calls with a fraction of the envs suspended. The ratio of the
-median block times is the overhead. Prints a table (paste it into docs/benchmarks.rst).
+median block times is the overhead. Top-level torch ops per step (each a kernel launch on a GPU) are counted
+with ``torch.profiler`` for both steps. Any task id works (``--import`` registers another package's tasks);
+e.g. ``Test-Stateful-PushCube`` of tests/stateful_task.py has stateful actuators and sensors. Prints a table
+(paste it into docs/benchmarks.rst).
 
 Example::
 
-    tools/run.sh python scripts/benchmarks/bench_suspend_overhead.py --num_envs 64 512 --solvers newton_mjwarp newton_featherstone
+    PYTHONPATH=$PWD:$PWD/tests tools/run.sh python scripts/benchmarks/bench_suspend_overhead.py \\
+        --tasks Isaac-PushCube-Suspendable Test-Stateful-PushCube --import stateful_task --num_envs 64 512
 """
 
 from __future__ import annotations
@@ -21,36 +25,65 @@ from prettytable import PrettyTable
 
 from isaaclab.envs import ManagerBasedRLEnv
 
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.utils import import_task_modules, open_env
 
 
-def _time_block(step, env, steps: int, gen: torch.Generator) -> float:
+def _actions(env, gen: torch.Generator, steps: int) -> list[torch.Tensor]:
+    return [2.0 * torch.rand(env.num_envs, env.action_manager.total_action_dim, generator=gen) - 1.0 for _ in range(steps)]
+
+
+def _time_block(step, env, actions: list[torch.Tensor]) -> float:
     start = time.perf_counter()
-    for _ in range(steps):
-        step(env, 2.0 * torch.rand(env.num_envs, 1, generator=gen) - 1.0)
-    return (time.perf_counter() - start) / steps
+    for action in actions:
+        step(env, action)
+    return (time.perf_counter() - start) / len(actions)
+
+
+def _ops_per_step(step, env, actions: list[torch.Tensor]) -> int:
+    """Top-level aten ops (ops called by other ops not counted) of the cheapest step: a step without resets."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for action in actions:
+            with torch.profiler.record_function("env_step"):
+                step(env, action)
+    counts = {}
+    for e in prof.events():
+        parent = e.cpu_parent
+        if e.name.startswith("aten::") and parent is not None and parent.name == "env_step":
+            counts[parent.id] = counts.get(parent.id, 0) + 1
+    return min(counts.values())
 
 
 def measure(task: str, solver: str, num_envs: int, fractions: list[float], blocks: int, steps: int) -> list[dict]:
     rows = []
-    with open_env(task, num_envs, overrides=[f"presets={solver}"], episode_length_s=1e6) as env:
+    with open_env(task, num_envs, overrides=[f"presets={solver}"], suspendable=True, episode_length_s=1e6) as env:
         env.reset()
         gen = torch.Generator().manual_seed(0)
-        _time_block(ManagerBasedRLEnv.step, env, steps, gen)  # warm-up
+        stock_step, our_step = ManagerBasedRLEnv.step, type(env).step
+        _time_block(stock_step, env, _actions(env, gen, steps))  # warm-up
         for fraction in fractions:
             mask = torch.zeros(num_envs, dtype=torch.bool)
             mask[: round(fraction * num_envs)] = True
             stock, ours = [], []
             for _ in range(blocks):
-                stock.append(_time_block(ManagerBasedRLEnv.step, env, steps, gen))
+                stock.append(_time_block(stock_step, env, _actions(env, gen, steps)))
                 if mask.any():
                     env.suspend_envs(mask)
-                ours.append(_time_block(type(env).step, env, steps, gen))
+                our_step(env, _actions(env, gen, 1)[0])  # refreshes the host mirror after the suspension
+                ours.append(_time_block(our_step, env, _actions(env, gen, steps)))
                 env.resume_envs(mask)
+                our_step(env, _actions(env, gen, 1)[0])
+            ops_stock = _ops_per_step(stock_step, env, _actions(env, gen, 8))
+            if mask.any():
+                env.suspend_envs(mask)
+            our_step(env, _actions(env, gen, 1)[0])
+            ops_ours = _ops_per_step(our_step, env, _actions(env, gen, 8))
+            env.resume_envs(mask)
+            our_step(env, _actions(env, gen, 1)[0])
             t_stock, t_ours = statistics.median(stock), statistics.median(ours)
             rows.append({
-                "solver": solver, "num_envs": num_envs, "suspended": f"{fraction:.0%}",
+                "task": task, "solver": solver, "num_envs": num_envs, "suspended": f"{fraction:.0%}",
                 "stock_ms": 1e3 * t_stock, "suspendable_ms": 1e3 * t_ours, "overhead": t_ours / t_stock - 1.0,
+                "ops_stock": ops_stock, "ops_ours": ops_ours,
             })
             print(rows[-1], flush=True)
     return rows
@@ -58,23 +91,29 @@ def measure(task: str, solver: str, num_envs: int, fractions: list[float], block
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable")
+    parser.add_argument("--tasks", nargs="+", default=["Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"])
+    parser.add_argument("--import", dest="modules", nargs="*", default=[], help="modules that register the tasks")
     parser.add_argument("--num_envs", type=int, nargs="+", default=[64, 512])
     parser.add_argument("--solvers", nargs="+", default=["newton_mjwarp", "newton_featherstone"])
     parser.add_argument("--fractions", type=float, nargs="+", default=[0.0, 0.25, 0.75])
     parser.add_argument("--blocks", type=int, default=7, help="interleaved block pairs per configuration")
     parser.add_argument("--steps", type=int, default=20, help="env steps per block")
     args = parser.parse_args()
+    import_task_modules(args.modules)
 
     rows = []
-    for solver in args.solvers:
-        for num_envs in args.num_envs:
-            rows += measure(args.task, solver, num_envs, args.fractions, args.blocks, args.steps)
-    table = PrettyTable(["solver", "num_envs", "suspended", "stock ms/step", "suspendable ms/step", "overhead"])
+    for task in args.tasks:
+        for solver in args.solvers:
+            for num_envs in args.num_envs:
+                rows += measure(task, solver, num_envs, args.fractions, args.blocks, args.steps)
+    table = PrettyTable(["task", "solver", "num_envs", "suspended", "stock ms/step", "suspendable ms/step", "overhead",
+                         "ops/step stock", "ops/step ours", "extra ops"])
     for r in rows:
-        table.add_row([r["solver"], r["num_envs"], r["suspended"], f"{r['stock_ms']:.2f}", f"{r['suspendable_ms']:.2f}",
-                       f"{100 * r['overhead']:+.1f} %"])
-    print(f"\nTask {args.task}, median of {args.blocks} interleaved blocks of {args.steps} steps, CPU.")
+        table.add_row([r["task"], r["solver"], r["num_envs"], r["suspended"], f"{r['stock_ms']:.2f}",
+                       f"{r['suspendable_ms']:.2f}", f"{100 * r['overhead']:+.1f} %", f"{r['ops_stock']:.0f}",
+                       f"{r['ops_ours']:.0f}", f"{r['ops_ours'] - r['ops_stock']:+.0f}"])
+    print(f"\nMedian of {args.blocks} interleaved blocks of {args.steps} steps, CPU; ops: top-level torch ops of a step"
+          " without resets.")
     print(table)
 
 
