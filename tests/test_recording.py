@@ -1,5 +1,7 @@
 """Masked recording: what the file holds under a random suspend / resume schedule, export modes, no host syncs."""
 
+import threading
+
 import h5py
 import pytest
 import torch
@@ -153,7 +155,7 @@ def test_export_modes_follow_the_success_term(tmp_path):
 
 
 class SyncSpy:
-    """Records the tensor methods that copy a value to the host while it is armed."""
+    """Records the tensor methods that copy a value to the host on the main thread while it is armed."""
 
     NAMES = ("item", "tolist", "nonzero", "__bool__", "__int__", "__float__", "__index__")
 
@@ -165,7 +167,7 @@ class SyncSpy:
 
     def _spy(self, name, original):
         def spy(tensor, *args, **kwargs):
-            if self.armed:
+            if self.armed and threading.current_thread() is threading.main_thread():  # not the writer thread
                 self.calls.append(name)
             return original(tensor, *args, **kwargs)
 
@@ -183,7 +185,7 @@ class SyncSpy:
 
 
 def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
-    """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path)."""
+    """The recorder's step hooks and exports run without a host sync while the buffers have room (GPU hot path)."""
     recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="syncs")
     with open_env(TASK, 4, recorders=recorders) as env:
         env.reset()
@@ -193,7 +195,7 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         assert spy.calls == ["__bool__"], "the spy must see a host read"
         spy.calls.clear()
         calls_before = len(manager.get_episode(0).data.get("actions", []))
-        for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step"):
+        for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step", "export_episodes"):
             monkeypatch.setattr(manager, hook, spy.armed_during(getattr(manager, hook)))
         env.suspend_envs([1, 2])
         for _ in range(20):
@@ -201,6 +203,8 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         env.resume_envs([1])
         for _ in range(20):
             env.step(torch.zeros(4, 1))
-        monkeypatch.undo()
         assert len(manager.get_episode(0).data["actions"]) == calls_before + 40, "the spied hooks recorded"
+        manager.export_episodes([0, 3])
+        monkeypatch.undo()
+        assert not manager.get_episode(0).data, "the spied export took the episode"
     assert spy.calls == [], f"host syncs in the recorder step hooks: {sorted(set(spy.calls))}"
