@@ -9,14 +9,11 @@ compression: gzip 2 for Isaac Lab's, gzip 1 for ours). Reported per env step:
 * step hooks: ``record_pre_step``, ``record_post_physics_decimation_step`` and ``record_post_step`` (the
   terms' own calls, e.g. ``scene.get_state``, plus the storing);
 * episode ends: ``record_pre_reset``, ``record_post_reset`` and ``reset``, without the HDF5 write;
-* HDF5 write on the step thread: for Isaac Lab's manager its ``HDF5DatasetFileHandler.add_env_args``,
-  ``write_episode`` and ``flush``; for ours ``export_episodes``, which hands the episodes to the writer thread
-  (a gather per tensor, and any wait for a full queue);
-* writer thread: our writer thread's time writing, beside the steps (if it fell behind, the queue would fill
-  and the step wait, which the HDF5 write column counts, as it counts the final drain of the queue).
+* HDF5 write on the step thread: Isaac Lab's ``HDF5DatasetFileHandler`` calls; for ours ``export_episodes``
+  (a gather per tensor handed to the writer, any wait for a full queue) and the final drain of the queue;
+* writer process: its CPU time, beside the steps, warm-up included.
 
-The total is the step hooks plus the episode ends plus the HDF5 write on the step thread.
-Example::
+The total is the step hooks plus the episode ends plus the HDF5 write on the step thread. Example::
 
     tools/run.sh python scripts/benchmarks/bench_recording.py --num_envs 64 512 --steps 300
 """
@@ -24,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import time
 from collections import defaultdict
@@ -34,7 +32,6 @@ from prettytable import PrettyTable
 from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManagerCfg
 from isaaclab.managers import RecorderManager
 
-from isaaclab_suspend.managers import SuspendableRecorderManager
 from isaaclab_suspend.utils import open_env
 
 STEP_HOOKS = ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
@@ -42,10 +39,8 @@ RESET_HOOKS = ("record_pre_reset", "record_post_reset", "reset")
 
 
 class TimedRecorders:
-    """Stands in for ``env.recorder_manager``: forwards each hook to every manager and times each call.
-
-    The order of the managers alternates at every ``record_pre_step``, so neither always runs first.
-    """
+    """Stands in for ``env.recorder_manager``: forwards each hook to every manager (in an order that alternates at
+    every ``record_pre_step``) and times each call."""
 
     def __init__(self, managers: dict[str, RecorderManager]):
         self.managers = managers
@@ -91,7 +86,6 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         return ActionStateRecorderManagerCfg(dataset_export_dir_path=out_dir, dataset_filename=f"{name}_{num_envs}")
 
     with open_env(task, num_envs, recorders=cfg("suspendable")) as env:
-        assert isinstance(env.recorder_manager, SuspendableRecorderManager)
         managers = {"Isaac Lab RecorderManager": RecorderManager(cfg("stock"), env),
                     "SuspendableRecorderManager": env.recorder_manager}
         timed = env.recorder_manager = TimedRecorders(managers)
@@ -99,7 +93,7 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         timed.time_calls("Isaac Lab RecorderManager", stock._dataset_file_handler,
                          ("add_env_args", "write_episode", "flush"), "hdf5")
         timed.time_calls("SuspendableRecorderManager", ours, ("export_episodes",), "hdf5")
-        timed.time_calls("SuspendableRecorderManager", ours.writer, ("_write",), "writer")
+        children_cpu = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system seconds
         gen = torch.Generator().manual_seed(0)
         env.reset()
         # desynchronised episodes, so that some end (and are exported) at most steps
@@ -112,9 +106,10 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
                 resets = 0
             _, _, term, trunc, _ = env.step(2.0 * torch.rand(num_envs, 1, generator=gen) - 1.0)
             resets += int((term | trunc).sum())
-        start = time.perf_counter()
+        start, ours_seconds = time.perf_counter(), timed.seconds["SuspendableRecorderManager"]
         ours.writer.close()  # what is still queued counts as written on the step thread
-        timed.seconds["SuspendableRecorderManager"]["drain"] = time.perf_counter() - start
+        ours_seconds["drain"] = time.perf_counter() - start
+        ours_seconds["writer"] = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2]) - children_cpu
         env.recorder_manager = ours
         managers["Isaac Lab RecorderManager"].close()
     rows = []
@@ -143,7 +138,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out_dir:
         rows = [row for n in args.num_envs for row in measure(args.task, n, args.steps, args.warmup, out_dir)]
     table = PrettyTable(["num_envs", "recorder", "step hooks", "stock / ours", "episode ends", "HDF5 write",
-                         "write share", "total", "stock / ours ", "writer thread"])
+                         "write share", "total", "stock / ours ", "writer process"])
     for r in rows:
         ours = "hooks_x" in r
         table.add_row([r["num_envs"], r["manager"], f"{r['hooks_ms']:.3f}", f"{r['hooks_x']:.1f}x" if ours else "",
@@ -152,7 +147,7 @@ def main() -> None:
                        f"{r['writer_ms']:.3f}" if ours else ""])
     episodes = [r["episodes"] for r in rows[::2]]
     print(f"\nTask {args.task}, random actions, desynchronised episodes, {args.steps} steps per size, CPU; both"
-          f" recorders on the same env, hook by hook; ms per env step of the step thread (writer thread: beside it)."
+          f" recorders on the same env, hook by hook; ms per env step of the step thread (writer process: CPU)."
           f" Episodes ended: {episodes}.")
     print(table)
 
