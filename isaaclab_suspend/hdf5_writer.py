@@ -7,8 +7,8 @@ GIL, and it ignores SIGINT: a Ctrl-C stops the recording, and the writer writes 
 Messages (pickled tuples), from the recording process:
 
 * ``("open", paths, env_name, compression)``: create the file(s); ``compression`` is
-  ``{"default": options | None, "by_key": {path prefix: options | None}}``, options as for
-  ``create_dataset`` (``compression``, ``compression_opts``, ``shuffle``);
+  ``{"default": options, "uint8": options, "by_key": {path prefix: options}}``, options None (raw) or as
+  for ``create_dataset`` (``compression``, ``compression_opts``, ``shuffle``);
 * ``("env_args", dict)``: merge into every file's ``data.attrs["env_args"]``;
 * ``("demos", [(file index, demo id | None, {path: array}, success, num_samples, seed | None, env id)])``;
 * ``("fault", point, nth, action)``: for tests, act at the ``nth`` time the writer reaches ``point``
@@ -27,12 +27,15 @@ from __future__ import annotations
 import errno
 import json
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 from multiprocessing.connection import Connection
 
 import h5py
+import numpy as np
 
 FORMAT_VERSION = 1
 """Isaac Lab's ``DATASET_FORMAT_VERSION`` (XYZW quaternions); ``EpisodeWriter`` checks that they agree."""
@@ -66,11 +69,15 @@ class _Writer:
         self.files = [_File(path, env_name) for path in paths]
 
     def run(self) -> None:
-        """Handle messages until told to close; flush whenever no message is waiting."""
+        """Handle messages until told to close; flush whenever no message is waiting. A thread empties the pipe
+        into an inbox meanwhile, so that the recording process never waits on a write to send."""
+        inbox: queue.SimpleQueue[tuple | BaseException | None] = queue.SimpleQueue()
+        threading.Thread(target=_receive_all, args=(self.conn_in, inbox), daemon=True).start()
         while True:
-            try:
-                message = self.conn_in.recv()
-            except EOFError:  # the recording process ended without closing: what it sent is written
+            message = inbox.get()
+            if isinstance(message, BaseException):
+                raise message
+            if message is None:  # the recording process ended without closing: what it sent is written
                 self.flush()
                 return
             if message[0] == "close":
@@ -79,7 +86,7 @@ class _Writer:
                 self.answer(("closed",))
                 return
             self.handle(message)
-            if not self.conn_in.poll():
+            if inbox.empty():
                 self.flush()
 
     def answer(self, message: tuple) -> None:
@@ -146,10 +153,14 @@ class _Writer:
             file.demo_count += 1
 
     def filters(self, path: str, array) -> dict:
-        """``create_dataset`` options of a dataset: the compression of the longest matching key, one chunk."""
+        """``create_dataset`` options of a dataset: the compression of the longest matching key, else by dtype;
+        a compressed dataset is one chunk (it is written once, whole)."""
         by_key = self.compression["by_key"]
         matches = [key for key in by_key if path == key or path.startswith(f"{key}/")]
-        options = by_key[max(matches, key=len)] if matches else self.compression["default"]
+        if matches:
+            options = by_key[max(matches, key=len)]
+        else:
+            options = self.compression["uint8" if array.dtype == np.uint8 else "default"]
         if not options or array.size == 0:
             return {}
         return {**options, "chunks": array.shape}
@@ -171,6 +182,18 @@ class _Writer:
             deadline = time.monotonic() + 10.0
             while os.path.exists(marker) and time.monotonic() < deadline:
                 time.sleep(0.01)
+
+
+def _receive_all(conn: Connection, inbox: queue.SimpleQueue) -> None:
+    """Move every message of ``conn`` to ``inbox``; then None once the recording process has closed its end, or
+    the error that stopped the reading."""
+    try:
+        while True:
+            inbox.put(conn.recv())
+    except (EOFError, OSError):
+        inbox.put(None)
+    except BaseException as err:  # noqa: BLE001 - raised by the writer, which reports it
+        inbox.put(err)
 
 
 def main(read_fd: int, write_fd: int) -> None:

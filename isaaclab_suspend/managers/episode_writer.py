@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
+import pickle
+import select
+import struct
 import subprocess
 import sys
-import threading
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -23,6 +26,10 @@ from .episode_buffers import EpisodeRows
 if hdf5_writer.FORMAT_VERSION != DATASET_FORMAT_VERSION:
     raise ImportError(f"hdf5_writer writes dataset format {hdf5_writer.FORMAT_VERSION}, Isaac Lab's is"
                       f" {DATASET_FORMAT_VERSION}: update hdf5_writer.FORMAT_VERSION and what it implies.")
+
+
+PIPE_BYTES = 2**20
+"""Capacity asked for the pipe to the writer process (Linux's default limit for unprivileged processes)."""
 
 
 @configclass
@@ -48,9 +55,15 @@ class EpisodeWriterCfg:
     waits (back-pressure); one export larger than it alone is taken whole once the writer is idle. It bounds
     what a killed process loses: ``max(queue_size, num_envs)`` episodes."""
 
-    compression: CompressionCfg = CompressionCfg()
-    """Compression of the datasets that :attr:`compression_by_key` does not name (gzip level 1, measured in
-    ``scripts/benchmarks/bench_hdf5_writes.py``)."""
+    compression: CompressionCfg = CompressionCfg(filter=None)
+    """Compression of the datasets that neither :attr:`uint8_compression` nor :attr:`compression_by_key` covers:
+    none. State datasets of a few hundred samples do not compress (float32 physics state) and each chunk adds
+    overhead: raw, they are written about twice as fast and the file is smaller
+    (``scripts/benchmarks/bench_hdf5_writes.py``, docs/datasets.rst)."""
+
+    uint8_compression: CompressionCfg = CompressionCfg(filter="gzip", level=1)
+    """Compression of uint8 datasets (camera images) that :attr:`compression_by_key` does not name: gzip level 1
+    (64x64 RGB stand-ins: 80x smaller than raw; lzf writes a little faster, 1.7x larger)."""
 
     compression_by_key: dict[str, CompressionCfg] = {}
     """Compression by dataset path or path prefix, e.g. ``{"obs/rgb": CompressionCfg(filter="lzf")}``; the
@@ -75,15 +88,17 @@ class EpisodeWriter:
     """Writes finished episodes to Isaac Lab's HDF5 layout in a child process, so that the step thread only hands
     them over.
 
-    :meth:`put` queues the episodes of one export (an :class:`EpisodeBatch` of tensors the caller will not touch
-    again) and returns at once, unless :attr:`EpisodeWriterCfg.queue_size` episodes are already waiting to be
-    flushed: then it waits (back-pressure; nothing is dropped, nothing grows without bound). A forwarding thread
-    copies them to the host (the only device read, off the step thread), routes them by export mode and success
-    and sends them to the writer process (:mod:`isaaclab_suspend.hdf5_writer`), which keeps the file(s) open,
-    writes every demo it has been sent (``data/demo_N`` with ``num_samples``, ``seed``, ``success`` and one
-    dataset per tensor, ``data.attrs["total"]``) and flushes once. The file is valid after every flush:
-    ``total`` and the demos change together. The process, not a thread, does the writing because h5py holds
-    the GIL: in a thread every write would stall the step thread's Python code.
+    :meth:`put` takes the episodes of one export (an :class:`EpisodeBatch` of tensors the caller will not touch
+    again), routes them by export mode and success, and sends them to the writer process
+    (:mod:`isaaclab_suspend.hdf5_writer`), which keeps the file(s) open, writes every demo it has been sent
+    (``data/demo_N`` with ``num_samples``, ``seed``, ``success`` and one dataset per tensor,
+    ``data.attrs["total"]``) and flushes once; the file is valid after every flush (``total`` and the demos
+    change together). On a GPU the batch is first copied to pinned host memory without waiting, and sent by
+    a later :meth:`put` or :meth:`check` once the copy is done, so the step thread never waits for the device.
+    The step thread waits only when :attr:`EpisodeWriterCfg.queue_size` episodes are handed over and not yet
+    flushed (back-pressure; nothing is dropped, nothing grows without bound). A process, not a thread, writes:
+    h5py holds the GIL, and a writer thread stalls the step thread's Python code. No thread is added to the
+    recording process either: the writer's answers are read by :meth:`check`, once per step, without waiting.
 
     A write that fails (disk full, file removed) removes the demo it was writing, stops the writer and is raised
     by the next :meth:`put`, :meth:`check` or :meth:`close` on the caller's thread; the demos written before
@@ -114,127 +129,158 @@ class EpisodeWriter:
         self.paths = paths
         self.seed: int | None = None
         """Seed stored with each demo."""
-        self.env_args: dict | None = None
-        """Episode metadata merged into every file's ``env_args`` with the next batch, then reset to None."""
         self.written: dict[bool, dict[int, int]] = {True: {}, False: {}}
         """Episodes flushed to the file(s) (or dropped by the export mode), by success, then by env id."""
         self.error: BaseException | None = None
         """The error that stopped the writer, if one did."""
+        self.pending = 0
+        """Episodes handed over and not yet flushed: at most what a killed writer process loses."""
         self._raised = False  # whether the error was raised on the caller's thread already
-        self._queue: deque[EpisodeBatch | tuple] = deque()  # batches, and fault messages for tests
-        self._pending = 0  # episodes handed over and not yet flushed
-        self._closing = False
-        self._cond = threading.Condition()
-        self._process, self._send, self._recv = _start_process()
-        compression = {"default": _options(cfg.compression) if compress else None,
-                       "by_key": {k: _options(c) for k, c in cfg.compression_by_key.items()} if compress else {}}
-        self._send.send(("open", paths, env_name, compression))
-        self._forwarder = threading.Thread(target=self._forward, name="EpisodeWriter-forward")
-        self._reader = threading.Thread(target=self._read, name="EpisodeWriter-read", daemon=True)
-        self._forwarder.start()
-        self._reader.start()
-
-    @property
-    def pending(self) -> int:
-        """Episodes handed over and not yet flushed: at most what a killed writer process would lose."""
-        return self._pending
+        self._closed = False
+        self._copying: deque[tuple[EpisodeBatch, torch.cuda.Event | None]] = deque()  # device -> host copies
+        self._process, self._fd, self._recv = _start_process()
+        self._outbox = bytearray()  # framed messages the pipe had no room for yet
+        compression = {"default": None, "uint8": None, "by_key": {}}
+        if compress:
+            compression = {"default": _options(cfg.compression), "uint8": _options(cfg.uint8_compression),
+                           "by_key": {key: _options(c) for key, c in cfg.compression_by_key.items()}}
+        self._send_message(("open", paths, env_name, compression))
 
     def written_count(self, success: bool, env_id: int | None = None) -> int:
         """Episodes of that success flushed (or dropped by the export mode), of ``env_id`` or of all envs."""
-        with self._cond:
-            counts = self.written[success]
-            return counts.get(env_id, 0) if env_id is not None else sum(counts.values())
+        counts = self.written[success]
+        return counts.get(env_id, 0) if env_id is not None else sum(counts.values())
+
+    def add_env_args(self, env_args: dict) -> None:
+        """Merge ``env_args`` into every file's ``data.attrs["env_args"]``."""
+        self._send_message(("env_args", env_args))
 
     def put(self, batch: EpisodeBatch) -> None:
-        """Queue the episodes of ``batch``; waits while the queue is full. Raises the writer's error, if any."""
+        """Hand over the episodes of ``batch``; waits while the queue is full. Raises the writer's error, if any."""
         size = len(batch.env_ids)
-        with self._cond:
-            while self.error is None and self._pending > 0 and self._pending + size > self.cfg.queue_size:
-                self._cond.wait()
+        self.check()
+        while self.pending > 0 and self.pending + size > self.cfg.queue_size:
+            self._send_copied(wait=True)  # then every pending episode is with the process, which will flush
+            self._write_out(wait=True)
+            if self.pending > 0 and self.pending + size > self.cfg.queue_size:
+                self._receive(wait=True)
             self._raise_error()
-            if self._closing:
-                raise RuntimeError(f"The episode writer of {self.paths} is closed.")
-            self._queue.append(batch)
-            self._pending += size
-            self._cond.notify_all()
+        if self._closed:
+            raise RuntimeError(f"The episode writer of {self.paths} is closed.")
+        self.pending += size
+        event = None
+        if batch.success.is_cuda:
+            batch = _to_host(batch)
+            event = torch.cuda.Event()
+            event.record()
+        self._copying.append((batch, event))
+        self._send_copied(wait=False)
+
+    def check(self) -> None:
+        """Take the writer's answers and send what finished copying, without waiting; raise the writer's error."""
+        if self.error is None:
+            self._receive(wait=False)
+            self._send_copied(wait=False)
+            self._write_out(wait=False)
+        self._raise_error()
 
     def inject_fault(self, point: str, nth: int, action: str) -> None:
         """For tests: make the writer process act at the ``nth`` time it reaches ``point`` (``"demo"``,
         ``"datasets"``, ``"flush"``); ``action`` is ``"sigkill"``, ``"enospc"`` or ``"pause"`` (see
         :mod:`isaaclab_suspend.hdf5_writer`)."""
-        with self._cond:
-            self._queue.append(("fault", point, nth, action))
-            self._cond.notify_all()
-
-    def check(self) -> None:
-        """Raise the writer's error on the caller's thread, if the writer stopped on one."""
-        if self.error is not None:
-            with self._cond:
-                self._raise_error()
+        self._send_message(("fault", point, nth, action))
 
     def close(self) -> None:
         """Write everything handed over and close the files; raises the writer's error if no call raised it yet."""
-        with self._cond:
-            self._closing = True
-            self._cond.notify_all()
-        self._forwarder.join()
-        self._reader.join()
-        self._process.wait()
-        with self._cond:
-            if not self._raised:
-                self._raise_error()
+        if not self._closed:
+            self._closed = True
+            if self.error is None:
+                self._send_copied(wait=True)
+                self._send_message(("close",))
+                self._write_out(wait=True)
+                while self.error is None and self._receive(wait=True) != "closed":
+                    pass
+            os.close(self._fd)
+            self._recv.close()
+            self._process.wait()
+        if not self._raised:
+            self._raise_error()
 
     """
     Internals.
     """
 
-    def _forward(self) -> None:
-        """Forwarding thread: copy each batch to the host and send its demos; at close, tell the process."""
+    def _send_message(self, message: tuple) -> None:
+        """Frame ``message`` as ``multiprocessing.connection`` does and write what the pipe takes now."""
+        data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+        self._outbox += struct.pack("!i", len(data)) + data
+        self._write_out(wait=False)
+
+    def _write_out(self, wait: bool) -> None:
+        """Write the outbox to the pipe (non-blocking), all of it if ``wait``: the step thread never waits on a
+        full pipe, only on a full queue."""
+        while self._outbox and self.error is None:
+            try:
+                del self._outbox[: os.write(self._fd, self._outbox)]
+            except BlockingIOError:
+                if not wait:
+                    return
+                select.select([], [self._fd], [])
+            except OSError as err:  # the process is gone: its answer, if any, says why
+                self._receive(wait=False)
+                self.error = self.error or RuntimeError(f"the writer process ended ({err})")
+
+    def _send_copied(self, wait: bool) -> None:
+        """Send the batches whose host copy is done, in order (all of them if ``wait``)."""
+        while self._copying and self.error is None:
+            batch, event = self._copying[0]
+            if event is not None and not event.query():
+                if not wait:
+                    return
+                event.synchronize()
+            self._copying.popleft()
+            demos, dropped = self._demos(batch)
+            for succeeded, env_id in dropped:
+                self.written[succeeded][env_id] = self.written[succeeded].get(env_id, 0) + 1
+            self.pending -= len(batch.env_ids) - len(demos)
+            if demos:
+                self._send_message(("demos", demos))
+
+    def _receive(self, wait: bool) -> str | None:
+        """Handle the writer's answers (one at least if ``wait``); returns the kind of the last one."""
+        kind = None
         try:
-            while True:
-                with self._cond:
-                    while not self._queue and not self._closing and threading.main_thread().is_alive():
-                        self._cond.wait(timeout=0.5)
-                    if self.error is not None or not self._queue:
-                        break
-                    item = self._queue.popleft()
-                    env_args, self.env_args = self.env_args, None
-                if env_args:
-                    self._send.send(("env_args", env_args))
-                if isinstance(item, tuple):
-                    self._send.send(item)
-                    continue
-                demos, dropped = self._demos(item)
-                if demos:
-                    self._send.send(("demos", demos))
-                with self._cond:
-                    for succeeded, env_id in dropped:
+            while (wait and kind is None) or self._recv.poll():
+                message = self._recv.recv()
+                kind = message[0]
+                if kind in ("flushed", "error"):
+                    for succeeded, env_id in message[-1]:
                         self.written[succeeded][env_id] = self.written[succeeded].get(env_id, 0) + 1
-                    self._pending -= len(item.env_ids) - len(demos)
-                    self._cond.notify_all()
-            self._send.send(("close",))
-        except OSError as err:  # the process is gone: the reader reports why
-            with self._cond:
-                self.error = self.error or err
-                self._cond.notify_all()
-        finally:
-            self._send.close()
+                    self.pending -= len(message[-1])
+                if kind == "error":
+                    code, text = message[1], message[2]
+                    self.error = OSError(code, text) if code is not None else RuntimeError(text)
+                if kind in ("error", "closed"):
+                    break
+        except (EOFError, OSError):
+            self.error = self.error or RuntimeError(f"the writer process ended (exit status {self._process.poll()})")
+        return kind
 
     def _demos(self, batch: EpisodeBatch) -> tuple[list[tuple], list[tuple[bool, int]]]:
         """The demos of ``batch`` to send (file index, demo id, arrays by path, success, num_samples, seed, env),
         and the (success, env) of the episodes the export mode drops. Episodes without a step sample are
-        neither."""
+        neither. Shape of ``batch``'s tensors: on the host."""
         rows = batch.rows
         if not rows.per_step.any():
             return [], []
-        counts = rows.counts.cpu()
-        step_counts = counts[rows.per_step]
+        step_counts = rows.counts[rows.per_step]
         has_steps = (step_counts > 0).any(dim=0).tolist()
         # Isaac Lab's num_samples is the number of actions
-        num_samples = (counts[rows.keys.index("actions")] if "actions" in rows.keys else step_counts.amax(0)).tolist()
-        success = batch.success.cpu().tolist()
-        arrays = {path: leaf.cpu().numpy() for path, leaf in rows.leaves.items()}
-        counts = counts.tolist()
+        num_samples = (rows.counts[rows.keys.index("actions")] if "actions" in rows.keys else step_counts.amax(0))
+        num_samples = num_samples.tolist()
+        success = batch.success.tolist()
+        arrays = {path: leaf.numpy() for path, leaf in rows.leaves.items()}
+        counts = rows.counts.tolist()
         demos, dropped = [], []
         for b, env_id in enumerate(batch.env_ids):
             if not has_steps[b]:
@@ -252,28 +298,6 @@ class EpisodeWriter:
             demos.append((file_index, demo_id, demo, success[b], num_samples[b], self.seed, env_id))
         return demos, dropped
 
-    def _read(self) -> None:
-        """Reader thread: count what the process flushed, take its error, notice its end."""
-        try:
-            while True:
-                message = self._recv.recv()
-                with self._cond:
-                    if message[0] in ("flushed", "error"):
-                        for succeeded, env_id in message[-1]:
-                            self.written[succeeded][env_id] = self.written[succeeded].get(env_id, 0) + 1
-                        self._pending -= len(message[-1])
-                    if message[0] == "error":
-                        code, text = message[1], message[2]
-                        self.error = OSError(code, text) if code is not None else RuntimeError(text)
-                    self._cond.notify_all()
-                if message[0] in ("closed", "error"):
-                    return
-        except (EOFError, OSError):
-            with self._cond:
-                if self.error is None:
-                    self.error = RuntimeError(f"the writer process ended (exit status {self._process.poll()})")
-                self._cond.notify_all()
-
     def _file_index(self, success: bool) -> int | None:
         if self.mode == DatasetExportMode.EXPORT_ALL:
             return 0
@@ -284,7 +308,7 @@ class EpisodeWriter:
         return None
 
     def _raise_error(self) -> None:
-        """Raise :attr:`error` as a clear error (call with the lock held)."""
+        """Raise :attr:`error` as a clear error."""
         err = self.error
         if err is None:
             return
@@ -299,6 +323,18 @@ class EpisodeWriter:
                            " in the file.") from err
 
 
+def _to_host(batch: EpisodeBatch) -> EpisodeBatch:
+    """``batch`` with every tensor copied to pinned host memory, without waiting for the copies."""
+    rows = batch.rows
+
+    def host(t: torch.Tensor) -> torch.Tensor:
+        return t.to("cpu", non_blocking=True)
+
+    rows = EpisodeRows({p: host(t) for p, t in rows.leaves.items()}, rows.keys, rows.key_of, rows.per_step,
+                       host(rows.counts))
+    return EpisodeBatch(rows, host(batch.success), batch.env_ids, batch.demo_ids)
+
+
 def _options(cfg: CompressionCfg) -> dict | None:
     """``create_dataset`` options of a compression cfg."""
     if cfg.filter is None:
@@ -311,14 +347,21 @@ def _options(cfg: CompressionCfg) -> dict | None:
     return options
 
 
-def _start_process() -> tuple[subprocess.Popen, Connection, Connection]:
-    """Start :func:`isaaclab_suspend.hdf5_writer.main` in a child process; returns it and the two pipe ends."""
+def _start_process() -> tuple[subprocess.Popen, int, Connection]:
+    """Start :func:`isaaclab_suspend.hdf5_writer.main` in a child process; returns it, the (non-blocking) file
+    descriptor to write to it and the connection to read its answers."""
     to_child, from_parent = os.pipe()[::-1]
     from_child, to_parent = os.pipe()
+    if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: room for many exports, so that a send never waits on a write
+        try:
+            fcntl.fcntl(to_child, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
+        except OSError:  # above /proc/sys/fs/pipe-max-size: the default (64 KiB) stays
+            pass
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     code = f"import sys; sys.path.insert(0, {root!r}); from isaaclab_suspend.hdf5_writer import main; main(*map(int, sys.argv[1:]))"
     process = subprocess.Popen([sys.executable, "-c", code, str(from_parent), str(to_parent)],
                                pass_fds=(from_parent, to_parent))
     os.close(from_parent)
     os.close(to_parent)
-    return process, Connection(to_child, readable=False), Connection(from_child, writable=False)
+    os.set_blocking(to_child, False)
+    return process, to_child, Connection(from_child, writable=False)

@@ -237,7 +237,7 @@ class SuspendableRecorderManager(RecorderManager):
                 raise ValueError(f"demo_ids must be {len(env_list)} unique ids, one per env id; got {demo_ids}.")
         if not self._env_args_written:
             self.writer.seed = self._env.cfg.seed
-            self.writer.env_args = self.get_ep_meta()
+            self.writer.add_env_args(self.get_ep_meta())
             self._env_args_written = True
         ids = self._ids_tensor(env_list)
         self.writer.put(EpisodeBatch(self.buffers.take(ids), self._success[ids], env_list, demo_ids))

@@ -4,7 +4,7 @@ Both managers record the same terms (Isaac Lab's ``ActionStateRecorderManagerCfg
 states, actions, policy observations, processed actions) on the same env instance, at the same time: a
 stand-in recorder forwards every hook call of the env to both, in an order that alternates step by step, and
 times each. Both see the same data and export the same episodes to HDF5 files (each with its default
-compression: gzip 2 for Isaac Lab's, gzip 1 for ours). Reported per env step:
+compression: gzip 2 for Isaac Lab's, none for ours on state data). Reported per env step:
 
 * step hooks: ``record_pre_step``, ``record_post_physics_decimation_step`` and ``record_post_step`` (the
   terms' own calls, e.g. ``scene.get_state``, plus the storing);
