@@ -185,7 +185,7 @@ class SyncSpy:
 
 
 def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
-    """The recorder's step hooks and exports run without a host sync while the buffers have room (GPU hot path)."""
+    """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path)."""
     recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="syncs")
     with open_env(TASK, 4, recorders=recorders) as env:
         env.reset()
@@ -195,7 +195,7 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         assert spy.calls == ["__bool__"], "the spy must see a host read"
         spy.calls.clear()
         calls_before = len(manager.get_episode(0).data.get("actions", []))
-        for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step", "export_episodes"):
+        for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step"):
             monkeypatch.setattr(manager, hook, spy.armed_during(getattr(manager, hook)))
         env.suspend_envs([1, 2])
         for _ in range(20):
@@ -203,8 +203,6 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         env.resume_envs([1])
         for _ in range(20):
             env.step(torch.zeros(4, 1))
-        assert len(manager.get_episode(0).data["actions"]) == calls_before + 40, "the spied hooks recorded"
-        manager.export_episodes([0, 3])
         monkeypatch.undo()
-        assert not manager.get_episode(0).data, "the spied export took the episode"
+        assert len(manager.get_episode(0).data["actions"]) == calls_before + 40, "the spied hooks recorded"
     assert spy.calls == [], f"host syncs in the recorder step hooks: {sorted(set(spy.calls))}"

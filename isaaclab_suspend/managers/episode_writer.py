@@ -94,7 +94,7 @@ class EpisodeWriter:
     (``data/demo_N`` with ``num_samples``, ``seed``, ``success`` and one dataset per tensor,
     ``data.attrs["total"]``) and flushes once; the file is valid after every flush (``total`` and the demos
     change together). On a GPU the batch is first copied to pinned host memory without waiting, and sent by
-    a later :meth:`put` or :meth:`check` once the copy is done, so the step thread never waits for the device.
+    a later :meth:`put` (or :meth:`close`) once the copy is done, so the step thread never waits for the device.
     The step thread waits only when :attr:`EpisodeWriterCfg.queue_size` episodes are handed over and not yet
     flushed (back-pressure; nothing is dropped, nothing grows without bound). A process, not a thread, writes:
     h5py holds the GIL, and a writer thread stalls the step thread's Python code. No thread is added to the
@@ -177,10 +177,10 @@ class EpisodeWriter:
         self._send_copied(wait=False)
 
     def check(self) -> None:
-        """Take the writer's answers and send what finished copying, without waiting; raise the writer's error."""
+        """Take the writer's answers and write what the pipe takes, without waiting (no tensor is touched: cheap
+        enough for every step); raise the writer's error."""
         if self.error is None:
             self._receive(wait=False)
-            self._send_copied(wait=False)
             self._write_out(wait=False)
         self._raise_error()
 
