@@ -199,6 +199,8 @@ def _receive_all(conn: Connection, inbox: queue.SimpleQueue) -> None:
 def main(read_fd: int, write_fd: int) -> None:
     """Serve one recording: open the files, write the demos it sends, close them when told or when it ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(os, "SCHED_BATCH"):  # Linux: a message must not wake this process ahead of the recording's step
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     conn_in, conn_out = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
     writer = None
     try:
