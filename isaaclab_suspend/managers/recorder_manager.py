@@ -44,9 +44,9 @@ class SuspendableRecorderManager(RecorderManager):
       and a write index per env): a few tensor ops per key and step, no host sync, no Python loop over envs.
       The stock manager appends every env's row to a Python list, env by env, every step.
     * At export the episodes leave the buffers as copies gathered in one op per tensor and go to an
-      :class:`EpisodeWriter` thread, which writes them (export modes, success split) and flushes; the step
-      thread reads nothing back from the device and waits only when
-      :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be written.
+      :class:`EpisodeWriter`, which routes them (export modes, success split) to a writer process that writes
+      and flushes them; the step thread reads nothing back from the device and waits only when
+      :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be flushed.
     * An episode without a single step sample (reset before it stepped) is never exported: no demo has
       length 0. Its success is the ``success`` termination term at its reset, where the task has one.
 
@@ -71,7 +71,7 @@ class SuspendableRecorderManager(RecorderManager):
         cfg = SuspendableRecorderManagerCfg.from_cfg(cfg)
         self._term_names, self._terms = [], {}  # read by close() if a check below raises
         self.writer: EpisodeWriter | None = None
-        """Writes the exported episodes, in a thread."""
+        """Writes the exported episodes, in a child process."""
         if cfg is not None and _has_terms(cfg):
             if cfg.export_in_close:
                 raise ValueError(
@@ -218,8 +218,8 @@ class SuspendableRecorderManager(RecorderManager):
     ) -> None:
         """Hand the open episodes of ``env_ids`` (all envs if None) to the writer and empty them.
 
-        The writer writes them in a thread (episodes without a step sample are not written) and routes them by
-        export mode and success. No host sync; waits only while the writer's queue is full.
+        The writer routes them by export mode and success and writes them in a child process (episodes without
+        a step sample are not written). No host sync; waits only while the writer's queue is full.
 
         Args:
             env_ids: The env ids; None for all envs.
