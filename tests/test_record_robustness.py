@@ -1,14 +1,23 @@
-"""Recording under failure: exceptions and Ctrl-C mid-run, unwritable or full disks, failing exports."""
+"""Recording under failure: exceptions, Ctrl-C and SIGKILL mid-run and inside the write, unwritable or full disks."""
 
 import errno
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
 
+import gymnasium as gym
 import h5py
 import pytest
 import torch
 
+from isaaclab.app.sim_launcher import launch_simulation
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.datasets import DatasetReader, DatasetRecorderManagerCfg, DatasetReplayer, make_replay_env_cfg
+from isaaclab_suspend.managers import EpisodeWriterCfg
 from isaaclab_suspend.utils import open_env
 
 TASK = "Isaac-Cartpole-Suspendable"
@@ -19,33 +28,128 @@ def _recorders(tmp_path, **kwargs) -> DatasetRecorderManagerCfg:
     return DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="run", **kwargs)
 
 
-def _read_all(path) -> list[int]:
-    """Load every demo with Isaac Lab's handler; returns their lengths."""
+def _check_file(path) -> int:
+    """Load every demo with Isaac Lab's handler, check ``total`` against them; returns the number of demos."""
     handler = HDF5DatasetFileHandler()
     handler.open(str(path))
     try:
-        return [len(handler.load_episode(name, "cpu").data["actions"]) for name in handler.get_episode_names()]
+        lengths = [len(handler.load_episode(name, "cpu").data["actions"]) for name in handler.get_episode_names()]
     finally:
         handler.close()
+    assert all(n > 0 for n in lengths)
+    with h5py.File(path, "r") as f:
+        assert f["data"].attrs["total"] == sum(lengths)
+        assert [f["data"][name].attrs["num_samples"] for name in f["data"]] == lengths
+    return len(lengths)
+
+
+def _replay_passes(path) -> None:
+    """Replay every demo of ``path`` in NUM_ENVS envs (the recorded origins): each matches its recording exactly."""
+    cfg = make_replay_env_cfg(TASK, NUM_ENVS)
+    with launch_simulation(cfg, {}):
+        env = gym.make(TASK, cfg=cfg).unwrapped
+        try:
+            with DatasetReader(str(path)) as reader:
+                results = DatasetReplayer(env, reader).run()
+        finally:
+            env.close()
+    assert results and all(r.max_state_error == 0.0 for r in results), [r.max_state_error for r in results]
+
+
+def _step(env, gen) -> int:
+    """One random-action step; returns how many episodes it ended."""
+    _, _, term, trunc, _ = env.step(2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0)
+    return int((term | trunc).sum())
 
 
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
-def test_interrupted_run_leaves_exported_episodes_readable(tmp_path, error):
-    """An exception or Ctrl-C mid-run: the exported episodes are in a valid file, the open ones are dropped."""
+def test_interrupted_run_writes_every_exported_episode(tmp_path, error):
+    """An exception or Ctrl-C between steps: every ended episode is in a valid file that replays exactly."""
     gen = torch.Generator().manual_seed(0)
-    exported = 0
+    ended = 0
     with pytest.raises(error):
         with open_env(TASK, NUM_ENVS, episode_length_s=0.5, recorders=_recorders(tmp_path)) as env:
+            manager = env.recorder_manager
             env.reset()
             for step in range(200):
-                _, _, term, trunc, _ = env.step(2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0)
-                exported += int((term | trunc).sum())
-                if exported >= 6 and step % 7 == 3:  # in the middle of episodes
+                ended += _step(env, gen)
+                if ended >= 6 and step % 7 == 3:  # in the middle of episodes
                     raise error("stop")
-    lengths = _read_all(tmp_path / "run.hdf5")
-    assert len(lengths) == exported and all(n > 0 for n in lengths)
-    with h5py.File(tmp_path / "run.hdf5", "r") as f:
-        assert f["data"].attrs["total"] == sum(lengths)
+    assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count
+    _replay_passes(tmp_path / "run.hdf5")
+
+
+@pytest.mark.parametrize("point", ["demo", "datasets", "flush"])
+def test_ctrl_c_inside_the_write(tmp_path, point):
+    """Ctrl-C while the writer is at ``point`` of its third write: every episode handed over is written."""
+    gen = torch.Generator().manual_seed(1)
+    paused = tmp_path / "run.hdf5.paused"  # the writer process creates it at the point and waits for its removal
+    ended, interrupted = 0, False
+    with pytest.raises(KeyboardInterrupt):
+        with open_env(TASK, NUM_ENVS, episode_length_s=0.3, recorders=_recorders(tmp_path)) as env:
+            manager = env.recorder_manager
+            manager.writer.inject_fault(point, 3, "pause")
+            env.reset()
+            for _ in range(300):
+                if paused.exists():
+                    interrupted = True
+                    paused.unlink()  # the write goes on while the step thread is interrupted
+                    raise KeyboardInterrupt  # as the default SIGINT handler does
+                ended += _step(env, gen)
+    assert interrupted, "the interrupt must come while the writer is inside a write"
+    assert manager.writer.pending == 0
+    assert _check_file(tmp_path / "run.hdf5") == manager.exported_failed_episode_count == ended
+
+
+@pytest.mark.parametrize("point", ["demo", "datasets", "flush"])
+def test_failing_write_raises_on_the_step_thread_and_keeps_earlier_episodes(tmp_path, point):
+    """A disk that fills up at ``point`` of a write: a clear error on the step thread; the file holds whole demos."""
+    gen = torch.Generator().manual_seed(0)
+    with pytest.raises(OSError, match="The episodes exported before are in the file") as info:
+        with open_env(TASK, NUM_ENVS, episode_length_s=0.3, recorders=_recorders(tmp_path)) as env:
+            manager = env.recorder_manager
+            manager.writer.inject_fault(point, 4, "enospc")
+            env.reset()
+            for _ in range(300):
+                _step(env, gen)
+    assert str(tmp_path / "run.hdf5") in str(info.value) and info.value.errno == errno.ENOSPC
+    assert _check_file(tmp_path / "run.hdf5") == manager.exported_failed_episode_count >= 3
+
+
+KILLED_RUN = """
+import sys, torch
+from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.managers import EpisodeWriterCfg
+from isaaclab_suspend.utils import open_env
+
+point, out = sys.argv[1], sys.argv[2]
+recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=out, dataset_filename="run",
+                                      writer=EpisodeWriterCfg(queue_size={queue_size}))
+gen = torch.Generator().manual_seed(2)
+with open_env("{task}", {num_envs}, episode_length_s=0.3, recorders=recorders) as env:
+    manager = env.recorder_manager
+    manager.writer.inject_fault(point, 5, "sigkill")  # kills this process and the writer
+    env.reset()
+    for _ in range(300):
+        env.step(2.0 * torch.rand({num_envs}, 1, generator=gen) - 1.0)
+        print("written", manager.exported_failed_episode_count, "pending", manager.writer.pending, flush=True)
+"""
+
+
+@pytest.mark.parametrize("point", ["datasets", "flush"])
+def test_sigkill_inside_the_write(tmp_path, point):
+    """SIGKILL of the run and its writer at ``point`` of the fifth write: a readable file, the unflushed lost."""
+    queue_size = 6
+    code = textwrap.dedent(KILLED_RUN).format(queue_size=queue_size, task=TASK, num_envs=NUM_ENVS)
+    proc = subprocess.run([sys.executable, "-c", code, point, str(tmp_path)], capture_output=True, text=True,
+                          timeout=600, start_new_session=True)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    reports = [line.split() for line in proc.stdout.splitlines() if line.startswith("written ")]
+    written, pending = int(reports[-1][1]), int(reports[-1][3])
+    demos = _check_file(tmp_path / "run.hdf5")
+    assert 0 < written <= demos <= written + pending + NUM_ENVS  # flushed kept; the last step may hand over more
+    assert max(int(r[3]) for r in reports) <= max(queue_size, NUM_ENVS), "what a kill loses stays bounded"
+    _replay_passes(tmp_path / "run.hdf5")
 
 
 def test_unwritable_path_fails_before_the_run(tmp_path):
@@ -63,29 +167,33 @@ def test_full_disk_fails_before_the_run(tmp_path):
     assert info.value.errno == errno.ENOSPC
 
 
-def test_failing_export_names_the_file_and_keeps_earlier_episodes(tmp_path, monkeypatch):
-    """A disk that fills up mid-run: a clear error, and the episodes exported before stay readable."""
-    gen = torch.Generator().manual_seed(0)
-    with pytest.raises(OSError, match="The episodes exported before are in the file") as info:
-        with open_env(TASK, NUM_ENVS, episode_length_s=0.5, recorders=_recorders(tmp_path)) as env:
-            env.reset()
-            handler = env.recorder_manager._dataset_file_handler
-            for _ in range(200):
-                env.step(2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0)
-                if handler.demo_count >= 3:
-                    break
-
-            def disk_full(*args, **kwargs):
-                raise OSError(errno.ENOSPC, "No space left on device")
-
-            monkeypatch.setattr(handler, "write_episode", disk_full)
-            for _ in range(200):
-                env.step(2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0)
-    assert str(tmp_path / "run.hdf5") in str(info.value)
-    assert len(_read_all(tmp_path / "run.hdf5")) >= 3
-
-
 def test_export_in_close_is_refused(tmp_path):
     with pytest.raises(ValueError, match="export_in_close"):
         with open_env(TASK, NUM_ENVS, recorders=_recorders(tmp_path, export_in_close=True)):
             pass
+
+
+def test_full_queue_makes_the_step_wait(tmp_path):
+    """A writer that stalls: the step waits for it, nothing is dropped, the queue never exceeds its bound."""
+    gen = torch.Generator().manual_seed(3)
+    pending, seconds = [], []
+    ended = 0
+    with open_env(TASK, NUM_ENVS, episode_length_s=0.2,
+                  recorders=_recorders(tmp_path, writer=EpisodeWriterCfg(queue_size=2))) as env:
+        manager = env.recorder_manager
+        manager.writer.inject_fault("demo", 2, "pause")
+        paused = tmp_path / "run.hdf5.paused"
+        env.reset()
+        resume = None
+        for _ in range(80):
+            if resume is None and paused.exists():
+                resume = threading.Timer(1.0, paused.unlink)  # the writer resumes in 1 s
+                resume.start()
+            start = time.perf_counter()
+            ended += _step(env, gen)
+            if resume is not None:
+                seconds.append(time.perf_counter() - start)
+            pending.append(manager.writer.pending)
+    assert seconds and max(seconds) > 0.5, "a step must have waited for the paused writer"
+    assert 0 < max(pending) <= NUM_ENVS
+    assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count

@@ -1,5 +1,7 @@
 """Masked recording: what the file holds under a random suspend / resume schedule, export modes, no host syncs."""
 
+import threading
+
 import h5py
 import pytest
 import torch
@@ -153,7 +155,7 @@ def test_export_modes_follow_the_success_term(tmp_path):
 
 
 class SyncSpy:
-    """Records the tensor methods that copy a value to the host while it is armed."""
+    """Records the tensor methods that copy a value to the host on the main thread while it is armed."""
 
     NAMES = ("item", "tolist", "nonzero", "__bool__", "__int__", "__float__", "__index__")
 
@@ -165,7 +167,7 @@ class SyncSpy:
 
     def _spy(self, name, original):
         def spy(tensor, *args, **kwargs):
-            if self.armed:
+            if self.armed and threading.current_thread() is threading.main_thread():  # not the writer thread
                 self.calls.append(name)
             return original(tensor, *args, **kwargs)
 

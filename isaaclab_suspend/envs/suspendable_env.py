@@ -74,6 +74,13 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self.recorder_manager = SuspendableRecorderManager(recorders, self)
         print("[INFO] Recorder Manager (records active envs only): ", self.recorder_manager)
 
+    def close(self):
+        """Close the env; the recorder first, so that every exported episode is in the file when this returns
+        (the parent only drops its reference, which closes nothing while a caller holds one)."""
+        if not self._is_closed and isinstance(getattr(self, "recorder_manager", None), SuspendableRecorderManager):
+            self.recorder_manager.close()
+        super().close()
+
     """
     Properties.
     """

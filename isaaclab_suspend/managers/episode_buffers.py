@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 
 import torch
 import warp as wp
 
 EpisodeTree = dict[str, "torch.Tensor | EpisodeTree"]
 """A nested dict of tensors, as Isaac Lab's recorder terms return them and :class:`EpisodeData` stores them."""
+
+
+@dataclass
+class EpisodeRows:
+    """Episodes taken out of :class:`EpisodeBuffers`: copies, padded to a common number of samples."""
+
+    leaves: dict[str, torch.Tensor]
+    """Samples by dataset path (``states/articulation/robot/joint_position``); row b holds episode b, of which
+    only the first ``counts[key_of[path], b]`` samples are valid. Shape: (B, samples, ...)."""
+    keys: list[str]
+    """Recorded key (``actions``, ``initial_state``, ...) of each row of :attr:`counts`."""
+    key_of: dict[str, int]
+    """Row of :attr:`counts` of each path of :attr:`leaves`."""
+    per_step: torch.Tensor
+    """Whether each key is recorded every step; an episode without such a sample was reset before it
+    stepped. Shape: (K,), bool, on the host."""
+    counts: torch.Tensor
+    """Samples of each key (row) and episode (column). Shape: (K, B)."""
 
 
 class _Stream:
@@ -80,8 +99,8 @@ class EpisodeBuffers:
     Recording a step for a bool mask of envs is one ``index_copy_`` per tensor that writes *every* env's row
     at its write index, followed by ``index += mask``: the rows of envs outside the mask land in the slot
     after their last sample and are overwritten by their next sample, so nothing is selected, nothing is
-    synchronised with the host and no Python loop runs over envs. Episodes become nested dicts of tensors
-    only when they are taken out (:meth:`episodes`), at export.
+    synchronised with the host and no Python loop runs over envs. Episodes leave the buffers at export, as
+    copies gathered for all exported envs at once (:meth:`take`).
 
     A buffer that fills up doubles. Whether it may be full is known from a host-side upper bound of the write
     indices, so the device is read only when the bound reaches the capacity; with the capacity a little
@@ -181,35 +200,42 @@ class EpisodeBuffers:
         """Empty the open episodes of ``env_ids`` (a 1-D integer tensor on the device, or a slice)."""
         self._rows[:, env_ids] = self._row_starts[:, env_ids]
 
-    def episodes(self, env_ids: Sequence[int], copy: bool = True) -> list[EpisodeTree]:
-        """The open episodes of ``env_ids`` as nested dicts of tensors of shape (num_samples, ...).
+    def episode(self, env_id: int) -> EpisodeTree:
+        """A copy of the open episode of ``env_id``, tensors of shape (num_samples, ...); ``{}`` before it steps.
 
-        An episode without a single per-step sample is returned empty (``{}``): it was reset before it
-        stepped, and a demo of length 0 is of no use to anyone. Reads the device once.
-
-        Args:
-            env_ids: The env ids.
-            copy: Whether to return copies. Views (``copy=False``) are only valid until the next append to
-                these envs: for a caller that consumes them at once, such as an export.
+        Reads the device once.
         """
         streams = list(self._streams.values())
-        if not streams:
-            return [{} for _ in env_ids]
-        ids = torch.as_tensor(list(env_ids), dtype=torch.long, device=self.device)
-        counts = (self._rows[:, ids] - self._row_starts[:, ids]).T.tolist()
-        episodes = []
-        for env_id, env_counts in zip(env_ids, counts):
-            if not any(n > 0 for s, n in zip(streams, env_counts) if s.per_step):
-                episodes.append({})
-                continue
-            leaves = {
-                (*stream.key.split("/"), *path): leaf[env_id, :n].clone() if copy else leaf[env_id, :n]
-                for stream, n in zip(streams, env_counts)
-                if n > 0
-                for path, leaf in stream.leaves.items()
-            }
-            episodes.append(unflatten_tree(leaves))
-        return episodes
+        counts = (self._rows[:, env_id] - self._row_starts[:, env_id]).tolist()
+        if not any(n > 0 for stream, n in zip(streams, counts) if stream.per_step):
+            return {}
+        return unflatten_tree({
+            (*stream.key.split("/"), *path): leaf[env_id, :n].clone()
+            for stream, n in zip(streams, counts)
+            if n > 0
+            for path, leaf in stream.leaves.items()
+        })
+
+    def take(self, env_ids: torch.Tensor) -> EpisodeRows:
+        """Copies of the open episodes of ``env_ids``, without a host sync (:meth:`clear` empties them).
+
+        Each leaf is copied in one gather of the rows of ``env_ids``, up to the host-side bound of the samples
+        an episode may hold; the copies are the caller's (the buffers never write them).
+
+        Args:
+            env_ids: Unique env ids. Shape: (B,), integer, on the device.
+        """
+        streams = list(self._streams.values())
+        leaves, key_of = {}, {}
+        for k, stream in enumerate(streams):
+            samples = min(stream.bound, stream.capacity)
+            for path, leaf in stream.leaves.items():
+                name = "/".join((stream.key, *path))
+                leaves[name] = leaf[env_ids, :samples]
+                key_of[name] = k
+        counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
+        per_step = torch.tensor([stream.per_step for stream in streams], dtype=torch.bool)
+        return EpisodeRows(leaves, [stream.key for stream in streams], key_of, per_step, counts)
 
     """
     Internals.

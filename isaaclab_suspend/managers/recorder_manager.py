@@ -22,6 +22,7 @@ from isaaclab.utils import configclass
 from isaaclab.utils.datasets import EpisodeData
 
 from .episode_buffers import EpisodeBuffers
+from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -32,8 +33,9 @@ class SuspendableRecorderManager(RecorderManager):
 
     It runs Isaac Lab's recorder terms (e.g. those of
     :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.ActionStateRecorderManagerCfg`) and writes Isaac Lab's
-    HDF5 layout with Isaac Lab's :class:`~isaaclab.utils.datasets.HDF5DatasetFileHandler`, so every reader of
-    Isaac Lab datasets reads its files. What changes is where the open episodes live and who records:
+    HDF5 layout (that of Isaac Lab's :class:`~isaaclab.utils.datasets.HDF5DatasetFileHandler`), so every reader
+    of Isaac Lab datasets reads its files. What changes is where the open episodes live, who records and who
+    writes:
 
     * The step hooks (:meth:`record_pre_step`, :meth:`record_post_physics_decimation_step`,
       :meth:`record_post_step`) take an optional device bool mask of the envs that record the sample; the
@@ -41,28 +43,35 @@ class SuspendableRecorderManager(RecorderManager):
       :class:`EpisodeBuffers` (one preallocated tensor of shape (num_envs, capacity, ...) per recorded tensor
       and a write index per env): a few tensor ops per key and step, no host sync, no Python loop over envs.
       The stock manager appends every env's row to a Python list, env by env, every step.
-    * Episodes become :class:`~isaaclab.utils.datasets.EpisodeData` only at export, and the parent's
-      :meth:`export_episodes` writes them (export modes, success split, flush after each export).
+    * At export the episodes leave the buffers as copies gathered in one op per tensor and go to an
+      :class:`EpisodeWriter`, which routes them (export modes, success split) to a writer process that writes
+      and flushes them; the step thread reads nothing back from the device and waits only when
+      :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be flushed.
     * An episode without a single step sample (reset before it stepped) is never exported: no demo has
       length 0. Its success is the ``success`` termination term at its reset, where the task has one.
 
     Guarantees on the written file: every demo has ``num_samples == len(actions) == len(states)`` (with the
-    stock action and state terms), ``data.attrs["total"]`` is the number of active env-steps of the exported
-    episodes, and the file is flushed after every export, so an exception or Ctrl-C leaves every exported
-    episode readable. Episodes still open when the manager closes are dropped (they have no end), which is
-    why ``export_in_close`` must stay False.
+    stock action and state terms), ``data.attrs["total"]`` is the number of active env-steps of the written
+    episodes, and the file is valid after every flush. :meth:`close` (``env.close()``, also after an exception
+    or Ctrl-C) writes every exported episode before it returns; a killed process loses at most the episodes
+    not yet flushed (:attr:`EpisodeWriter.pending`, at most ``max(queue_size, num_envs)``). Episodes still
+    open when the manager closes are dropped (they have no end), which is why ``export_in_close`` must stay
+    False.
 
     Raises:
         ValueError: If ``export_in_close`` is True.
         OSError: If the dataset directory cannot be created or written, or has less free space than
-            :attr:`SuspendableRecorderManagerCfg.min_free_space_mb`.
+            :attr:`SuspendableRecorderManagerCfg.min_free_space_mb`; or, from a later call, if the writer could
+            not write (the episodes written before stay readable).
     """
 
     cfg: SuspendableRecorderManagerCfg
 
     def __init__(self, cfg: RecorderManagerBaseCfg | dict | None, env: ManagerBasedRLEnv):
         cfg = SuspendableRecorderManagerCfg.from_cfg(cfg)
-        self._term_names, self._terms = [], {}  # read by the parent's close() if a check below raises
+        self._term_names, self._terms = [], {}  # read by close() if a check below raises
+        self.writer: EpisodeWriter | None = None
+        """Writes the exported episodes, in a child process."""
         if cfg is not None and _has_terms(cfg):
             if cfg.export_in_close:
                 raise ValueError(
@@ -71,9 +80,17 @@ class SuspendableRecorderManager(RecorderManager):
                 )
             if cfg.dataset_export_mode != DatasetExportMode.EXPORT_NONE:
                 _check_output_dir(cfg.dataset_export_dir_path, cfg.min_free_space_mb)
-        super().__init__(cfg, env)
+        if cfg is not None:
+            # the writer owns the files: the parent, which keeps a copy of the cfg, must not create them
+            mode, cfg.dataset_export_mode = cfg.dataset_export_mode, DatasetExportMode.EXPORT_NONE
+        try:
+            super().__init__(cfg, env)
+        finally:
+            if cfg is not None:
+                cfg.dataset_export_mode = mode
         if len(self.active_terms) == 0:
             return
+        self.cfg.dataset_export_mode = mode
         capacity = cfg.buffer_length or _default_capacity(env)
         self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device)
         """The open episode of every env."""
@@ -84,6 +101,11 @@ class SuspendableRecorderManager(RecorderManager):
         """The terms that record something at each step hook (the others return nothing there)."""
         self._success = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
         """Success of each env's open episode, set at its reset. Shape: (num_envs,)."""
+        self.writer = EpisodeWriter(
+            cfg.writer, self.dataset_file_paths, cfg.dataset_export_mode, getattr(env.cfg, "env_name", None),
+            compress=cfg.dataset_compression,
+        )
+        self._env_args_written = False
 
     def __str__(self) -> str:
         return super().__str__().replace("<RecorderManager>", "<SuspendableRecorderManager>", 1)
@@ -105,12 +127,28 @@ class SuspendableRecorderManager(RecorderManager):
         paths = [os.path.abspath(os.path.join(self.cfg.dataset_export_dir_path, name)) for name in names]
         return [p if p.endswith(".hdf5") else f"{p}.hdf5" for p in paths]
 
+    @property
+    def exported_successful_episode_count(self) -> int:
+        """Succeeded episodes the writer wrote (or dropped by the export mode)."""
+        return self.writer.written_count(True) if self.writer is not None else 0
+
+    @property
+    def exported_failed_episode_count(self) -> int:
+        """Failed episodes the writer wrote (or dropped by the export mode)."""
+        return self.writer.written_count(False) if self.writer is not None else 0
+
     """
     Operations - recording.
     """
 
     def record_pre_step(self, env_mask: torch.Tensor | None = None) -> None:
-        """Record the terms' pre-step values for the envs in ``env_mask`` (bool, shape (num_envs,); None: all)."""
+        """Record the terms' pre-step values for the envs in ``env_mask`` (bool, shape (num_envs,); None: all).
+
+        Raises:
+            OSError: If the writer failed since the last call (the episodes written before stay readable).
+        """
+        if self.writer is not None:
+            self.writer.check()
         self._record_step("record_pre_step", env_mask)
 
     def record_post_physics_decimation_step(self, env_mask: torch.Tensor | None = None) -> None:
@@ -165,37 +203,59 @@ class SuspendableRecorderManager(RecorderManager):
 
     def get_episode(self, env_id: int) -> EpisodeData:
         """A copy of the open episode of ``env_id`` (tensors of shape (num_samples, ...)); empty before it steps."""
+        episode = EpisodeData()
         if len(self.active_terms) == 0:
-            return EpisodeData()
-        return self._episode_data([env_id], copy=True)[0]
+            return episode
+        tree = self.buffers.episode(env_id)
+        if tree:
+            episode.data = tree
+            episode.success = bool(self._success[env_id])
+            episode.seed = getattr(self._env.cfg, "seed", None)  # Isaac Lab's own tests use cfgs without one
+        return episode
 
     def export_episodes(
         self, env_ids: Sequence[int] | slice | None = None, demo_ids: Sequence[int] | None = None
     ) -> None:
-        """Write the open episodes of ``env_ids`` (all envs if None) to the dataset file(s) and empty them.
+        """Hand the open episodes of ``env_ids`` (all envs if None) to the writer and empty them.
 
-        Episodes without a step sample are not written. The parent picks the file by export mode and
-        flushes it. Reads the device once.
+        The writer routes them by export mode and success and writes them in a child process (episodes without
+        a step sample are not written). No host sync; waits only while the writer's queue is full.
+
+        Args:
+            env_ids: The env ids; None for all envs.
+            demo_ids: Custom demo numbers (``demo_{id}``), one per env id; None for the file's next ones.
 
         Raises:
-            OSError: If the file cannot be written (disk full, file removed); the episodes exported before stay.
+            OSError: If the writer could not write (disk full, file removed); the episodes written before stay.
         """
         if len(self.active_terms) == 0:
             return
-        ids = self._ids_list(env_ids)
-        # views into the buffers: the parent writes them to the file and drops them before anything is recorded
-        for env_id, episode in zip(ids, self._episode_data(ids, copy=False)):
-            self._episodes[env_id] = episode
-        try:
-            super().export_episodes(ids, demo_ids)
-        except OSError as err:
-            raise OSError(
-                err.errno,
-                f"Could not write episodes to {self.dataset_file_paths}: {err}. The episodes exported before are in"
-                " the file; free some space or choose another dataset_export_dir_path.",
-            ) from err
-        self.buffers.clear(torch.as_tensor(ids, dtype=torch.long, device=self.buffers.device))
+        env_list = self._ids_list(env_ids)
+        if demo_ids is not None:
+            demo_ids = demo_ids.tolist() if isinstance(demo_ids, torch.Tensor) else list(demo_ids)
+            if len(demo_ids) != len(env_list) or len(set(demo_ids)) != len(demo_ids):
+                raise ValueError(f"demo_ids must be {len(env_list)} unique ids, one per env id; got {demo_ids}.")
+        if not self._env_args_written:
+            self.writer.seed = getattr(self._env.cfg, "seed", None)
+            self.writer.add_env_args(self.get_ep_meta())
+            self._env_args_written = True
+        ids = self._ids_tensor(env_list)
+        self.writer.put(EpisodeBatch(self.buffers.take(ids), self._success[ids], env_list, demo_ids))
+        # emptied once handed over: an interrupt before leaves them open (dropped at close), never lost unseen
+        self.buffers.clear(ids)
         self._success[ids] = False
+
+    def close(self) -> None:
+        """Write every exported episode, close the file(s), then close the terms as the parent does.
+
+        Raises:
+            OSError: If the writer could not write and no earlier call raised it.
+        """
+        try:
+            if self.writer is not None:
+                self.writer.close()
+        finally:
+            super().close()
 
     def get_ep_meta(self) -> dict:
         """The parent's episode metadata, plus the task id and the interval events that ran while recording."""
@@ -218,20 +278,6 @@ class SuspendableRecorderManager(RecorderManager):
             key, value = getattr(term, hook)()
             if key is not None:
                 self.buffers.append(key, value, env_mask)
-
-    def _episode_data(self, env_ids: list[int], copy: bool) -> list[EpisodeData]:
-        """The open episodes of ``env_ids`` as :class:`EpisodeData` (empty where nothing was stepped)."""
-        trees = self.buffers.episodes(env_ids, copy)
-        success = self._success[env_ids].tolist()
-        episodes = []
-        for tree, succeeded in zip(trees, success):
-            episode = EpisodeData()
-            if tree:
-                episode.data = tree
-                episode.success = succeeded
-                episode.seed = getattr(self._env.cfg, "seed", None)  # Isaac Lab's own tests use cfgs without one
-            episodes.append(episode)
-        return episodes
 
     def _ids_tensor(self, env_ids: Sequence[int] | torch.Tensor | slice) -> torch.Tensor:
         if isinstance(env_ids, torch.Tensor):
@@ -265,6 +311,9 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
     Recorder terms are added as fields, as on any :class:`~isaaclab.managers.RecorderManagerBaseCfg`
     (see :class:`~isaaclab_suspend.datasets.DatasetRecorderManagerCfg`).
     """
+
+    writer: EpisodeWriterCfg = EpisodeWriterCfg()
+    """The episode writer: its queue bound and compression."""
 
     buffer_length: int | None = None
     """Samples per env the per-step buffers hold before they grow (they double when full). None: the env's

@@ -3,19 +3,17 @@
 Both managers record the same terms (Isaac Lab's ``ActionStateRecorderManagerCfg``: initial state, post-step
 states, actions, policy observations, processed actions) on the same env instance, at the same time: a
 stand-in recorder forwards every hook call of the env to both, in an order that alternates step by step, and
-times each. Both therefore see the same data, the same episodes and the same exports (both write HDF5
-files, gzip level 2 as Isaac Lab's default). Reported per env step:
+times each. Both see the same data and export the same episodes to HDF5 files (each with its default
+compression: gzip 2 for Isaac Lab's, none for ours on state data). Reported per env step:
 
 * step hooks: ``record_pre_step``, ``record_post_physics_decimation_step`` and ``record_post_step`` (the
   terms' own calls, e.g. ``scene.get_state``, plus the storing);
-* episode ends: ``record_pre_reset`` (success, export), ``record_post_reset`` and ``reset``, without the
-  HDF5 write itself, averaged over all steps;
-* HDF5 write: Isaac Lab's ``HDF5DatasetFileHandler.add_env_args``, ``write_episode`` and ``flush``, which both
-  managers call with the same episodes (reported apart: it is the same code for both).
+* episode ends: ``record_pre_reset``, ``record_post_reset`` and ``reset``, without the HDF5 write;
+* HDF5 write on the step thread: Isaac Lab's ``HDF5DatasetFileHandler`` calls; for ours ``export_episodes``
+  (a gather per tensor handed to the writer, any wait for a full queue) and the final drain of the queue;
+* writer process: its CPU time, beside the steps, warm-up included.
 
-The recording cost is the step hooks plus the episode ends; the total adds the HDF5 write.
-
-Example::
+The total is the step hooks plus the episode ends plus the HDF5 write on the step thread. Example::
 
     tools/run.sh python scripts/benchmarks/bench_recording.py --num_envs 64 512 --steps 300
 """
@@ -23,6 +21,7 @@ Example::
 from __future__ import annotations
 
 import argparse
+import resource
 import tempfile
 import time
 from collections import defaultdict
@@ -33,7 +32,6 @@ from prettytable import PrettyTable
 from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManagerCfg
 from isaaclab.managers import RecorderManager
 
-from isaaclab_suspend.managers import SuspendableRecorderManager
 from isaaclab_suspend.utils import open_env
 
 STEP_HOOKS = ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
@@ -41,10 +39,8 @@ RESET_HOOKS = ("record_pre_reset", "record_post_reset", "reset")
 
 
 class TimedRecorders:
-    """Stands in for ``env.recorder_manager``: forwards each hook to every manager and times each call.
-
-    The order of the managers alternates at every ``record_pre_step``, so neither always runs first.
-    """
+    """Stands in for ``env.recorder_manager``: forwards each hook to every manager (in an order that alternates at
+    every ``record_pre_step``) and times each call."""
 
     def __init__(self, managers: dict[str, RecorderManager]):
         self.managers = managers
@@ -71,18 +67,18 @@ class TimedRecorders:
 
         return forward
 
-    def time_writes(self, name: str, handler) -> None:
-        """Time the HDF5 writes of manager ``name`` under the key ``"hdf5"``."""
-        for method in ("add_env_args", "write_episode", "flush"):
-            original = getattr(handler, method)
+    def time_calls(self, name: str, obj, methods: tuple[str, ...], key: str) -> None:
+        """Time the calls of ``obj.<methods>`` for manager ``name`` under ``key``."""
+        for method in methods:
+            original = getattr(obj, method)
 
             def timed(*args, _original=original, **kwargs):
                 start = time.perf_counter()
                 out = _original(*args, **kwargs)
-                self.seconds[name]["hdf5"] += time.perf_counter() - start
+                self.seconds[name][key] += time.perf_counter() - start
                 return out
 
-            setattr(handler, method, timed)
+            setattr(obj, method, timed)
 
 
 def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> list[dict]:
@@ -90,12 +86,14 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         return ActionStateRecorderManagerCfg(dataset_export_dir_path=out_dir, dataset_filename=f"{name}_{num_envs}")
 
     with open_env(task, num_envs, recorders=cfg("suspendable")) as env:
-        assert isinstance(env.recorder_manager, SuspendableRecorderManager)
         managers = {"Isaac Lab RecorderManager": RecorderManager(cfg("stock"), env),
                     "SuspendableRecorderManager": env.recorder_manager}
         timed = env.recorder_manager = TimedRecorders(managers)
-        for name, manager in managers.items():
-            timed.time_writes(name, manager._dataset_file_handler)
+        stock, ours = managers.values()
+        timed.time_calls("Isaac Lab RecorderManager", stock._dataset_file_handler,
+                         ("add_env_args", "write_episode", "flush"), "hdf5")
+        timed.time_calls("SuspendableRecorderManager", ours, ("export_episodes",), "hdf5")
+        children_cpu = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system seconds
         gen = torch.Generator().manual_seed(0)
         env.reset()
         # desynchronised episodes, so that some end (and are exported) at most steps
@@ -108,21 +106,24 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
                 resets = 0
             _, _, term, trunc, _ = env.step(2.0 * torch.rand(num_envs, 1, generator=gen) - 1.0)
             resets += int((term | trunc).sum())
-        env.recorder_manager = managers["SuspendableRecorderManager"]
+        start, ours_seconds = time.perf_counter(), timed.seconds["SuspendableRecorderManager"]
+        ours.writer.close()  # what is still queued counts as written on the step thread
+        ours_seconds["drain"] = time.perf_counter() - start
+        ours_seconds["writer"] = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2]) - children_cpu
+        env.recorder_manager = ours
         managers["Isaac Lab RecorderManager"].close()
     rows = []
     for name, seconds in timed.seconds.items():
         hooks = sum(seconds[h] for h in STEP_HOOKS) / steps
-        write = seconds["hdf5"] / steps
-        ends = sum(seconds[h] for h in RESET_HOOKS) / steps - write
+        ends = (sum(seconds[h] for h in RESET_HOOKS) - seconds["hdf5"]) / steps
+        write = (seconds["hdf5"] + seconds["drain"]) / steps
+        total = hooks + ends + write
         rows.append({"num_envs": num_envs, "manager": name, "hooks_ms": 1e3 * hooks, "ends_ms": 1e3 * ends,
-                     "cost_ms": 1e3 * (hooks + ends), "write_ms": 1e3 * write, "total_ms": 1e3 * (hooks + ends + write),
-                     "episodes": resets})
+                     "write_ms": 1e3 * write, "share": write / total, "total_ms": 1e3 * total,
+                     "writer_ms": 1e3 * seconds["writer"] / steps, "episodes": resets})
     stock, ours = rows
-    for key in ("hooks", "cost", "total"):
+    for key in ("hooks", "total"):
         ours[f"{key}_x"] = stock[f"{key}_ms"] / ours[f"{key}_ms"]
-    for row in rows:
-        print(row, flush=True)
     return rows
 
 
@@ -136,16 +137,18 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as out_dir:
         rows = [row for n in args.num_envs for row in measure(args.task, n, args.steps, args.warmup, out_dir)]
-    table = PrettyTable(["num_envs", "recorder", "step hooks", "stock / ours", "episode ends", "recording cost",
-                         "stock / ours ", "HDF5 write", "total", "stock / ours  "])
+    table = PrettyTable(["num_envs", "recorder", "step hooks", "stock / ours", "episode ends", "HDF5 write",
+                         "write share", "total", "stock / ours ", "writer process"])
     for r in rows:
         ours = "hooks_x" in r
         table.add_row([r["num_envs"], r["manager"], f"{r['hooks_ms']:.3f}", f"{r['hooks_x']:.1f}x" if ours else "",
-                       f"{r['ends_ms']:.3f}", f"{r['cost_ms']:.3f}", f"{r['cost_x']:.1f}x" if ours else "",
-                       f"{r['write_ms']:.3f}", f"{r['total_ms']:.3f}", f"{r['total_x']:.1f}x" if ours else ""])
+                       f"{r['ends_ms']:.3f}", f"{r['write_ms']:.3f}", f"{100 * r['share']:.0f} %",
+                       f"{r['total_ms']:.3f}", f"{r['total_x']:.1f}x" if ours else "",
+                       f"{r['writer_ms']:.3f}" if ours else ""])
     episodes = [r["episodes"] for r in rows[::2]]
     print(f"\nTask {args.task}, random actions, desynchronised episodes, {args.steps} steps per size, CPU; both"
-          f" recorders on the same env, hook by hook; ms per env step. Episodes ended: {episodes}.")
+          f" recorders on the same env, hook by hook; ms per env step of the step thread (writer process: CPU)."
+          f" Episodes ended: {episodes}.")
     print(table)
 
 
