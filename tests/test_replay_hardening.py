@@ -2,7 +2,6 @@
 naming the file, the demo and the field, never a traceback and never a pass. The corrupt files are copies of a
 small real Cartpole recording edited with h5py."""
 
-import importlib.util
 import json
 import os
 import shutil
@@ -12,14 +11,8 @@ import sys
 import h5py
 import numpy as np
 import pytest
-import torch
+from helpers import ROOT, check_usage_errors, load_script, record_chunk_demos
 
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
-from isaaclab_suspend.policies import ActionChunkingPolicy
-from isaaclab_suspend.policies.embedded import make_default_model
-from isaaclab_suspend.utils import open_env
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "Isaac-Cartpole-Suspendable"
 STATE = "states/articulation/robot/joint_position"
 
@@ -27,27 +20,15 @@ STATE = "states/articulation/robot/joint_position"
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
     """Two short Cartpole episodes (10 and 20 steps) recorded with 2 envs."""
-    out = tmp_path_factory.mktemp("replay_hardening")
-    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(out), dataset_filename="cartpole")
-    with open_env(TASK, 2, recorders=recorders) as env:
-        policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
-        obs, _ = env.reset()
-        env.episode_length_buf[:] = torch.tensor([280, 290])
-        for _ in range(24):
-            obs, _, term, trunc, _ = env.step(policy.act(obs))
-            policy.observe(term | trunc)
-    path = str(out / "cartpole.hdf5")
+    path = record_chunk_demos(tmp_path_factory.mktemp("replay_hardening"), TASK, [280, 290], 24)
     with h5py.File(path, "r") as f:
-        assert len(f["data"]) == 2
+        assert [f["data"][name].attrs["num_samples"] for name in ("demo_0", "demo_1")] == [10, 20]
     return path
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("replay_script", os.path.join(ROOT, "scripts", "replay.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("replay")
 
 
 def _set(path, key, value):
@@ -146,16 +127,8 @@ BAD_ARGUMENTS = {
 
 
 def test_bad_arguments_exit_2_before_anything_is_built(dataset, script, capsys):
-    for args, message in BAD_ARGUMENTS.items():
-        try:
-            status = script.main([dataset, *args])
-        except SystemExit as exit:
-            status = exit.code
-        err = capsys.readouterr().err
-        assert status == 2 and message in err and "Traceback" not in err, (args, err)
-    with pytest.raises(SystemExit) as exit:
-        script.main(["/nonexistent/file.hdf5"])
-    assert exit.value.code == 2 and "'/nonexistent/file.hdf5' is not a readable file" in capsys.readouterr().err
+    check_usage_errors(script, BAD_ARGUMENTS, capsys, prefix=(dataset,))
+    check_usage_errors(script, {("/nonexistent/file.hdf5",): "'/nonexistent/file.hdf5' is not a readable file"}, capsys)
 
 
 def test_scene_mismatch_found_after_the_env_is_built_is_one_line(dataset, script, tmp_path, capsys):
@@ -172,19 +145,16 @@ def test_scene_mismatch_found_after_the_env_is_built_is_one_line(dataset, script
 
 
 def test_replay_cli_exit_codes_end_to_end(dataset, tmp_path):
-    """As a user runs it: 0 for the exact file, 2 with one line for a NaN, and `--tolerance nan` refused."""
+    """As a user runs it (test_replay_cli.py runs intact files): 2 with one line for a NaN, `--tolerance nan`
+    refused."""
     nan = str(tmp_path / "nan.hdf5")
     shutil.copy(dataset, nan)
     _poke(nan, f"data/demo_1/{STATE}", (7, 0), np.nan)
-    processes = {name: subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "replay.py"), *args], cwd=ROOT,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for name, args in (("exact", [dataset]), ("nan", [nan]), ("tolerance", [dataset, "--tolerance", "nan"]))}
-    runs = {}
-    for name, process in processes.items():
-        out, err = process.communicate(timeout=300)
-        runs[name] = subprocess.CompletedProcess(process.args, process.returncode, out, err)
-    assert runs["exact"].returncode == 0, runs["exact"].stderr[-3000:]
-    assert "2 demos replayed in 2 envs; largest state error 0 (tolerance 1e-05); 0 above it" in runs["exact"].stdout
-    assert runs["nan"].returncode == 2 and "Traceback" not in runs["nan"].stderr
-    assert f"demo 'demo_1': '{STATE}' holds a non-finite value (nan) at sample 7" in runs["nan"].stderr
-    assert runs["tolerance"].returncode == 2 and "--tolerance: nan is not a finite number" in runs["tolerance"].stderr
+    processes = [subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "replay.py"), *args], cwd=ROOT,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for args in ([nan], [dataset, "--tolerance", "nan"])]
+    (_, nan_err), (_, tolerance_err) = (process.communicate(timeout=300) for process in processes)
+    assert [process.returncode for process in processes] == [2, 2], nan_err + tolerance_err
+    assert f"demo 'demo_1': '{STATE}' holds a non-finite value (nan) at sample 7" in nan_err
+    assert "Traceback" not in nan_err and len(nan_err.strip().splitlines()) == 1, nan_err
+    assert "--tolerance: nan is not a finite number" in tolerance_err

@@ -3,7 +3,6 @@ slow, silent and excess connections, forged replies, tokens. The server under fu
 its own process, so its resident memory is measured alone; a well-formed client is served within 1 s
 throughout."""
 
-import importlib.util
 import json
 import logging
 import os
@@ -21,19 +20,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from isaaclab_suspend.policies import (
-    PolicyServer,
-    PolicyServerCfg,
-    PolicyServerError,
-    ProtocolError,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
-    WireLimitsCfg,
-)
-from isaaclab_suspend.policies.remote import TOKEN_ENV
-from isaaclab_suspend.policies.wire import encode_message, receive_message
+from helpers import ROOT, check_usage_errors, load_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from isaaclab_suspend.policies import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.policies.remote import TOKEN_ENV, PolicyServerError
+from isaaclab_suspend.policies.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
 H = 4
 MESSAGE_MB, CONNECTIONS = 4, 8
 """Caps of the fuzzed server: the documented bound of its resident memory is 2x idle + 4 MiB x 8."""
@@ -358,14 +349,6 @@ SERVE_ARGS = {
 
 
 def test_serve_policy_rejects_bad_arguments_with_one_line(capsys, monkeypatch):
-    spec = importlib.util.spec_from_file_location("serve_policy", os.path.join(ROOT, "scripts", "serve_policy.py"))
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = load_script("serve_policy")
     monkeypatch.delenv(TOKEN_ENV, raising=False)
-    for args, message in SERVE_ARGS.items():
-        try:
-            status = script.main(["--port", "0", *args])
-        except SystemExit as exit:
-            status = exit.code
-        err = capsys.readouterr().err
-        assert status == 2 and message in err and "Traceback" not in err, (args, err)
+    check_usage_errors(script, SERVE_ARGS, capsys, prefix=("--port", "0"))

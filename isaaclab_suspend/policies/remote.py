@@ -18,7 +18,6 @@ import ipaddress
 import logging
 import math
 import os
-import select
 import socket
 import socketserver
 import threading
@@ -221,8 +220,7 @@ class PolicyServer:
         logger.warning("Policy server: dropped %s: %s", _peer(address), reason)
         if reply:
             try:
-                sock.settimeout(1.0)
-                send_message(sock, {"type": "error", "message": reason})
+                self._send(sock, {"type": "error", "message": reason})
             except OSError:
                 pass  # the client is gone
 
@@ -238,21 +236,21 @@ class PolicyServer:
             token = header.get("token")
             if not isinstance(token, str) or not hmac.compare_digest(token.encode(), cfg.token.encode()):
                 raise _Dropped("wrong or missing token")
-        send_message(sock, {"type": "hello", **self.metadata})
+        self._send(sock, {"type": "hello", **self.metadata})
         while True:
             header, arrays = self._receive(sock, cfg.idle_timeout_s)
             kind = header.get("type")
             if kind == "infer":
                 self._infer(sock, arrays)
             elif kind == "hello":
-                send_message(sock, {"type": "hello", **self.metadata})
+                self._send(sock, {"type": "hello", **self.metadata})
             else:
-                send_message(sock, {"type": "error", "message": f"unknown request type {str(kind)[:40]!r}"})
+                self._send(sock, {"type": "error", "message": f"unknown request type {str(kind)[:40]!r}"})
 
     def _infer(self, sock: socket.socket, arrays: dict) -> None:
         env_ids = arrays.pop("env_ids", None)
         if not isinstance(env_ids, torch.Tensor) or env_ids.ndim != 1:
-            send_message(sock, {"type": "error", "message": "'infer' needs a 1-D 'env_ids' array"})
+            self._send(sock, {"type": "error", "message": "'infer' needs a 1-D 'env_ids' array"})
             return
         try:
             with self._lock, torch.no_grad():
@@ -260,7 +258,13 @@ class PolicyServer:
             reply = encode_message({"type": "chunk"}, {"chunk": chunk})
         except Exception as err:  # the model's error goes back to the client, the server lives on
             reply = encode_message({"type": "error", "message": f"{type(err).__name__}: {err}"})
+        sock.settimeout(self.cfg.read_timeout_s)
         sock.sendall(reply)
+
+    def _send(self, sock: socket.socket, header: dict) -> None:
+        """Send a reply; a client that does not read it within ``cfg.read_timeout_s`` is dropped."""
+        sock.settimeout(self.cfg.read_timeout_s)
+        send_message(sock, header)
 
 
 @configclass
@@ -387,8 +391,14 @@ class RemoteChunkModel:
     def _closed_by_server(self) -> bool:
         """Whether the server closed the connection (idle time-out) or sent something unasked since the last
         reply: either way the connection cannot carry the next request."""
-        readable, _, _ = select.select([self._sock], [], [], 0)
-        return bool(readable)
+        self._sock.setblocking(False)
+        try:
+            self._sock.recv(1, socket.MSG_PEEK)  # data or b"" (closed): either way it cannot go on
+            return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
     def _connect(self) -> dict:
         try:
@@ -416,6 +426,7 @@ class RemoteChunkModel:
 
     def _request(self, header: dict, arrays: Mapping | None = None) -> tuple[dict, dict]:
         try:
+            self._sock.settimeout(self.cfg.timeout_s)
             send_message(self._sock, header, arrays)
             return receive_message(self._sock, self.cfg.limits, self.cfg.timeout_s, self.cfg.timeout_s)
         except socket.timeout:

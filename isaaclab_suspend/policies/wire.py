@@ -48,7 +48,7 @@ class WireLimitsCfg:
     """Largest message, header and arrays together [bytes]: what one connection can make the reader hold."""
     max_arrays: int = 256
     """Most arrays in one message."""
-    max_array_elements: int = 16 * 2**20
+    max_array_elements: int = 64 * 2**20
     """Most elements in one array."""
     max_dims: int = 8
     """Most dimensions of one array."""
