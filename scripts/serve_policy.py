@@ -68,7 +68,8 @@ def make_server(args: argparse.Namespace) -> PolicyServer:
         model = make_default_model(args.task, args.chunk)
         cfg = PolicyServerCfg(chunk_length=args.chunk, task=args.task)
     cfg.host, cfg.port, cfg.device = args.host, args.port, args.device
-    cfg.max_connections, cfg.read_timeout_s, cfg.idle_timeout_s = args.max_connections, args.read_timeout, args.idle_timeout
+    cfg.max_connections, cfg.read_timeout_s = args.max_connections, args.read_timeout
+    cfg.idle_timeout_s = args.idle_timeout
     cfg.limits.max_message_bytes = max(1, int(args.max_message_mb * 2**20))
     cfg.token, cfg.insecure_no_token = args.token, args.insecure_no_token
     return PolicyServer(model, cfg)

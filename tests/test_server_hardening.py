@@ -57,7 +57,8 @@ header_bytes = st.one_of(
 )
 frames = st.one_of(
     st.tuples(header_bytes, st.binary(max_size=300)).map(lambda hp: _frame(*hp)),
-    st.tuples(header_bytes, st.sampled_from([2**32 - 1, 2**31, 65537, 0, 1])).map(lambda hl: _frame(hl[0], length=hl[1])),
+    st.tuples(header_bytes, st.sampled_from([2**32 - 1, 2**31, 65537, 0, 1])).map(
+        lambda hl: _frame(hl[0], length=hl[1])),
     st.binary(max_size=64),
 )
 

@@ -20,6 +20,7 @@ import math
 import os
 import socket
 import socketserver
+import sys
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -87,7 +88,8 @@ class _TCPServer(socketserver.ThreadingTCPServer):
             self._slots.release()
 
     def handle_error(self, request, client_address) -> None:
-        logger.error("Policy server: connection from %s failed unexpectedly", _peer(client_address))
+        error = sys.exc_info()[1]  # called inside the except block of socketserver
+        logger.error("Policy server: dropped %s: unexpected %s: %s", _peer(client_address), type(error).__name__, error)
 
 
 class _Handler(socketserver.BaseRequestHandler):
