@@ -6,7 +6,11 @@ recorded one after every step. Envs whose demo ended take the next demo, or are 
 Interval events are off: the recorded ones are re-applied from the dataset's pre-step states. Demos go back
 to the env origin they were recorded at where the replay env has one (bit-exact on MuJoCo-Warp).
 
-Exit status: 0 if every demo stays within ``--tolerance``, 1 if one does not, 2 on bad input.
+Everything is checked before the env is built: the arguments, the file's ``env_args``, every demo (numbers
+only, finite, shapes and lengths that agree) and that the replay fits in memory.
+
+Exit status: 0 if every demo stays within ``--tolerance``, 1 if one does not, 2 on bad input or a bad file
+(one line on stderr), 130 on Ctrl-C.
 
 Examples::
 
@@ -17,6 +21,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 import gymnasium as gym
@@ -25,18 +30,27 @@ from tqdm import tqdm
 
 from isaaclab.app.sim_launcher import launch_simulation
 
-from isaaclab_suspend.datasets import DatasetError, DatasetReader, DatasetReplayer, make_replay_env_cfg
+import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
+from isaaclab_suspend.cli_types import device, existing_file, float_in, int_in
+from isaaclab_suspend.datasets import (
+    MAX_REPLAY_ENVS,
+    DatasetError,
+    DatasetReader,
+    DatasetReplayer,
+    check_replay_fits,
+    make_replay_env_cfg,
+)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("dataset", help="HDF5 dataset file")
+    parser.add_argument("dataset", type=existing_file, help="HDF5 dataset file")
     parser.add_argument("--task", default=None, help="task id (default: the one the dataset was recorded on)")
-    parser.add_argument("--num_envs", type=int, default=None,
+    parser.add_argument("--num_envs", type=int_in(1, MAX_REPLAY_ENVS), default=None,
                         help="replay envs (default: as many as the recording had, so every demo finds its origin)")
     parser.add_argument("--demos", nargs="+", default=None, help="demo names to replay (default: all)")
-    parser.add_argument("--tolerance", type=float, default=1e-5, help="largest state error allowed")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--tolerance", type=float_in(0.0), default=1e-5, help="largest state error allowed (>= 0)")
+    parser.add_argument("--device", type=device, default="cpu")
     return parser.parse_args(argv)
 
 
@@ -46,14 +60,24 @@ def replay(args: argparse.Namespace) -> int:
         if not task:
             raise DatasetError(f"'{reader.path}' does not name its task: pass --task.")
         reader.check_task(task)
+        if task not in gym.registry:
+            known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
+            raise DatasetError(f"'{reader.path}': task '{task}' is not registered (registered: {known}): pass --task.")
         if not reader.demo_names:
             raise DatasetError(f"'{reader.path}' holds no demos.")
+        unknown = sorted(set(args.demos or ()) - set(reader.demo_names))
+        if unknown:
+            raise DatasetError(f"'{reader.path}' has no demos {unknown}; it holds {len(reader.demo_names)} demos.")
+        # every demo loaded and checked, and the size checked, before the env is built
+        demos = {name: reader.load(name, "cpu") for name in args.demos or reader.demo_names}
         num_envs = args.num_envs or reader.recorded_num_envs or 16
+        check_replay_fits(num_envs, demos, "--num_envs" if args.num_envs else f"'{reader.path}' (sim_args.num_envs)")
         cfg = make_replay_env_cfg(task, num_envs, args.device)
+        error = None
         with launch_simulation(cfg, {}):
             env = gym.make(task, cfg=cfg).unwrapped
             try:
-                replayer = DatasetReplayer(env, reader, args.demos)
+                replayer = DatasetReplayer(env, reader, list(demos), demos)
                 if replayer.num_at_other_origins:
                     print(f"[WARN] {replayer.num_at_other_origins} demos run about another env origin than recorded"
                           f" (no env of the {num_envs} has theirs): float32 positions round differently there, which"
@@ -63,8 +87,12 @@ def replay(args: argparse.Namespace) -> int:
                           " states: their effect cannot be re-applied and the replay drifts from the first one on.")
                 with tqdm(total=len(replayer.demos), desc="demos", unit="demo") as progress:
                     results = replayer.run(on_done=lambda _: progress.update())
+            except DatasetError as err:  # raised here, launch_simulation would print its traceback
+                error = err
             finally:
                 env.close()
+        if error is not None:
+            raise error
     table = PrettyTable(["demo", "samples", "max state error", "worst state", "env", "at recorded origin", "events"])
     for r in results:
         origin = "unknown" if r.at_recorded_origin is None else ("yes" if r.at_recorded_origin else "no")
@@ -72,8 +100,8 @@ def replay(args: argparse.Namespace) -> int:
                        r.events_applied])
     table.align["demo"] = table.align["worst state"] = "l"
     print(table)
-    failed = [r.demo for r in results if r.max_state_error > args.tolerance]
-    worst = max(r.max_state_error for r in results)
+    failed = [r.demo for r in results if not r.max_state_error <= args.tolerance]  # NaN (a diverged state) fails
+    worst = max((r.max_state_error for r in results), key=lambda e: math.inf if math.isnan(e) else e)
     print(f"{task}: {len(results)} demos replayed in {num_envs} envs; largest state error {worst:.3g}"
           f" (tolerance {args.tolerance:g}); {len(failed)} above it{': ' + ', '.join(failed) if failed else ''}.")
     return 1 if failed else 0
@@ -86,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
     except (DatasetError, FileNotFoundError) as err:
         print(f"replay.py: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("\nreplay.py: interrupted.", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -19,8 +19,10 @@ from isaaclab_suspend.policies import (
     PolicyServerCfg,
     RemoteChunkModel,
     RemoteChunkModelCfg,
+    WireLimitsCfg,
     make_default_model,
 )
+from isaaclab_suspend.policies.wire import receive_message
 from isaaclab_suspend.utils import open_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -124,6 +126,8 @@ def test_dead_closed_failing_slow_and_incompatible_servers():
     for header, payload in ((b"{}", b""), (b"[1]", b""), (b"\xff", b""), (object_array, bytes(8))):
         with socket.create_connection(server.address, timeout=5) as raw:  # malformed messages are dropped
             raw.sendall(struct.pack(">I", len(header)) + header + payload)
+            reply, _ = receive_message(raw, WireLimitsCfg(), 5.0, 5.0)
+            assert reply["type"] == "error" and "malformed message" in reply["message"], reply
             assert raw.recv(1) == b""
     assert client(rows, ids).shape == (2, H, 2)
     server.model = lambda obs_rows, env_ids: time.sleep(1.0) or echo(obs_rows, env_ids)

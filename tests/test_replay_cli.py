@@ -6,30 +6,16 @@ import sys
 
 import h5py
 import pytest
-import torch
+from helpers import ROOT, record_chunk_demos
 
-from isaaclab_suspend.datasets import DatasetReader, DatasetRecorderManagerCfg
-from isaaclab_suspend.policies import ActionChunkingPolicy
-from isaaclab_suspend.policies.embedded import make_default_model
-from isaaclab_suspend.utils import open_env
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from isaaclab_suspend.datasets import DatasetReader
 SCRIPT = os.path.join(ROOT, "scripts", "replay.py")
 TASK = "Isaac-PushCube-Suspendable"
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
-    out = tmp_path_factory.mktemp("replay_cli")
-    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(out), dataset_filename="push_cube")
-    with open_env(TASK, 4, recorders=recorders) as env:
-        policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
-        obs, _ = env.reset()
-        env.episode_length_buf[:] = torch.tensor([0, 60, 120, 180])
-        for _ in range(200):
-            obs, _, term, trunc, _ = env.step(policy.act(obs))
-            policy.observe(term | trunc)
-    return str(out / "push_cube.hdf5")
+    return record_chunk_demos(tmp_path_factory.mktemp("replay_cli"), TASK, [0, 60, 120, 180], 200)
 
 
 def _replay(*args) -> subprocess.CompletedProcess:

@@ -3,9 +3,17 @@
 from .reader import DatasetError, DatasetReader, Demo
 from .recorders import InitialEnvOriginRecorder, PreStepStatesRecorder
 from .recorders_cfg import DatasetRecorderManagerCfg, InitialEnvOriginRecorderCfg, PreStepStatesRecorderCfg
-from .replay import DatasetReplayer, ReplayResult, make_replay_env_cfg, write_scene_state
+from .replay import (
+    MAX_REPLAY_ENVS,
+    DatasetReplayer,
+    ReplayResult,
+    check_replay_fits,
+    make_replay_env_cfg,
+    write_scene_state,
+)
 
 __all__ = [
+    "MAX_REPLAY_ENVS",
     "DatasetError",
     "DatasetReader",
     "DatasetRecorderManagerCfg",
@@ -16,6 +24,7 @@ __all__ = [
     "PreStepStatesRecorder",
     "PreStepStatesRecorderCfg",
     "ReplayResult",
+    "check_replay_fits",
     "make_replay_env_cfg",
     "write_scene_state",
 ]

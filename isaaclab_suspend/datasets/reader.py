@@ -7,6 +7,7 @@ import os
 import re
 from dataclasses import dataclass
 
+import h5py
 import torch
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
@@ -19,6 +20,23 @@ StatePath = tuple[str, ...]
 
 class DatasetError(ValueError):
     """A dataset that cannot be read or replayed; the message names the file and, where it applies, the demo."""
+
+
+REPLAY_KEYS = ("actions", "initial_state", "states", "pre_step_states", "env_origin")
+"""What a replay reads from a demo; each must hold finite numbers."""
+
+
+def available_memory_bytes() -> int:
+    """Memory the machine can still give without swapping (``MemAvailable``; total physical memory where the
+    kernel does not say)."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
 @dataclass
@@ -86,13 +104,18 @@ class DatasetReader:
             # the handler has no getter for env_args nor for a demo's attributes: read its data group
             self._data = self._handler._hdf5_data_group
             self.env_args: dict = json.loads(self._data.attrs["env_args"])
-            """The ``env_args`` attribute of the ``data`` group (task id, sim args, ...)."""
-        except (OSError, KeyError, ValueError) as err:
+            """The ``env_args`` attribute of the ``data`` group (task id, sim args, ...), checked."""
+        except (OSError, KeyError, ValueError, TypeError) as err:
             self._handler.close()
             raise DatasetError(
                 f"'{self.path}' is not a readable Isaac Lab dataset (an HDF5 file with a 'data' group and its"
                 f" 'env_args' attribute): {err}"
             ) from err
+        try:
+            self._check_env_args()
+        except DatasetError:
+            self._handler.close()
+            raise
         self.demo_names: list[str] = sorted(self._handler.get_episode_names(), key=_demo_index)
         """Names of the demos in the file, in recording order."""
 
@@ -131,36 +154,51 @@ class DatasetReader:
 
         Raises:
             DatasetError: If the demo does not exist, cannot be read, lacks actions, initial state or states,
-                or its lengths disagree.
+                holds anything but numbers, does not fit in memory, has shapes or lengths that disagree, or a
+                non-finite value (NaN, inf) in what a replay reads.
         """
         where = f"'{self.path}', demo '{name}'"
-        if name not in self.demo_names:
-            raise DatasetError(f"{where} does not exist; the file holds {len(self.demo_names)} demos.")
+        group = self._demo_group(name)
+        for key in ("actions", "initial_state", "states"):
+            if key not in group:
+                raise DatasetError(f"{where} has no '{key}': it cannot be replayed (found {sorted(group)}).")
+        self._check_datasets(where, group)
         try:
             episode = self._handler.load_episode(name, device)
-        except (OSError, KeyError, ValueError) as err:
+        except (OSError, KeyError, ValueError, TypeError) as err:
             raise DatasetError(f"{where} cannot be read: {err}") from err
         data = episode.data
-        for key in ("actions", "initial_state", "states"):
-            if key not in data:
-                raise DatasetError(f"{where} has no '{key}': it cannot be replayed (found {sorted(data)}).")
+        for key in ("actions", "env_origin"):
+            if isinstance(data.get(key), dict):
+                raise DatasetError(f"{where}: '{key}' is a group of {sorted(data[key])}, not one tensor.")
+        for key in ("initial_state", "states", "pre_step_states"):
+            if key in data and not isinstance(data[key], dict):
+                raise DatasetError(f"{where}: '{key}' is one tensor, not a group of state tensors.")
         actions = data["actions"]
-        num_samples = self._data[name].attrs.get("num_samples")
-        if actions.ndim != 2 or actions.shape[0] == 0 or (num_samples is not None and num_samples != actions.shape[0]):
+        num_samples = group.attrs.get("num_samples")
+        if actions.ndim != 2 or 0 in actions.shape or (num_samples is not None and num_samples != actions.shape[0]):
             raise DatasetError(
-                f"{where}: 'actions' must have shape (num_samples > 0, action_dim), got {tuple(actions.shape)} with"
-                f" num_samples = {num_samples}."
+                f"{where}: 'actions' must have shape (num_samples > 0, action_dim > 0), got {tuple(actions.shape)}"
+                f" with num_samples = {num_samples}."
             )
+        initial_state = dict(flatten_tree(data["initial_state"]))
         states = dict(flatten_tree(data["states"]))
         pre_step_states = dict(flatten_tree(data["pre_step_states"])) if "pre_step_states" in data else None
-        for key, tree in (("states", states), ("pre_step_states", pre_step_states or {})):
+        for key, tree, length in (("initial_state", initial_state, 1), ("states", states, actions.shape[0]),
+                                  ("pre_step_states", pre_step_states or {}, actions.shape[0])):
             for path, value in tree.items():
-                if value.shape[0] != actions.shape[0]:
+                if value.ndim < 2 or value.shape[0] != length:
                     raise DatasetError(
-                        f"{where}: '{key}/{'/'.join(path)}' has {value.shape[0]} samples but there are"
-                        f" {actions.shape[0]} actions."
+                        f"{where}: '{key}/{'/'.join(path)}' has shape {tuple(value.shape)}: it needs {length}"
+                        f" {'row' if length == 1 else 'samples, one per action'} of values."
                     )
         origin = data.get("env_origin")
+        if origin is not None and tuple(origin.shape) != (1, 3):
+            raise DatasetError(f"{where}: 'env_origin' must have shape (1, 3), got {tuple(origin.shape)}.")
+        for key in REPLAY_KEYS:
+            tree = {key: data[key]} if key in data else {}
+            for path, value in flatten_tree(tree):
+                _check_finite(where, "/".join(path), value)
         return Demo(
             name=name,
             actions=actions.float(),
@@ -180,22 +218,24 @@ class DatasetReader:
 
         Raises:
             DatasetError: If the demo does not exist, cannot be read, lacks a key, a key is a group rather than
-                one tensor, a tensor has no samples, or the lengths disagree.
+                one tensor or holds anything but numbers, a tensor has no samples or a non-finite value, the
+                tensors do not fit in memory, or the lengths disagree.
         """
         where = f"'{self.path}', demo '{name}'"
-        if name not in self.demo_names:
-            raise DatasetError(f"{where} does not exist; the file holds {len(self.demo_names)} demos.")
-        group = self._data[name]
+        group = self._demo_group(name)
         arrays = {}
         for key in keys:
             if key not in group:
                 raise DatasetError(f"{where} has no '{key}' (found {sorted(group)}).")
-            if not hasattr(group[key], "shape"):
+            if not isinstance(group[key], h5py.Dataset):
                 raise DatasetError(f"{where}: '{key}' is a group of {sorted(group[key])}, not one tensor.")
+        self._check_datasets(where, {key: group[key] for key in keys})
+        for key in keys:
             try:
                 arrays[key] = torch.as_tensor(group[key][()], device=device)
-            except (OSError, ValueError) as err:
+            except (OSError, ValueError, TypeError) as err:
                 raise DatasetError(f"{where}: '{key}' cannot be read: {err}") from err
+            _check_finite(where, key, arrays[key])
         lengths = {key: (value.shape[0] if value.ndim else 0) for key, value in arrays.items()}
         if min(lengths.values(), default=1) == 0 or len(set(lengths.values())) > 1:
             raise DatasetError(f"{where}: every tensor needs the same number of samples > 0, got {lengths}.")
@@ -204,6 +244,68 @@ class DatasetReader:
     def close(self) -> None:
         """Close the file."""
         self._handler.close()
+
+    """
+    Internals.
+    """
+
+    def _check_env_args(self) -> None:
+        """Raise if ``env_args`` is not an object with the documented fields and types."""
+        args, where = self.env_args, f"'{self.path}': 'env_args'"
+        if not isinstance(args, dict):
+            raise DatasetError(f"{where} must be a JSON object, got {type(args).__name__}.")
+        if not isinstance(args.get("env_name") or "", str):
+            raise DatasetError(f"{where}: 'env_name' must be a task id string, got {args['env_name']!r:.80}.")
+        sim_args = args.get("sim_args", {})
+        if not isinstance(sim_args, dict):
+            raise DatasetError(f"{where}: 'sim_args' must be an object, got {sim_args!r:.80}.")
+        num_envs = sim_args.get("num_envs")
+        if num_envs is not None and (type(num_envs) is not int or num_envs < 1):
+            raise DatasetError(f"{where}: 'sim_args.num_envs' must be a positive integer, got {num_envs!r:.80}.")
+        events = args.get("interval_events")
+        if events is not None and not (isinstance(events, list) and all(isinstance(e, str) for e in events)):
+            raise DatasetError(f"{where}: 'interval_events' must be a list of names, got {events!r:.80}.")
+
+    def _demo_group(self, name: str) -> h5py.Group:
+        where = f"'{self.path}', demo '{name}'"
+        if name not in self.demo_names:
+            raise DatasetError(f"{where} does not exist; the file holds {len(self.demo_names)} demos.")
+        group = self._data[name]
+        if not isinstance(group, h5py.Group):
+            raise DatasetError(f"{where} is one tensor, not a group of an episode's tensors.")
+        return group
+
+    def _check_datasets(self, where: str, members) -> None:
+        """Raise before anything is read if a dataset under ``members`` (a group, or a dict of datasets) holds
+        anything but numbers, or they would not fit in the memory the machine has left."""
+        datasets = []
+        for key, item in members.items():
+            if isinstance(item, h5py.Dataset):
+                datasets.append((key, item))
+            else:
+                item.visititems(lambda sub, obj: datasets.append((f"{key}/{sub}", obj))
+                                if isinstance(obj, h5py.Dataset) else None)
+        total = 0
+        for key, dataset in datasets:
+            if dataset.dtype.kind not in "biuf":
+                raise DatasetError(f"{where}: '{key}' holds {dataset.dtype} values, not numbers.")
+            total += dataset.size * dataset.dtype.itemsize
+        available = available_memory_bytes()
+        if total > available // 2:
+            raise DatasetError(
+                f"{where} holds {total / 2**20:.0f} MiB of tensors, over half of the {available / 2**20:.0f} MiB"
+                " this machine has available: the file is corrupt or too large to load here."
+            )
+
+
+def _check_finite(where: str, key: str, value: torch.Tensor) -> None:
+    """Raise naming ``key`` and the first sample of ``value`` with a NaN or inf."""
+    if value.is_floating_point() and not torch.isfinite(value).all():
+        bad = ~torch.isfinite(value.reshape(value.shape[0] if value.ndim else 1, -1))
+        sample = int(bad.any(dim=1).nonzero()[0])
+        found = "nan" if value.isnan().any() else "inf"
+        raise DatasetError(f"{where}: '{key}' holds a non-finite value ({found}) at sample {sample}: the file is"
+                           " corrupt.")
 
 
 def _demo_index(name: str) -> tuple[int, str]:

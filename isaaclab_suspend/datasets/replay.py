@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -13,7 +13,7 @@ from isaaclab.managers import EventTermCfg
 
 from ..managers.episode_buffers import flatten_tree, unflatten_tree
 from ..utils import make_env_cfg
-from .reader import DatasetError, DatasetReader, Demo, StatePath
+from .reader import DatasetError, DatasetReader, Demo, StatePath, available_memory_bytes
 
 if TYPE_CHECKING:
     from isaaclab.scene import InteractiveScene
@@ -34,6 +34,41 @@ def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu"):
         if isinstance(term, EventTermCfg) and term.mode == "interval":
             setattr(cfg.events, name, None)
     return cfg
+
+
+MAX_REPLAY_ENVS = 16384
+"""Most envs a replay builds."""
+
+ENV_BYTES = 256 * 1024
+"""Memory one replay env is assumed to take beyond the demos' buffers [bytes]: push-cube on the CPU measured
+about 56 KiB (749 MiB with 16 envs, 776 MiB with 512), taken with headroom."""
+
+
+def check_replay_fits(num_envs: int, demos: Mapping[str, Demo], source: str) -> None:
+    """Raise before the env is built if ``num_envs`` is over :data:`MAX_REPLAY_ENVS` or the replay would not fit
+    in the memory the machine has available (the envs and their padded demo buffers).
+
+    Args:
+        num_envs: Replay envs.
+        demos: The demos to replay.
+        source: Where ``num_envs`` came from, for the message (e.g. ``--num_envs``).
+
+    Raises:
+        DatasetError: If it does not fit.
+    """
+    if num_envs > MAX_REPLAY_ENVS:
+        raise DatasetError(f"{source} asks for {num_envs} replay envs; at most {MAX_REPLAY_ENVS}: pass --num_envs.")
+    first = next(iter(demos.values()), None)
+    if first is None:
+        return
+    max_len = max(d.num_samples for d in demos.values())
+    per_step = first.actions.shape[1] * 4 + sum(v[0].numel() * v.element_size() for v in first.states.values())
+    needed, available = num_envs * (max_len * per_step + ENV_BYTES), available_memory_bytes()
+    if needed > available:
+        raise DatasetError(
+            f"{source}: {num_envs} replay envs of demos up to {max_len} steps need about {needed / 2**20:.0f} MiB;"
+            f" this machine has {available / 2**20:.0f} MiB available: pass a smaller --num_envs."
+        )
 
 
 _WRITERS: dict[str, tuple[str, str]] = {
@@ -127,14 +162,20 @@ class DatasetReplayer:
         env: A suspendable env made from :func:`make_replay_env_cfg` (no terminations, no interval events).
         reader: The dataset.
         demo_names: Demos to replay (all if None).
+        demos: The demos already loaded with :meth:`DatasetReader.load` (e.g. to check them before building the
+            env), by name; the others of ``demo_names`` are loaded here.
 
     Raises:
         ValueError: If the env has terminations.
-        DatasetError: If a demo cannot be loaded or does not fit the env (action dim, scene assets).
+        DatasetError: If a demo cannot be loaded or does not fit the env (action dim, scene assets, state shapes).
     """
 
     def __init__(
-        self, env: SuspendableManagerBasedRLEnv, reader: DatasetReader, demo_names: Sequence[str] | None = None
+        self,
+        env: SuspendableManagerBasedRLEnv,
+        reader: DatasetReader,
+        demo_names: Sequence[str] | None = None,
+        demos: Mapping[str, Demo] | None = None,
     ):
         if len(env.termination_manager.active_terms) > 0:
             raise ValueError("Replay needs an env without terminations: build its cfg with make_replay_env_cfg().")
@@ -153,7 +194,7 @@ class DatasetReplayer:
         self._shared: deque[str] = deque()
         self._at_origin: dict[str, bool | None] = {}
         for name in reader.demo_names if demo_names is None else demo_names:
-            demo = self.demos[name] = reader.load(name, "cpu")
+            demo = self.demos[name] = demos[name] if demos and name in demos else reader.load(name, "cpu")
             self._check(demo)
             self._events_of[name] = demo.events()
             env_id = None if demo.env_origin is None else origins.get(demo.env_origin)
@@ -283,14 +324,19 @@ class DatasetReplayer:
         action_dim = self.env.action_manager.total_action_dim
         if demo.actions.shape[1] != action_dim:
             raise DatasetError(f"{where}: actions have dim {demo.actions.shape[1]}, the env takes {action_dim}.")
-        for path, value in flatten_tree(self.env.scene.get_state(is_relative=True)):
-            recorded = demo.states.get(path)
-            if recorded is None or recorded.shape[1:] != value.shape[1:]:
-                got = "nothing" if recorded is None else f"shape {tuple(recorded.shape)}"
-                raise DatasetError(
-                    f"{where}: state '{'/'.join(path)}' should have {tuple(value.shape[1:])} values per sample, got"
-                    f" {got}: was it recorded on another scene?"
-                )
+        scene = {path: value.shape[1:] for path, value in flatten_tree(self.env.scene.get_state(is_relative=True))}
+        initial = dict(flatten_tree(demo.initial_state))
+        for key, tree, complete in (("states", demo.states, True), ("initial_state", initial, True),
+                                    ("pre_step_states", demo.pre_step_states or {}, False)):
+            for path in (scene if complete else tree).keys() | tree.keys():
+                recorded = tree.get(path)
+                if path not in scene or recorded is None or recorded.shape[1:] != scene[path]:
+                    should = f"should have {tuple(scene[path])} values per sample" if path in scene else "is not"
+                    got = "nothing" if recorded is None else f"shape {tuple(recorded.shape)}"
+                    raise DatasetError(
+                        f"{where}: '{key}/{'/'.join(path)}' {should} in the env's scene, got {got}: was it recorded"
+                        " on another scene?"
+                    )
 
 
 def _concat_rows(states: list[dict]) -> dict:

@@ -10,10 +10,11 @@ from .embedded import DEFAULT_MODELS, make_default_model
 from .latency import LatencyCfg, LatencyEmulator
 from .outcomes import EpisodeOutcomes
 from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
-from .remote import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .stats import ChunkingStats, stats_table
 from .timeline import ChunkTimeline, plot_timelines
+from .wire import ProtocolError, WireLimitsCfg
 
 __all__ = [
     "AGGREGATORS",
@@ -34,11 +35,14 @@ __all__ = [
     "PushCubeChunkCfg",
     "PolicyServer",
     "PolicyServerCfg",
+    "PolicyServerError",
+    "ProtocolError",
     "PushCubeChunkModel",
     "RemoteChunkModel",
     "RemoteChunkModelCfg",
     "SchedulePlan",
     "StepStatus",
+    "WireLimitsCfg",
     "blend",
     "make_default_model",
     "make_schedule",

@@ -6,28 +6,31 @@ each ship a policy server). :class:`PolicyServer` hosts any chunk model ``model(
 :class:`~isaaclab_suspend.policies.ActionChunkingPolicy` runs a remote policy under any schedule (``async``
 overlaps the network round trip with the simulation).
 
-Wire format, both ways: a 4-byte big-endian header length, a JSON header, then the raw bytes of the arrays
-the header lists (name, dtype, shape), nested observation groups named ``group/term``. No pickle: a
-message can only carry numbers. Requests are ``hello`` (the server answers its metadata) and ``infer``
-(observation rows and ``env_ids`` in, ``chunk`` or ``error`` out).
+Messages use the format of :mod:`~isaaclab_suspend.policies.wire`, checked against :class:`WireLimitsCfg` on
+both sides. Requests are ``hello`` (protocol version and, where the server wants one, its token; the server
+answers its metadata) and ``infer`` (observation rows and ``env_ids`` in, ``chunk`` or ``error`` out).
 """
 
 from __future__ import annotations
 
-import json
+import hmac
+import ipaddress
+import logging
+import math
+import os
 import socket
 import socketserver
-import struct
+import sys
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import numpy as np
 import torch
 
 from isaaclab.utils import configclass
 
 from .latency import ChunkModel
+from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -35,72 +38,87 @@ if TYPE_CHECKING:
 PROTOCOL_VERSION = 1
 """Version of the wire format; client and server must agree."""
 
-_LENGTH = struct.Struct(">I")
+TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
+"""Environment variable a :class:`RemoteChunkModel` (and ``serve_policy.py``) reads the shared token from when
+its cfg names none."""
+
+logger = logging.getLogger(__name__)
 
 
-def _flatten(tree: Mapping, prefix: str = "") -> dict[str, torch.Tensor]:
-    flat = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(_flatten(value, f"{name}/"))
-        else:
-            flat[name] = value
-    return flat
+class PolicyServerError(ConnectionError, RuntimeError):
+    """The policy server refused or failed a request, or answered something the client cannot read.
+
+    A ``ConnectionError`` (an ``OSError``) like every other failure of :class:`RemoteChunkModel`, so a caller
+    catches one type; also a ``RuntimeError``, as the failure of a model call.
+    """
 
 
-def _unflatten(flat: Mapping[str, torch.Tensor]) -> dict:
-    tree: dict = {}
-    for name, value in flat.items():
-        *groups, leaf = name.split("/")
-        node = tree
-        for group in groups:
-            node = node.setdefault(group, {})
-        node[leaf] = value
-    return tree
+class _Dropped(Exception):
+    """A connection the server drops; the message says why (logged as one line, sent to the client)."""
 
 
-def send_message(sock: socket.socket, header: dict, arrays: Mapping[str, torch.Tensor] | None = None) -> None:
-    """Send ``header`` and the (possibly nested) ``arrays`` as one message."""
-    arrays = {name: value.detach().cpu().contiguous().numpy() for name, value in _flatten(arrays or {}).items()}
-    header = {**header, "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()]}
-    encoded = json.dumps(header).encode()
-    sock.sendall(b"".join([_LENGTH.pack(len(encoded)), encoded, *(a.tobytes() for a in arrays.values())]))
+class _TCPServer(socketserver.ThreadingTCPServer):
+    """A threading TCP server with a bounded number of connections; excess ones get an error reply and are
+    closed at once, in the accepting thread, so they cost no thread."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, policy_server: PolicyServer, cfg: PolicyServerCfg):
+        self.request_queue_size = cfg.backlog
+        self._policy_server = policy_server
+        self._slots = threading.BoundedSemaphore(cfg.max_connections)
+        super().__init__((cfg.host, cfg.port), _Handler, bind_and_activate=False)
+
+    def process_request(self, request: socket.socket, client_address) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._policy_server._refuse(request, client_address)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started (out of threads): free the slot
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: socket.socket, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
+
+    def handle_error(self, request, client_address) -> None:
+        error = sys.exc_info()[1]  # called inside the except block of socketserver
+        logger.error("Policy server: dropped %s: unexpected %s: %s", _peer(client_address), type(error).__name__, error)
 
 
-def _receive_exactly(sock: socket.socket, size: int) -> bytearray:
-    buffer = bytearray(size)
-    view, received = memoryview(buffer), 0
-    while received < size:
-        count = sock.recv_into(view[received:])
-        if count == 0:
-            raise ConnectionError("the peer closed the connection")
-        received += count
-    return buffer
-
-
-def receive_message(sock: socket.socket, device: str | torch.device = "cpu") -> tuple[dict, dict]:
-    """Receive one message: its header and its arrays as tensors on ``device``, nested again by ``/``."""
-    header = json.loads(_receive_exactly(sock, _LENGTH.unpack(_receive_exactly(sock, _LENGTH.size))[0]))
-    arrays = {}
-    for name, dtype, shape in header.pop("arrays"):
-        dtype = np.dtype(dtype)
-        data = _receive_exactly(sock, dtype.itemsize * int(np.prod(shape, dtype=np.int64)))
-        arrays[name] = torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(shape)).to(device)
-    return header, _unflatten(arrays)
+class _Handler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        self.server._policy_server._serve_connection(self.request, self.client_address)
 
 
 class PolicyServer:
-    """Serves a chunk model to :class:`RemoteChunkModel` clients, one thread per connection, one model call at
-    a time, under ``torch.no_grad()`` with the observation rows on ``cfg.device``. A model exception is sent
-    back as an error and the server keeps serving.
+    """Serves a chunk model to :class:`RemoteChunkModel` clients, one thread per connection (at most
+    ``cfg.max_connections``), one model call at a time, under ``torch.no_grad()`` with the observation rows on
+    ``cfg.device``. A model exception is sent back as an error and the server keeps serving.
+
+    A connection is dropped, with one log line saying why and, where it can still be read, an error reply, when
+    its message breaks the format or ``cfg.limits``, when its first message is not a valid ``hello`` within
+    ``cfg.read_timeout_s``, when a message does not arrive whole within ``cfg.read_timeout_s``, and when it
+    stays idle longer than ``cfg.idle_timeout_s`` (the client reconnects on its next call).
 
     Args:
         model: The chunk model, ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
-        cfg: Address and metadata.
+        cfg: Address, limits, token and metadata.
+
+    Raises:
+        ValueError: If the cfg is invalid, or the server would listen beyond loopback without a token (and
+            ``cfg.insecure_no_token`` is not set).
+        OSError: If the address cannot be bound.
     """
 
     def __init__(self, model: ChunkModel, cfg: PolicyServerCfg):
+        cfg.validate()
         self.model = model
         """The served chunk model."""
         self.cfg = cfg
@@ -108,17 +126,20 @@ class PolicyServer:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
-        server = self
-
-        class Handler(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                server._serve_connection(self.request)
-
-        self._server = socketserver.ThreadingTCPServer((cfg.host, cfg.port), Handler, bind_and_activate=False)
-        self._server.daemon_threads = True
-        self._server.allow_reuse_address = True
-        self._server.server_bind()
-        self._server.server_activate()
+        self._server = _TCPServer(self, cfg)
+        try:
+            self._server.server_bind()
+            host = self.address[0]
+            if not cfg.token and not cfg.insecure_no_token and not _is_loopback(host):
+                raise ValueError(
+                    f"The policy server would listen on {host}, beyond loopback, without a token: set"
+                    f" PolicyServerCfg.token (serve_policy.py: ${TOKEN_ENV} or --token_file), or"
+                    " insecure_no_token=True (--insecure_no_token) on a trusted network."
+                )
+            self._server.server_activate()
+        except BaseException:
+            self._server.server_close()
+            raise
 
     @property
     def address(self) -> tuple[str, int]:
@@ -130,6 +151,11 @@ class PolicyServer:
         """What ``hello`` answers: protocol version, chunk length, action dim and task (None when unknown)."""
         return {"version": PROTOCOL_VERSION, "chunk_length": self.cfg.chunk_length, "action_dim": self.cfg.action_dim,
                 "task": self.cfg.task}
+
+    @property
+    def num_connections(self) -> int:
+        """Connections being served now."""
+        return len(self._connections)
 
     def serve_forever(self) -> None:
         """Serve until :meth:`close` (or Ctrl-C in the calling thread)."""
@@ -160,30 +186,87 @@ class PolicyServer:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _serve_connection(self, sock: socket.socket) -> None:
+    """
+    Internals.
+    """
+
+    def _refuse(self, sock: socket.socket, address) -> None:
+        """Tell a connection over ``cfg.max_connections`` that the server is busy; never blocks."""
+        message = f"busy: it serves at most {self.cfg.max_connections} connections at a time, try again later"
+        logger.warning("Policy server: refused %s: %s", _peer(address), message)
+        try:
+            sock.setblocking(False)
+            sock.send(encode_message({"type": "error", "message": message}))
+            sock.recv(65536)  # what the client sent already: closing with unread data would reset the reply
+        except OSError:
+            pass  # the client is gone or sent nothing yet
+
+    def _serve_connection(self, sock: socket.socket, address) -> None:
         self._connections.add(sock)
         try:
             self._serve_requests(sock)
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # the client left or sent a malformed message: drop the connection, keep serving the others
+        except EOFError:
+            pass  # the client closed the connection between messages
+        except _Dropped as err:
+            self._drop(sock, address, str(err), reply=True)
+        except ProtocolError as err:
+            self._drop(sock, address, f"malformed message: {err}", reply=True)
+        except TimeoutError as err:
+            self._drop(sock, address, f"timed out: {err}", reply=False)
+        except OSError as err:
+            self._drop(sock, address, f"connection lost: {err}", reply=False)
         finally:
             self._connections.discard(sock)
 
+    def _drop(self, sock: socket.socket, address, reason: str, reply: bool) -> None:
+        logger.warning("Policy server: dropped %s: %s", _peer(address), reason)
+        if reply:
+            try:
+                self._send(sock, {"type": "error", "message": reason})
+            except OSError:
+                pass  # the client is gone
+
+    def _receive(self, sock: socket.socket, wait_s: float) -> tuple[dict, dict]:
+        return receive_message(sock, self.cfg.limits, wait_s, self.cfg.read_timeout_s, self.cfg.device)
+
     def _serve_requests(self, sock: socket.socket) -> None:
+        cfg = self.cfg
+        header, _ = self._receive(sock, cfg.read_timeout_s)
+        if header.get("type") != "hello":
+            raise _Dropped(f"the first request must be 'hello', got {str(header.get('type'))[:40]!r}")
+        if cfg.token:
+            token = header.get("token")
+            if not isinstance(token, str) or not hmac.compare_digest(token.encode(), cfg.token.encode()):
+                raise _Dropped("wrong or missing token")
+        self._send(sock, {"type": "hello", **self.metadata})
         while True:
-            header, arrays = receive_message(sock, self.cfg.device)
-            if header.get("type") == "hello":
-                send_message(sock, {"type": "hello", **self.metadata})
-            elif header.get("type") == "infer":
-                env_ids = arrays.pop("env_ids")
-                try:
-                    with self._lock, torch.no_grad():
-                        chunk = self.model(arrays, env_ids)
-                    send_message(sock, {"type": "chunk"}, {"chunk": chunk})
-                except Exception as err:  # the model's error goes back to the client, the server lives on
-                    send_message(sock, {"type": "error", "message": f"{type(err).__name__}: {err}"})
+            header, arrays = self._receive(sock, cfg.idle_timeout_s)
+            kind = header.get("type")
+            if kind == "infer":
+                self._infer(sock, arrays)
+            elif kind == "hello":
+                self._send(sock, {"type": "hello", **self.metadata})
             else:
-                send_message(sock, {"type": "error", "message": f"unknown request type {header.get('type')!r}"})
+                self._send(sock, {"type": "error", "message": f"unknown request type {str(kind)[:40]!r}"})
+
+    def _infer(self, sock: socket.socket, arrays: dict) -> None:
+        env_ids = arrays.pop("env_ids", None)
+        if not isinstance(env_ids, torch.Tensor) or env_ids.ndim != 1:
+            self._send(sock, {"type": "error", "message": "'infer' needs a 1-D 'env_ids' array"})
+            return
+        try:
+            with self._lock, torch.no_grad():
+                chunk = self.model(arrays, env_ids)
+            reply = encode_message({"type": "chunk"}, {"chunk": chunk})
+        except Exception as err:  # the model's error goes back to the client, the server lives on
+            reply = encode_message({"type": "error", "message": f"{type(err).__name__}: {err}"})
+        sock.settimeout(self.cfg.read_timeout_s)
+        sock.sendall(reply)
+
+    def _send(self, sock: socket.socket, header: dict) -> None:
+        """Send a reply; a client that does not read it within ``cfg.read_timeout_s`` is dropped."""
+        sock.settimeout(self.cfg.read_timeout_s)
+        send_message(sock, header)
 
 
 @configclass
@@ -193,7 +276,7 @@ class PolicyServerCfg:
     class_type: type = PolicyServer
     """The class this cfg configures."""
     host: str = "127.0.0.1"
-    """Interface to listen on (``0.0.0.0`` for every interface)."""
+    """Interface to listen on (``0.0.0.0`` for every interface: needs :attr:`token`)."""
     port: int = 5555
     """TCP port (0: a free one, see :attr:`PolicyServer.address`)."""
     chunk_length: int = 16
@@ -204,23 +287,55 @@ class PolicyServerCfg:
     """Task the model was made for, checked by clients against their env (None: not checked)."""
     device: str = "cpu"
     """Device the observation rows are moved to for the model call."""
+    limits: WireLimitsCfg = WireLimitsCfg()
+    """Largest request the server reads; each connection can make it hold up to ``limits.max_message_bytes``."""
+    max_connections: int = 8
+    """Connections served at once; more are refused with an error reply."""
+    backlog: int = 64
+    """Connections the OS queues before the server accepts them."""
+    read_timeout_s: float = 10.0
+    """Longest time for a message to arrive whole once begun, and for a new connection's ``hello`` [s]."""
+    idle_timeout_s: float = 120.0
+    """A connection without a request for this long is closed (the client reconnects on its next call) [s]."""
+    token: str | None = None
+    """Shared secret every client must send in its ``hello`` (compared in constant time); None: none. Required
+    to listen beyond loopback unless :attr:`insecure_no_token` is set."""
+    insecure_no_token: bool = False
+    """Allow listening beyond loopback without a token (a trusted network only)."""
+
+    def validate_config(self) -> None:
+        """Raise a ``ValueError`` naming the first invalid field (run by ``validate()``, after the limits')."""
+        for name in ("max_connections", "backlog", "chunk_length"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"PolicyServerCfg.{name} must be a positive integer, got {value!r}.")
+        for name in ("read_timeout_s", "idle_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"PolicyServerCfg.{name} must be a positive number of seconds, got {value!r}.")
+        if self.token is not None and (not isinstance(self.token, str) or not self.token):
+            raise ValueError("PolicyServerCfg.token must be a non-empty string or None.")
 
 
 class RemoteChunkModel:
     """A chunk model that runs on a :class:`PolicyServer`: ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
 
-    Connects at construction (handshake: protocol version, :attr:`chunk_length`) and again, lazily, on the
-    call after a connection failure.
+    Connects at construction (handshake: protocol version, token, :attr:`chunk_length`) and again, lazily, on
+    the call after a connection failure or after the server closed an idle connection. Replies are checked
+    against ``cfg.limits`` before anything is allocated, and chunks against the batch and the server's H.
 
     Raises:
-        ConnectionError: If no server answers at the address (or it goes away).
-        TimeoutError: If the server does not answer within ``cfg.timeout_s``.
-        RuntimeError: If the server speaks another protocol version, or the model failed on the server.
+        ConnectionError: Every failure, naming the server: no server at the address, the server went away,
+            refused the connection (busy, wrong token) or sent something this client cannot read
+            (:class:`PolicyServerError`).
+        TimeoutError: If the server does not answer within ``cfg.timeout_s`` (also an ``OSError``).
+        PolicyServerError: Also a ``RuntimeError``: another protocol version, or the model failed on the server.
     """
 
     def __init__(self, cfg: RemoteChunkModelCfg):
         self.cfg = cfg
         """The client configuration."""
+        cfg.validate()
         self._sock: socket.socket | None = None
         self.metadata = self._connect()
         """The server's ``hello``: version, chunk_length, action_dim, task."""
@@ -241,12 +356,21 @@ class RemoteChunkModel:
             )
 
     def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
-        if self._sock is None:
+        if self._sock is None or self._closed_by_server():
+            self.close()
             self._connect()
         header, arrays = self._request({"type": "infer"}, {**obs_rows, "env_ids": env_ids})
         if header.get("type") == "error":
-            raise RuntimeError(f"The policy server at {self._address} failed: {header.get('message')}")
-        return arrays["chunk"].to(env_ids.device)
+            raise PolicyServerError(f"The policy server at {self._address} failed: {str(header.get('message'))}")
+        chunk = arrays.get("chunk")
+        shape = (len(env_ids), self.chunk_length, self.metadata.get("action_dim"))
+        if (header.get("type") != "chunk" or not isinstance(chunk, torch.Tensor) or chunk.ndim != 3
+                or not chunk.is_floating_point() or chunk.shape[:2] != shape[:2]
+                or shape[2] not in (None, chunk.shape[2])):
+            got = f"a {tuple(chunk.shape)} {chunk.dtype} chunk" if isinstance(chunk, torch.Tensor) else "no chunk"
+            self._fail(f"answered {str(header.get('type'))[:40]!r} with {got}, expected a float chunk of shape"
+                       f" {shape} (batch, H, action_dim)")
+        return chunk.to(env_ids.device)
 
     def close(self) -> None:
         """Close the connection (the next call reconnects)."""
@@ -254,9 +378,29 @@ class RemoteChunkModel:
             self._sock.close()
             self._sock = None
 
+    """
+    Internals.
+    """
+
     @property
     def _address(self) -> str:
         return f"{self.cfg.host}:{self.cfg.port}"
+
+    def _fail(self, what: str) -> None:
+        self.close()
+        raise PolicyServerError(f"The policy server at {self._address} {what}.")
+
+    def _closed_by_server(self) -> bool:
+        """Whether the server closed the connection (idle time-out) or sent something unasked since the last
+        reply: either way the connection cannot carry the next request."""
+        self._sock.setblocking(False)
+        try:
+            self._sock.recv(1, socket.MSG_PEEK)  # data or b"" (closed): either way it cannot go on
+            return True
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
 
     def _connect(self) -> dict:
         try:
@@ -266,27 +410,39 @@ class RemoteChunkModel:
                 f"No policy server at {self._address} ({err}): start one, e.g. `tools/run.sh python"
                 f" scripts/serve_policy.py --task <task> --port {self.cfg.port}`, or fix the address."
             ) from None
-        self._sock.settimeout(self.cfg.timeout_s)
-        header, _ = self._request({"type": "hello", "version": PROTOCOL_VERSION})
+        hello = {"type": "hello", "version": PROTOCOL_VERSION}
+        token = self.cfg.token or os.environ.get(TOKEN_ENV)
+        if token:
+            hello["token"] = token
+        header, _ = self._request(hello)
+        if header.get("type") == "error":
+            self._fail(f"refused the connection: {str(header.get('message'))}")
         if header.get("version") != PROTOCOL_VERSION:
-            self.close()
-            raise RuntimeError(
-                f"The policy server at {self._address} speaks protocol {header.get('version')}, this client"
-                f" {PROTOCOL_VERSION}: use the same isaaclab_suspend version on both sides."
-            )
+            self._fail(f"speaks protocol {str(header.get('version'))[:20]}, this client {PROTOCOL_VERSION}: use the"
+                       " same isaaclab_suspend version on both sides")
+        chunk_length, action_dim, task = (header.get(k) for k in ("chunk_length", "action_dim", "task"))
+        if (type(chunk_length) is not int or chunk_length < 1 or not (action_dim is None or type(action_dim) is int)
+                or not (task is None or isinstance(task, str))):
+            self._fail(f"sent invalid metadata {str(header)[:200]}")
         return header
 
     def _request(self, header: dict, arrays: Mapping | None = None) -> tuple[dict, dict]:
         try:
+            self._sock.settimeout(self.cfg.timeout_s)
             send_message(self._sock, header, arrays)
-            return receive_message(self._sock)
+            return receive_message(self._sock, self.cfg.limits, self.cfg.timeout_s, self.cfg.timeout_s)
         except socket.timeout:
             self.close()
             raise TimeoutError(
                 f"The policy server at {self._address} did not answer within {self.cfg.timeout_s} s: raise"
                 " RemoteChunkModelCfg.timeout_s for a slow model, or check the server."
             ) from None
-        except OSError as err:  # ConnectionError included: reset, broken pipe, closed by the server
+        except ProtocolError as err:
+            self._fail(f"sent a reply this client cannot read ({err})")
+        except EOFError:
+            self.close()
+            raise ConnectionError(f"Lost the policy server at {self._address}: it closed the connection.") from None
+        except OSError as err:  # ConnectionError included: reset, broken pipe, closed mid-message
             self.close()
             raise ConnectionError(f"Lost the policy server at {self._address}: {err}.") from None
 
@@ -302,18 +458,33 @@ class RemoteChunkModelCfg:
     port: int = 5555
     """TCP port of the policy server."""
     timeout_s: float = 30.0
-    """Longest wait for an answer [s]."""
+    """Longest wait for a whole answer [s]."""
     connect_timeout_s: float = 5.0
     """Longest wait to connect [s]."""
+    limits: WireLimitsCfg = WireLimitsCfg()
+    """Largest reply the client reads."""
+    token: str | None = None
+    """Shared secret the server wants (None: ``$ISAACLAB_SUSPEND_POLICY_TOKEN`` if set, else none)."""
 
     @classmethod
     def parse(cls, address: str, **kwargs) -> RemoteChunkModelCfg:
         """A cfg from ``"host:port"``.
 
         Raises:
-            ValueError: If ``address`` is not ``host:port`` with an integer port.
+            ValueError: If ``address`` is not ``host:port`` with a port in 1-65535.
         """
         host, _, port = address.rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"Policy server address must be 'host:port', got '{address}'.")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"Policy server address must be 'host:port' with a port in 1-65535, got '{address}'.")
         return cls(host=host, port=int(port), **kwargs)
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _peer(address) -> str:
+    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)

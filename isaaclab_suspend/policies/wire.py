@@ -1,0 +1,218 @@
+"""The wire format of remote chunk models, and the limits every peer checks before it allocates anything.
+
+A message, both ways: a 4-byte big-endian header length, a JSON header, then the raw bytes of the arrays the
+header lists (name, dtype, shape), nested observation groups named ``group/term``. No pickle: a message can
+only carry numbers and a few strings. A peer cannot make the reader allocate more than
+:class:`WireLimitsCfg` allows: the header length, the array count, each shape and the total size are checked
+first, and a message must arrive whole within a deadline, so a silent or slow peer cannot hold a reader.
+
+:func:`check_array_specs` is the validation alone, for transports that frame messages their own way.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import socket
+import struct
+import time
+from collections.abc import Mapping
+
+import numpy as np
+import torch
+
+from isaaclab.utils import configclass
+
+_LENGTH = struct.Struct(">I")
+
+ALLOWED_DTYPES = frozenset(np.dtype(t).str for t in (
+    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
+))
+"""Array dtypes a message may carry (numpy dtype strings, native byte order): numbers only."""
+
+
+class ProtocolError(ConnectionError):
+    """A peer sent something that breaks the wire format or its limits; the connection cannot go on."""
+
+
+@configclass
+class WireLimitsCfg:
+    """Largest message a peer accepts; each limit is checked before the reader allocates.
+
+    The defaults fit 256 envs of 3x224x224 uint8 images per message; raise them for more.
+    """
+
+    max_header_bytes: int = 64 * 1024
+    """Largest JSON header [bytes]."""
+    max_message_bytes: int = 64 * 2**20
+    """Largest message, header and arrays together [bytes]: what one connection can make the reader hold."""
+    max_arrays: int = 256
+    """Most arrays in one message."""
+    max_array_elements: int = 64 * 2**20
+    """Most elements in one array."""
+    max_dims: int = 8
+    """Most dimensions of one array."""
+    max_name_chars: int = 256
+    """Longest array name (``group/term``)."""
+
+    def validate_config(self) -> None:
+        """Raise a ``ValueError`` if a limit is not a positive integer (run by ``validate()``)."""
+        for name in ("max_header_bytes", "max_message_bytes", "max_arrays", "max_array_elements", "max_dims",
+                     "max_name_chars"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"WireLimitsCfg.{name} must be a positive integer, got {value!r}.")
+
+
+ArraySpec = tuple[str, np.dtype, tuple[int, ...]]
+"""One array of a message: name, dtype, shape."""
+
+
+def check_array_specs(specs: object, limits: WireLimitsCfg, budget: int) -> list[ArraySpec]:
+    """Validate the ``arrays`` list of a header: ``[[name, dtype string, shape], ...]``.
+
+    Args:
+        specs: The list as decoded from the header (anything: it comes from the peer).
+        limits: The limits to check against.
+        budget: Bytes the arrays may take together (what is left of the message cap).
+
+    Returns:
+        The specs with numpy dtypes and int shapes, in order.
+
+    Raises:
+        ProtocolError: If the list is malformed, a dtype is not allowed, names repeat or clash with a group,
+            or the count, a shape or the total size exceeds the limits.
+    """
+    if not isinstance(specs, list):
+        raise ProtocolError(f"'arrays' must be a list, got {type(specs).__name__}")
+    if len(specs) > limits.max_arrays:
+        raise ProtocolError(f"{len(specs)} arrays exceed the limit of {limits.max_arrays}")
+    checked, names, total = [], set(), 0
+    for spec in specs:
+        if not (isinstance(spec, list) and len(spec) == 3 and isinstance(spec[0], str) and isinstance(spec[1], str)
+                and isinstance(spec[2], list)):
+            raise ProtocolError(f"an array entry must be [name, dtype, shape], got {str(spec)[:80]}")
+        name, dtype, shape = spec
+        if not 0 < len(name) <= limits.max_name_chars or "" in name.split("/"):
+            raise ProtocolError(f"array name {name[:80]!r} is empty, has an empty group or exceeds"
+                                f" {limits.max_name_chars} characters")
+        if dtype not in ALLOWED_DTYPES:
+            raise ProtocolError(f"array '{name}' has dtype {dtype[:16]!r}; allowed: {sorted(ALLOWED_DTYPES)}")
+        if len(shape) > limits.max_dims or not all(type(n) is int and n >= 0 for n in shape):
+            raise ProtocolError(f"array '{name}' has shape {str(shape)[:80]}: at most {limits.max_dims}"
+                                " non-negative integer dims")
+        elements = math.prod(shape)
+        if elements > limits.max_array_elements:
+            raise ProtocolError(f"array '{name}' has {elements} elements, over the limit of"
+                                f" {limits.max_array_elements}")
+        groups = {"/".join(name.split("/")[:i]) for i in range(1, name.count("/") + 1)}
+        if name in names or groups & names or any(n.startswith(f"{name}/") for n in names):
+            raise ProtocolError(f"array name '{name}' repeats or clashes with a group")
+        names.add(name)
+        dtype = np.dtype(dtype)
+        total += elements * dtype.itemsize
+        if total > budget:
+            raise ProtocolError(f"the arrays take over {budget} bytes, the rest of the message limit")
+        checked.append((name, dtype, tuple(shape)))
+    return checked
+
+
+def flatten(tree: Mapping, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Nested groups of tensors as one dict named ``group/term``."""
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, Mapping):
+            flat.update(flatten(value, f"{name}/"))
+        else:
+            flat[name] = value
+    return flat
+
+
+def unflatten(flat: Mapping[str, torch.Tensor]) -> dict:
+    """The inverse of :func:`flatten`."""
+    tree: dict = {}
+    for name, value in flat.items():
+        *groups, leaf = name.split("/")
+        node = tree
+        for group in groups:
+            node = node.setdefault(group, {})
+        node[leaf] = value
+    return tree
+
+
+def encode_message(header: dict, arrays: Mapping[str, torch.Tensor] | None = None) -> bytes:
+    """``header`` and the (possibly nested) ``arrays`` as the bytes of one message."""
+    arrays = {name: value.detach().cpu().contiguous().numpy() for name, value in flatten(arrays or {}).items()}
+    header = {**header, "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()]}
+    encoded = json.dumps(header).encode()
+    return b"".join([_LENGTH.pack(len(encoded)), encoded, *(a.tobytes() for a in arrays.values())])
+
+
+def send_message(sock: socket.socket, header: dict, arrays: Mapping[str, torch.Tensor] | None = None) -> None:
+    """Send ``header`` and the (possibly nested) ``arrays`` as one message."""
+    sock.sendall(encode_message(header, arrays))
+
+
+def receive_exactly(sock: socket.socket, size: int, deadline: float) -> bytearray:
+    """Receive ``size`` bytes by ``deadline`` (``time.monotonic()``); allocate ``size`` only after checking it.
+
+    Raises:
+        ConnectionError: If the peer closes the connection first.
+        TimeoutError: If the deadline passes first.
+    """
+    buffer = bytearray(size)
+    view, received = memoryview(buffer), 0
+    while received < size:
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 1e-6))
+            count = sock.recv_into(view[received:])
+        except socket.timeout:
+            raise TimeoutError(f"a message stalled: {received} of {size} bytes of a part arrived in time") from None
+        if count == 0:
+            raise ConnectionError(f"the peer closed the connection after {received} of {size} bytes")
+        received += count
+    return buffer
+
+
+def receive_message(
+    sock: socket.socket, limits: WireLimitsCfg, wait_s: float | None, read_s: float, device: str | torch.device = "cpu"
+) -> tuple[dict, dict]:
+    """Receive one message: its header and its arrays as tensors on ``device``, nested again by ``/``.
+
+    Args:
+        sock: The connection.
+        limits: What the message may hold; checked before each allocation.
+        wait_s: Longest wait for the first byte [s] (None: no limit).
+        read_s: Longest time from the first byte to the last [s].
+        device: Device of the returned tensors.
+
+    Raises:
+        EOFError: If the peer closed the connection before the first byte (a clean close).
+        ConnectionError: If the connection breaks mid-message.
+        TimeoutError: If no message starts within ``wait_s`` or it is not whole within ``read_s``.
+        ProtocolError: If the message breaks the format or the limits.
+    """
+    sock.settimeout(wait_s)
+    try:
+        first = sock.recv(1)
+    except socket.timeout:
+        raise TimeoutError(f"no message within {wait_s:g} s") from None
+    if not first:
+        raise EOFError("the peer closed the connection")
+    deadline = time.monotonic() + read_s
+    (length,) = _LENGTH.unpack(first + receive_exactly(sock, _LENGTH.size - 1, deadline))
+    if length > limits.max_header_bytes:
+        raise ProtocolError(f"a header of {length} bytes exceeds the limit of {limits.max_header_bytes}")
+    try:
+        header = json.loads(receive_exactly(sock, length, deadline))
+    except (ValueError, RecursionError) as err:  # UnicodeDecodeError is a ValueError
+        raise ProtocolError(f"the header is not JSON ({type(err).__name__})") from None
+    if not isinstance(header, dict):
+        raise ProtocolError(f"the header must be a JSON object, got {type(header).__name__}")
+    specs = check_array_specs(header.pop("arrays", None), limits, limits.max_message_bytes - _LENGTH.size - length)
+    arrays = {}
+    for name, dtype, shape in specs:
+        data = receive_exactly(sock, dtype.itemsize * math.prod(shape), deadline)
+        arrays[name] = torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(shape)).to(device)
+    return header, unflatten(arrays)

@@ -1,0 +1,47 @@
+"""Helpers shared by tests: record a small dataset with the embedded chunk model, import a script as a module."""
+
+import importlib.util
+import os
+from types import ModuleType
+
+import torch
+
+from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.policies.embedded import make_default_model
+from isaaclab_suspend.utils import open_env
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def record_chunk_demos(directory: str, task: str, episode_starts: list[int], steps: int) -> str:
+    """Record ``steps`` steps of ``task``'s embedded chunk model (H = 8, ``global_clock``) with one env per entry
+    of ``episode_starts`` (the episode step each env starts at); returns the path of ``<directory>/<task>.hdf5``."""
+    recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(directory), dataset_filename=task)
+    with open_env(task, len(episode_starts), recorders=recorders) as env:
+        policy = ActionChunkingPolicy(make_default_model(task, 8), env, chunk_length=8, schedule="global_clock")
+        obs, _ = env.reset()
+        env.episode_length_buf[:] = torch.tensor(episode_starts)
+        for _ in range(steps):
+            obs, _, term, trunc, _ = env.step(policy.act(obs))
+            policy.observe(term | trunc)
+    return os.path.join(str(directory), f"{task}.hdf5")
+
+
+def load_script(name: str) -> ModuleType:
+    """``scripts/<name>.py`` as a module, to call its ``main(argv)`` in the test process."""
+    spec = importlib.util.spec_from_file_location(f"script_{name}", os.path.join(ROOT, "scripts", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_usage_errors(script: ModuleType, cases: dict[tuple[str, ...], str], capsys, prefix: tuple[str, ...] = ()):
+    """Run ``script.main([*prefix, *args])`` for each case: exit status 2, its message on stderr, no traceback."""
+    for args, message in cases.items():
+        try:
+            status = script.main([*prefix, *args])
+        except SystemExit as exit:  # argparse's usage error
+            status = exit.code
+        err = capsys.readouterr().err
+        assert status == 2 and message in err and "Traceback" not in err, (args, err)

@@ -1,0 +1,355 @@
+"""The policy server and client against hostile peers, all on loopback: forged lengths and shapes, garbage,
+slow, silent and excess connections, forged replies, tokens. The server under fuzz is ``serve_policy.py`` in
+its own process, so its resident memory is measured alone; a well-formed client is served within 1 s
+throughout."""
+
+import json
+import logging
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import tracemalloc
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import ROOT, check_usage_errors, load_script
+
+from isaaclab_suspend.policies import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.policies.remote import TOKEN_ENV, PolicyServerError
+from isaaclab_suspend.policies.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
+H = 4
+MESSAGE_MB, CONNECTIONS = 4, 8
+"""Caps of the fuzzed server: the documented bound of its resident memory is 2x idle + 4 MiB x 8."""
+ROWS, IDS = {"policy": torch.zeros(2, 4)}, torch.arange(2)
+
+
+def _frame(header: bytes, payload: bytes = b"", length: int | None = None) -> bytes:
+    return struct.pack(">I", len(header) if length is None else length) + header + payload
+
+
+def _header(arrays, kind="infer") -> bytes:
+    return json.dumps({"type": kind, "arrays": arrays}).encode()
+
+
+HELLO = _frame(_header([], "hello"))
+
+# headers that announce anything: forged shapes and dtypes, nesting, names that clash
+dims = st.one_of(st.integers(0, 8), st.integers(2**20, 2**62), st.integers(-5, -1), st.just(True), st.text(max_size=3))
+spec = st.one_of(
+    st.tuples(st.text(max_size=12), st.sampled_from(["<f4", "|u1", "|O", "<U8", ">f8", "<c8", "x"]),
+              st.lists(dims, max_size=10)).map(list),
+    st.lists(st.integers() | st.text(max_size=4), max_size=4),
+)
+header_bytes = st.one_of(
+    st.lists(spec, max_size=6).map(_header),
+    st.recursive(st.none() | st.integers() | st.text(max_size=8), lambda x: st.lists(x) | st.dictionaries(
+        st.text(max_size=6), x), max_leaves=20).map(lambda v: json.dumps(v).encode()),
+    st.binary(max_size=200),
+    st.just(b"[" * 5000),
+)
+frames = st.one_of(
+    st.tuples(header_bytes, st.binary(max_size=300)).map(lambda hp: _frame(*hp)),
+    st.tuples(header_bytes, st.sampled_from([2**32 - 1, 2**31, 65537, 0, 1])).map(
+        lambda hl: _frame(hl[0], length=hl[1])),
+    st.binary(max_size=64),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=frames)
+def test_any_bytes_give_a_message_or_a_protocol_error_within_the_limits(data):
+    """receive_message on arbitrary bytes: a message, or one of the documented errors, and it never holds more
+    than the message cap (measured with tracemalloc)."""
+    limits = WireLimitsCfg(max_message_bytes=2**20, max_header_bytes=4096)
+    a, b = socket.socketpair()
+    with a, b:
+        a.sendall(data)
+        a.shutdown(socket.SHUT_WR)
+        tracemalloc.start()
+        try:
+            header, arrays = receive_message(b, limits, 1.0, 1.0)
+            assert isinstance(header, dict) and isinstance(arrays, dict)
+        except (ProtocolError, EOFError, ConnectionError, TimeoutError):
+            pass
+        finally:
+            _, peak = tracemalloc.get_traced_memory()
+            tracemalloc.stop()
+    assert peak < limits.max_message_bytes + 2**20
+
+
+def _call_within_1s(client: RemoteChunkModel) -> float:
+    start = time.perf_counter()
+    assert client(ROWS, IDS).shape == (2, H, 1)
+    elapsed = time.perf_counter() - start
+    assert elapsed < 1.0, elapsed
+    return elapsed
+
+
+def _memory_mib(pid: int) -> tuple[float, float]:
+    """Resident and peak resident memory of a process [MiB]."""
+    status = open(f"/proc/{pid}/status").read()
+    return tuple(int(re.search(rf"{key}:\s+(\d+) kB", status)[1]) / 1024 for key in ("VmRSS", "VmHWM"))
+
+
+def _read_until_closed(sock: socket.socket, timeout: float = 3.0) -> bytes:
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while chunk := sock.recv(65536):
+            data += chunk
+    except (ConnectionError, TimeoutError):
+        pass
+    return data
+
+
+@pytest.fixture(scope="module")
+def server_process():
+    """serve_policy.py with small caps: 4 MiB per message, 8 connections, 1 s read time-out."""
+    process = subprocess.Popen(
+        [sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--port", "0", "--chunk", str(H),
+         "--max_message_mb", str(MESSAGE_MB), "--max_connections", str(CONNECTIONS), "--read_timeout", "1",
+         "--idle_timeout", "60"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    line = process.stdout.readline()
+    address = re.search(r"at 127\.0\.0\.1:(\d+)", line)
+    assert address, line + process.stderr.read()
+    yield process, ("127.0.0.1", int(address[1]))
+    if process.poll() is None:
+        process.terminate()
+        process.communicate(timeout=30)
+
+
+def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
+    """Forged lengths and shapes, garbage, slow, silent and excess connections, and connections that make the
+    server hold a whole message each: every one is dropped or refused with one log line, no traceback, a
+    well-formed client is served within 1 s after every probe, and the peak resident memory stays below
+    2x idle + message cap x connection cap."""
+    process, address = server_process
+    client = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=5.0))
+    _call_within_1s(client)
+    idle_rss, _ = _memory_mib(process.pid)
+    times = []
+
+    # forged header lengths and shapes, garbage: hypothesis-made, each answered with an error and closed
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(data=frames, hello_first=st.booleans())
+    def probe(data, hello_first):
+        with socket.create_connection(address, timeout=3) as raw:
+            try:
+                raw.sendall((HELLO if hello_first else b"") + data)
+                raw.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass  # the server already dropped the connection
+            _read_until_closed(raw)
+
+    probe()
+    times.append(_call_within_1s(client))
+
+    # silent and slow clients: dropped after the 1 s read time-out while the good client is served
+    silent = [socket.create_connection(address) for _ in range(3)]
+    slow, start = socket.create_connection(address), time.monotonic()
+    with pytest.raises(OSError):  # one byte every 0.25 s: the message is not whole within 1 s, so it is dropped
+        for byte in HELLO * 4:
+            slow.sendall(bytes([byte]))
+            times.append(_call_within_1s(client))
+            time.sleep(0.25)
+    assert time.monotonic() - start < 3.0
+    for sock in [*silent, slow]:
+        assert _read_until_closed(sock) == b"" and sock.recv(1) == b""  # closed by the server
+        sock.close()
+
+    # connections that each make the server hold a whole message: hello, then an announced 4 MiB array sent
+    # in part; then many connections at once: those over the cap get a 'busy' reply at once
+    budget = MESSAGE_MB * 2**20 - 4096
+    big = _frame(_header([["policy", "|u1", [budget]], ["env_ids", "<i8", [1]]]))
+    holders = []
+    for _ in range(CONNECTIONS - 1):
+        sock = socket.create_connection(address)
+        sock.sendall(HELLO + big + bytes(budget // 2))
+        holders.append(sock)
+    time.sleep(0.3)
+    _, peak_hold = _memory_mib(process.pid)
+    flood = [socket.create_connection(address) for _ in range(40)]
+    replies = [_read_until_closed(sock, 2.0) for sock in flood]
+    busy = [r for r in replies if b"busy: it serves at most 8 connections" in r]
+    assert len(busy) == len(flood), replies[:3]
+    times.append(_call_within_1s(client))
+    for sock in holders:  # dropped by the server: their message is not whole within the 1 s read time-out
+        assert _read_until_closed(sock).startswith(b"\x00") and sock.recv(1) == b""
+    for sock in [*holders, *flood]:
+        sock.close()
+
+    # the server accepts new clients again, and everything is still served
+    other = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=5.0))
+    times += [_call_within_1s(other), _call_within_1s(client)]
+    rss, peak = _memory_mib(process.pid)
+    bound = 2 * idle_rss + MESSAGE_MB * CONNECTIONS
+    print(f"\nserver RSS: idle {idle_rss:.0f} MiB, peak {peak:.0f} MiB (while holding 7 half-sent 4 MiB messages:"
+          f" {peak_hold:.0f} MiB), after {rss:.0f} MiB; bound 2 x idle + {MESSAGE_MB} MiB x {CONNECTIONS} ="
+          f" {bound:.0f} MiB; slowest well-formed call {max(times) * 1000:.1f} ms")
+    assert peak < bound
+    assert peak - idle_rss < 2 * MESSAGE_MB * CONNECTIONS, "more than the caps allow"
+    client.close()
+    other.close()
+    process.terminate()
+    _, err = process.communicate(timeout=30)
+    assert "Traceback" not in err, err[-3000:]
+    drops = [line for line in err.splitlines() if "dropped" in line]
+    assert sum("malformed message" in line for line in drops) >= 100, err[-3000:]  # most fuzz probes
+    assert sum("no message within 1 s" in line for line in drops) >= 3, err[-3000:]  # the silent ones
+    assert sum("stalled" in line for line in drops) >= CONNECTIONS, err[-3000:]  # the slow one and the holders
+    assert any("exceeds the limit" in line for line in drops), err[-3000:]
+    assert sum("refused" in line for line in err.splitlines()) >= len(flood)
+
+
+class _FakeServer:
+    """A raw TCP server that answers each message with ``replies(request_number)`` bytes."""
+
+    def __init__(self, replies):
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.address = self.sock.getsockname()
+        self.replies = replies
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            with conn:
+                for n in range(2):
+                    try:
+                        receive_message(conn, WireLimitsCfg(), 5.0, 5.0)
+                        conn.sendall(self.replies(n))
+                    except (OSError, EOFError):
+                        break
+                time.sleep(0.1)
+
+    def close(self):
+        self.sock.close()
+
+
+GOOD_HELLO = encode_message({"type": "hello", "version": 1, "chunk_length": H, "action_dim": 1, "task": None})
+FORGED_REPLIES = {
+    "forged length": struct.pack(">I", 2**32 - 1),
+    "over the header limit": struct.pack(">I", 2**20) + b"{}",
+    "garbage": b"\x00\x00\x00\x05\xff\xfe\x00\x01\x02",
+    "not an object": _frame(b"[1, 2]"),
+    "huge shape": _frame(_header([["chunk", "<f4", [2**40, 16, 1]]], "chunk")),
+    "object dtype": _frame(_header([["chunk", "|O", [1]]], "chunk")),
+    "no chunk": _frame(_header([], "chunk")),
+    "int chunk": encode_message({"type": "chunk"}, {"chunk": torch.zeros(2, H, 1, dtype=torch.int32)}),
+    "wrong batch": encode_message({"type": "chunk"}, {"chunk": torch.zeros(3, H, 1)}),
+    "wrong H": encode_message({"type": "chunk"}, {"chunk": torch.zeros(2, H + 1, 1)}),
+    "cut short": encode_message({"type": "chunk"}, {"chunk": torch.zeros(2, H, 1)})[:-5],
+}
+BAD_HELLOS = {
+    "garbage hello": b"\x00\x00\x00\x02{]",
+    "bad metadata": encode_message({"type": "hello", "version": 1, "chunk_length": "16"}),
+    "zero H": encode_message({"type": "hello", "version": 1, "chunk_length": 0}),
+    "other version": encode_message({"type": "hello", "version": 2, "chunk_length": 16}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FORGED_REPLIES))
+def test_client_turns_any_bad_reply_into_one_connection_error(case):
+    server = _FakeServer(lambda n: GOOD_HELLO if n == 0 else FORGED_REPLIES[case])
+    try:
+        client = RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1], timeout_s=1.0))
+        tracemalloc.start()
+        with pytest.raises(ConnectionError, match=f"policy server at 127.0.0.1:{server.address[1]}"):
+            client(ROWS, IDS)
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        assert peak < 2**20, "the client allocated what a forged reply announced"
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("case", sorted(BAD_HELLOS))
+def test_client_refuses_a_bad_hello_with_one_error(case):
+    server = _FakeServer(lambda n: BAD_HELLOS[case])
+    try:
+        with pytest.raises(PolicyServerError, match=f"policy server at 127.0.0.1:{server.address[1]}"):
+            RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1], timeout_s=1.0))
+    finally:
+        server.close()
+
+
+def test_eval_exits_2_with_one_line_for_a_garbage_server():
+    server = _FakeServer(lambda n: b"\x00\x00\x00\x05garbage")
+    try:
+        run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote",
+                              f"127.0.0.1:{server.address[1]}"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        server.close()
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    assert f"eval.py: error: The policy server at 127.0.0.1:{server.address[1]} sent a reply" in run.stderr
+
+
+def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
+    caplog.set_level(logging.INFO)
+    echo = lambda rows, ids: torch.zeros(len(ids), H, 1)  # noqa: E731
+    cfg = PolicyServerCfg(port=0, chunk_length=H, max_connections=2, idle_timeout_s=0.5, read_timeout_s=0.5)
+    with PolicyServer(echo, cfg) as server:
+        host, port = server.address
+        clients = [RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port)) for _ in range(2)]
+        with pytest.raises(PolicyServerError, match="refused the connection: busy: it serves at most 2 connections"):
+            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
+        time.sleep(1.0)  # both idle past the time-out: closed by the server, reconnected on the next call
+        assert all(c(ROWS, IDS).shape == (2, H, 1) for c in clients)
+        assert sum("no message within 0.5 s" in r.message for r in caplog.records) >= 2
+        assert not any(r.exc_info for r in caplog.records)
+
+    token_cfg = PolicyServerCfg(port=0, chunk_length=H, token="s3cret")
+    with PolicyServer(echo, token_cfg) as server:
+        host, port = server.address
+        monkeypatch.delenv(TOKEN_ENV, raising=False)
+        with pytest.raises(PolicyServerError, match="refused the connection: wrong or missing token"):
+            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
+        with pytest.raises(PolicyServerError, match="wrong or missing token"):
+            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, token="s3cre"))
+        assert RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, token="s3cret"))(ROWS, IDS).shape[1] == H
+        monkeypatch.setenv(TOKEN_ENV, "s3cret")  # how eval.py and record.py pass it
+        assert RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))(ROWS, IDS).shape[1] == H
+        with socket.create_connection((host, port)) as raw:  # no request before the hello
+            raw.sendall(encode_message({"type": "infer"}, {"env_ids": IDS}))
+            reply, _ = receive_message(raw, WireLimitsCfg(), 2.0, 2.0)
+            assert "the first request must be 'hello'" in reply["message"]
+
+    with pytest.raises(ValueError, match="beyond loopback, without a token"):
+        PolicyServer(echo, PolicyServerCfg(host="0.0.0.0", port=0))
+    PolicyServer(echo, PolicyServerCfg(host="0.0.0.0", port=0, insecure_no_token=True)).close()
+    for bad in ({"max_connections": 0}, {"read_timeout_s": float("nan")}, {"token": ""},
+                {"limits": WireLimitsCfg(max_message_bytes=-1)}):
+        with pytest.raises(ValueError, match="must be"):
+            PolicyServer(echo, PolicyServerCfg(port=0, **bad))
+
+
+SERVE_ARGS = {
+    ("--port", "70000"): "argument --port: 70000 is not in [0, 65535]",
+    ("--chunk", "0"): "argument --chunk: 0 is not in [1, 4096]",
+    ("--max_connections", "x"): "argument --max_connections: 'x' is not an integer",
+    ("--read_timeout", "nan"): "argument --read_timeout: nan is not a finite number in (0, 3600]",
+    ("--max_message_mb", "0"): "argument --max_message_mb: 0 is not a finite number in (0, 65536]",
+    ("--checkpoint", "/nonexistent.pt"): "argument --checkpoint: '/nonexistent.pt' is not a readable file",
+    ("--device", "tpu:0"): "argument --device: 'tpu:0'",
+    ("--host", "0.0.0.0"): "beyond loopback, without a token",
+    ("--host", "203.0.113.1", "--insecure_no_token"): "serve_policy.py: error: [Errno 99]",
+}
+
+
+def test_serve_policy_rejects_bad_arguments_with_one_line(capsys, monkeypatch):
+    script = load_script("serve_policy")
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    check_usage_errors(script, SERVE_ARGS, capsys, prefix=("--port", "0"))
