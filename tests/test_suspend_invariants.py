@@ -44,16 +44,22 @@ def _per_env_state(env) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize(
-    "task, history_length",
-    [("Isaac-Cartpole-Suspendable", 0), ("Isaac-Cartpole-Suspendable", 3), ("Isaac-PushCube-Suspendable", 0)],
+    "task, history_length, preset",
+    [
+        ("Isaac-Cartpole-Suspendable", 0, "newton_mjwarp"),
+        ("Isaac-Cartpole-Suspendable", 3, "newton_mjwarp"),
+        ("Isaac-PushCube-Suspendable", 0, "newton_mjwarp"),
+        ("Isaac-PushCube-Suspendable", 0, "newton_featherstone"),
+    ],
 )
-def test_random_schedule_keeps_every_invariant(task, history_length, tmp_path):
+def test_random_schedule_keeps_every_invariant(task, history_length, preset, tmp_path):
     recorders = ActionStateRecorderManagerCfg(
         dataset_export_mode=DatasetExportMode.EXPORT_NONE, dataset_export_dir_path=str(tmp_path)
     )
     # short episodes so that natural terminations and time-outs interleave with suspensions
     with open_env(
-        task, NUM_ENVS, episode_length_s=1.0, recorders=recorders, observations__policy__history_length=history_length
+        task, NUM_ENVS, overrides=[f"presets={preset}"], episode_length_s=1.0, recorders=recorders,
+        observations__policy__history_length=history_length,
     ) as env:
         gen = torch.Generator().manual_seed(1)
         env.reset()
