@@ -37,15 +37,22 @@ def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Seque
 def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
     """Create ``task`` inside ``launch_simulation`` and close it on exit. Yields the unwrapped env.
 
-    ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``.
+    ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``. An exception of the block is re-raised
+    after ``launch_simulation`` has closed, which would otherwise print its traceback: a script that handles
+    it (a lost policy server: exit status 2 and the reason) prints no traceback.
     """
     cfg = make_env_cfg(task, num_envs, device, overrides, **attrs)
+    error = None
     with launch_simulation(cfg, {}):
         env = gym.make(task, cfg=cfg)
         try:
             yield env.unwrapped
+        except Exception as err:  # re-raised below, unchanged
+            error = err
         finally:
             env.close()
+    if error is not None:
+        raise error
 
 
 class StopAfterStep:

@@ -8,6 +8,8 @@ from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
 from isaaclab_suspend.utils import open_env
 
+from scene_state import physics_tensors
+
 NUM_ENVS = 4
 STEPS = 60
 SUSPENDED = [1, 2]
@@ -21,16 +23,8 @@ def _feedback(obs: torch.Tensor) -> torch.Tensor:
 
 
 def _physics(env) -> torch.Tensor:
-    """Every physics quantity of every asset (joint and root state of articulations, root state of rigid
-    objects), one row per env. Shape: (num_envs, D)."""
-    out = []
-    for name in env.scene.articulations:
-        data = env.scene[name].data
-        out += [data.joint_pos.torch, data.joint_vel.torch, data.root_pose_w.torch, data.root_vel_w.torch]
-    for name in env.scene.rigid_objects:
-        data = env.scene[name].data
-        out += [data.root_pose_w.torch, data.root_vel_w.torch]
-    return torch.cat([t.reshape(env.num_envs, -1) for t in out], dim=1).clone()
+    """Every physics quantity of every asset, one row per env. Shape: (num_envs, D)."""
+    return torch.cat([t.reshape(env.num_envs, -1) for t in physics_tensors(env)], dim=1)
 
 
 def _rollout(task: str, preset: str, suspend: bool, **attrs) -> dict[str, torch.Tensor]:

@@ -8,25 +8,15 @@ from isaaclab.managers import DatasetExportMode
 
 from isaaclab_suspend.utils import open_env
 
+from scene_state import physics_tensors
+
 NUM_ENVS = 8
 STEPS = 500
 
 
-def _physics(env) -> list[torch.Tensor]:
-    """Every physics quantity of every asset: articulation joint/root state, rigid-object root state."""
-    out = []
-    for name in env.scene.articulations:
-        data = env.scene[name].data
-        out += [data.joint_pos.torch, data.joint_vel.torch, data.root_pose_w.torch, data.root_vel_w.torch]
-    for name in env.scene.rigid_objects:
-        data = env.scene[name].data
-        out += [data.root_pose_w.torch, data.root_vel_w.torch]
-    return [t.clone() for t in out]
-
-
 def _per_env_state(env) -> dict[str, torch.Tensor]:
     """Everything a suspended env must keep bit for bit, as per-env rows (dim 0 = env)."""
-    state = {f"physics{i}": t for i, t in enumerate(_physics(env))}
+    state = {f"physics{i}": t for i, t in enumerate(physics_tensors(env))}
     state["action"] = env.action_manager.action.clone()
     state["prev_action"] = env.action_manager.prev_action.clone()
     state["episode_length"] = env.episode_length_buf.clone()
