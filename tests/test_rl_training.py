@@ -91,8 +91,12 @@ def _train_two_iterations(env_class, task: str, library: str, log_dir: str, monk
     agent_cfg = load_agent_cfg(task, library, max_iterations=2, seed=7)
     with launch_simulation(cfg, {}):
         env = env_class(cfg=cfg)
+        reset, reset_seeds = env.reset, []
+        env.reset = lambda seed=None, **kwargs: reset_seeds.append(seed) or reset(seed=seed, **kwargs)
         try:
             runner = train(env, library, agent_cfg, log_dir=log_dir if library == "skrl" else None)
+            if library == "skrl":  # the agent's seed, not what an earlier skrl run in the process left behind
+                assert reset_seeds[0] == 7, reset_seeds
             if library == "rsl_rl":
                 saved = runner.alg.save()
                 weights = {**saved["actor_state_dict"],
