@@ -59,9 +59,12 @@ def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[
 
     ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``. With ``suspendable`` the task's cfg runs
     in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever its
-    registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package).
+    registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). An exception of the
+    block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback: a
+    script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
     """
     cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
+    error = None
     with launch_simulation(cfg, {}):
         if suspendable:
             env = SuspendableManagerBasedRLEnv(cfg)
@@ -69,8 +72,12 @@ def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[
             env = gym.make(task, cfg=cfg).unwrapped
         try:
             yield env
+        except Exception as err:  # re-raised below, unchanged
+            error = err
         finally:
             env.close()
+    if error is not None:
+        raise error
 
 
 class StopAfterStep:

@@ -16,6 +16,7 @@ from isaaclab_suspend.learning import (
     ChunkDataset,
     ChunkPolicyCfg,
     ChunkPolicyNet,
+    chunk_loss,
     evaluate_loss,
     load_chunk_policy,
     save_chunk_policy,
@@ -95,6 +96,31 @@ def test_training_lowers_the_loss(dataset, trained):
     assert math.isfinite(history.val_loss[-1]) and history.num_val == val_idx.numel() > 0
 
 
+def test_loss_ignores_the_padding_past_an_episode_end(dataset, trained):
+    """Garbage in the padded window steps changes neither the loss nor its gradients; in a valid step it does."""
+    net, _ = trained
+    index = torch.arange(dataset.num_samples)
+    actions, valid = dataset.targets(index)
+    assert (~valid).any() and valid.any()
+    obs = dataset.obs[index]
+
+    def loss_and_grads(targets):
+        net.zero_grad()
+        loss = chunk_loss(net, obs, targets, valid)
+        loss.backward()
+        return loss.detach(), [p.grad.clone() for p in net.parameters()]
+
+    loss, grads = loss_and_grads(actions)
+    garbage = torch.where(valid.unsqueeze(-1), actions, torch.full_like(actions, 1e6))
+    padded_loss, padded_grads = loss_and_grads(garbage)
+    assert torch.equal(padded_loss, loss) and all(torch.equal(a, b) for a, b in zip(grads, padded_grads))
+    in_valid = actions.clone()
+    b, h = valid.nonzero()[0].tolist()
+    in_valid[b, h] = 1e6
+    assert loss_and_grads(in_valid)[0] > loss
+    net.zero_grad()
+
+
 def test_loaded_checkpoint_drives_the_chunking_policy(tmp_path, dataset, trained):
     net, _ = trained
     path = str(tmp_path / "bc.pt")
@@ -104,19 +130,22 @@ def test_loaded_checkpoint_drives_the_chunking_policy(tmp_path, dataset, trained
         assert model.chunk_length == H and model.info == {"note": "test"}
         policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="global_clock")
         obs, _ = env.reset(seed=5)
-        with torch.no_grad():
-            expected = net(obs["policy"])[:, 0]
-        first = policy.act(obs)
-        assert torch.allclose(first, expected, atol=1e-6)
-        obs, _, terminated, truncated, _ = env.step(first)
-        policy.observe(terminated | truncated)
-        for _ in range(3 * H - 1):
+        env.episode_length_buf[:] = torch.tensor([0, 280, 290, 295])  # time-outs mid-chunk: envs wait suspended
+        executed = 0
+        for t in range(3 * H):
+            if t % H == 0:  # a tick: every env takes the net's chunk planned from this observation
+                with torch.no_grad():
+                    chunk = net(obs["policy"])
             actions = policy.act(obs)
-            assert torch.isfinite(actions).all()
+            status = policy.last_step
+            assert torch.equal(status.executing, ~status.suspended)
+            for i in status.executing.nonzero().flatten().tolist():
+                assert torch.allclose(actions[i], chunk[i, t % H], atol=1e-6), (t, i)
+                executed += 1
             obs, _, terminated, truncated, _ = env.step(actions)
             policy.observe(terminated | truncated)
         assert policy.stats["inference_calls"] == 3
-        assert not torch.equal(env.scene["robot"].data.joint_pos, torch.zeros_like(env.scene["robot"].data.joint_pos))
+        assert policy.stats["suspended_env_steps"] > 0 and executed == policy.stats["active_env_steps"]
 
         # a checkpoint of another task, or with other dims, is refused with what differs
         save_chunk_policy(path, net, "Isaac-Cartpole-Suspendable")

@@ -2,6 +2,7 @@
 the tick, partial resets, no host syncs between ticks, and the embedded LQR chunk policy balancing the pole."""
 
 import math
+import time
 
 import pytest
 import torch
@@ -19,6 +20,9 @@ from isaaclab_suspend.policies import (
     LatencyEmulator,
 )
 from isaaclab_suspend.utils import open_env
+
+from aggregator_reference import REFERENCES
+from host_syncs import check_quiet_steps, spy_forbids_syncs
 
 N = 8
 H = 8
@@ -223,25 +227,81 @@ def test_async_overlaps_the_next_inference_with_the_last_actions(env):
     assert stats["suspended_env_steps"] > 0
 
 
+class SleepingModel:
+    """Zero chunks after a real sleep of ``latency`` seconds; records when each call started and ended, and
+    raises on call ``fail_on`` (0-based) after its sleep."""
+
+    def __init__(self, latency: float, fail_on: int | None = None):
+        self.latency = latency
+        self.fail_on = fail_on
+        self.spans: list[tuple[float, float]] = []
+
+    def __call__(self, obs_rows, env_ids):
+        start = time.perf_counter()
+        time.sleep(self.latency)
+        self.spans.append((start, time.perf_counter()))
+        if len(self.spans) - 1 == self.fail_on:
+            raise RuntimeError("model crashed")
+        return torch.zeros(len(env_ids), H, 1)
+
+
+LATENCY = 0.3
+"""Real model latency of the async timing tests [s]; the loop sleeps LATENCY / 2 per step (a slow env), so a
+lead of d = 2 steps covers the whole latency."""
+
+
+def test_async_runs_the_model_in_the_background_while_the_env_steps(env):
+    """H = 8, d = 2: launches at steps 4, 10, 16, collected at 6, 12, 18. act() at a launch step returns long
+    before the model ends, the model ends after that act() returned (it ran while the env stepped), and the loop
+    spends far less than calls x latency inside act(), where running the model inline would cost all of it."""
+    model = SleepingModel(LATENCY)
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="async", refill_threshold=0.25)
+    obs, _ = env.reset(seed=0)
+    policy.reset()
+    act_spans = []
+    for _ in range(19):
+        start = time.perf_counter()
+        actions = policy.act(obs)
+        act_spans.append((start, time.perf_counter()))
+        obs, _, terminated, truncated, _ = env.step(actions)
+        policy.observe(terminated | truncated)
+        time.sleep(LATENCY / 2)
+    policy.close()
+    assert len(model.spans) == 4 and policy.stats["inference_calls"] == 4
+    for call, step in enumerate((4, 10, 16), start=1):
+        act_start, act_end = act_spans[step]
+        model_start, model_end = model.spans[call]
+        assert act_end - act_start < LATENCY / 3, f"act() at launch step {step} waited for the model"
+        assert model_start >= act_start and model_end > act_end + LATENCY / 2, "the model did not run in the background"
+    for step in (6, 12, 18):  # the lead covered the latency: collecting waits little
+        assert act_spans[step][1] - act_spans[step][0] < LATENCY / 2, f"the tick at step {step} waited"
+    in_act = sum(end - start for start, end in act_spans)
+    assert in_act < LATENCY + 2 * LATENCY / 2, f"{in_act:.2f} s inside act() for {len(model.spans)} calls"
+
+
 def test_async_configuration_errors_and_model_errors_in_the_worker(env):
     with pytest.raises(ValueError, match="needs d <= H / 2"):
         ActionChunkingPolicy(StampedModel(), env, chunk_length=H, schedule="async", refill_threshold=0.75)
     with pytest.raises(ValueError, match="aggregator='replace'"):
         ActionChunkingPolicy(StampedModel(), env, chunk_length=H, schedule="async", aggregator="blend")
 
-    def fails_on_the_second_call(obs_rows, env_ids, calls=[]):
-        calls.append(1)
-        if len(calls) == 2:
-            raise RuntimeError("model crashed")
-        return torch.zeros(len(env_ids), H, 1)
-
-    policy = ActionChunkingPolicy(fails_on_the_second_call, env, chunk_length=H, schedule="async")
+    # the second call (launched at step 4 with the default lead d = H / 4 = 2) fails in the worker: the launch
+    # step and the step after it go on, the error surfaces at the tick that collects it, step 6
+    model = SleepingModel(LATENCY, fail_on=1)
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="async")
     obs, _ = env.reset(seed=0)
     policy.reset()
-    with pytest.raises(RuntimeError, match="model crashed"):  # raised at the tick that collects it
-        for _ in range(2 * H):
-            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
-            policy.observe(terminated | truncated)
+    raised_at = None
+    for step in range(2 * H):
+        try:
+            actions = policy.act(obs)
+        except RuntimeError as err:
+            assert "model crashed" in str(err)
+            raised_at = step
+            break
+        obs, _, terminated, truncated, _ = env.step(actions)
+        policy.observe(terminated | truncated)
+    assert raised_at == 6 and len(model.spans) == 2
     assert policy.stats["inference_calls"] == 1
     policy.close()
 
@@ -259,6 +319,64 @@ def test_auto_waits_when_inference_is_costly_and_serves_when_it_is_cheap(env):
     # every env reset between ticks is served at the next step: the ticks plus one call per such step
     assert cheap.stats["inference_calls"] == math.ceil(120 / H) + len(off_tick_resets(history, H))
     assert cheap.stats["suspended_env_steps"] == 0
+
+
+class ChunkRecordingModel(StampedModel):
+    """A stamped model whose chunks also depend on the observation (the pole angle), keeping every chunk."""
+
+    def __init__(self, chunk_length=H):
+        super().__init__(chunk_length)
+        self.chunks: list[torch.Tensor] = []
+
+    def __call__(self, obs_rows, env_ids):
+        chunk = super().__call__(obs_rows, env_ids) + 1e-4 * torch.tanh(obs_rows["policy"][:, 1]).view(-1, 1, 1)
+        self.chunks.append(chunk)
+        return chunk
+
+
+@pytest.mark.parametrize(
+    "schedule, aggregator, refill",
+    [("any", "temporal_ensemble", 0.5), ("any", "blend", 0.5), ("auto", "temporal_ensemble", 0.0)],
+)
+def test_aggregators_merge_leftovers_on_the_real_env(env, schedule, aggregator, refill):
+    """New chunks meet leftover actions (any with a refill threshold; auto's envs served between ticks take the
+    next tick's chunk): every executed action is the brute-force aggregate of all predictions made for that step
+    since the env's last reset, and differs from what replace would execute where chunks overlapped."""
+    model = ChunkRecordingModel()
+    if schedule == "auto":  # cheap inference: envs reset between ticks are served at once
+        model = LatencyEmulator(model, LatencyCfg(per_row_s=1e-5, virtual=True))
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule=schedule, aggregator=aggregator,
+                                  refill_threshold=refill)
+    recorded = model.model if schedule == "auto" else model
+    reference = REFERENCES[aggregator]
+    obs, _ = env.reset(seed=0)
+    policy.reset()
+    predictions: list[dict[int, list[float]]] = [{} for _ in range(N)]
+    merged_steps = resets = 0
+    for t in range(120):
+        actions = policy.act(obs)
+        status = policy.last_step
+        obs, _, terminated, truncated, _ = env.step(actions)
+        dones = terminated | truncated
+        policy.observe(dones)
+        if status.served is not None:
+            env_ids = recorded.calls[-1][0].tolist()
+            for i in status.served.nonzero().flatten().tolist():
+                row = recorded.chunks[-1][env_ids.index(i)]
+                for j in range(H):
+                    predictions[i].setdefault(t + j, []).append(float(row[j, 0]))
+        assert status.executing.all(), "every env executes a chunk action in every step here"
+        for i in range(N):
+            made = predictions[i][t]
+            assert float(actions[i, 0]) == pytest.approx(reference(made), rel=1e-5, abs=1e-9), (t, i, made)
+            if len(made) > 1:
+                merged_steps += 1
+                assert abs(float(actions[i, 0]) - made[-1]) > 1e-5, "replace would have executed the same action"
+            if dones[i]:
+                predictions[i] = {}
+                resets += 1
+    assert resets >= 3 and merged_steps >= 40, (resets, merged_steps)
+    assert policy.stats["suspended_env_steps"] == 0
 
 
 def test_partial_reset_drops_only_the_given_envs_chunks(env):
@@ -285,46 +403,14 @@ def test_partial_reset_drops_only_the_given_envs_chunks(env):
             assert status.served.all() and status.executing.all()
 
 
-def test_no_host_sync_between_ticks(env, monkeypatch):
-    """act() and observe() read the device only on steps that infer (ticks, refills) or follow a reset or an
-    inference (to refresh the refill mirror), never on the others."""
-    syncs = {"count": 0, "active": False}
-
-    def counting(name):
-        original = getattr(torch.Tensor, name)
-
-        def wrapper(self, *args, **kwargs):
-            if syncs["active"]:
-                syncs["count"] += 1
-            return original(self, *args, **kwargs)
-
-        return wrapper
-
-    for name in ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero", "numpy"):
-        monkeypatch.setattr(torch.Tensor, name, counting(name))
-
-    for schedule in ("global_clock", "any", "async"):
-        policy = ActionChunkingPolicy(RecordingZeroModel(), env, chunk_length=H, schedule=schedule)
-        obs, _ = env.reset()
-        policy.reset()
-        quiet_steps = 0
-        previous_eventful = True
-        for step in range(60):
-            syncs["count"], syncs["active"] = 0, True
-            actions = policy.act(obs)
-            syncs["active"] = False
-            obs, _, terminated, truncated, _ = env.step(actions)
-            dones = terminated | truncated
-            syncs["active"] = True
-            policy.observe(dones)
-            syncs["active"] = False
-            served = policy.last_step.served is not None
-            eventful = served or bool(dones.any())
-            if not (previous_eventful or served):
-                assert syncs["count"] == 0, f"{schedule}: {syncs['count']} host syncs at step {step}"
-                quiet_steps += 1
-            previous_eventful = eventful
-        assert quiet_steps >= 10
+@pytest.mark.parametrize("schedule", ["global_clock", "any", "async"])
+def test_no_host_sync_between_ticks(env, schedule):
+    """act() and observe() read the device only on steps that infer (ticks, refills, collects) or follow a reset
+    or an inference (to refresh the refill mirror): every other step, predicted beforehand, runs with every
+    host read of a tensor raising (tests/test_cuda_host_syncs.py does the same under CUDA's sync debug mode)."""
+    with pytest.raises(AssertionError, match="host sync"), spy_forbids_syncs():
+        bool(torch.ones(1).sum() > 0)  # the guard sees a host read
+    assert check_quiet_steps(env, RecordingZeroModel(), schedule, H, 60, spy_forbids_syncs) >= 10
 
 
 def test_lqr_model_step_matches_the_simulator(env):

@@ -1,5 +1,6 @@
 """Pure logic of the chunking policy, without an env: aggregators, chunk queues, schedules, cost model, latency."""
 
+import functools
 import math
 import time
 
@@ -23,6 +24,8 @@ from isaaclab_suspend.policies import (
     temporal_ensemble,
 )
 from isaaclab_suspend.policies.schedules import FULL_BATCH, AutoSchedule
+
+from aggregator_reference import REFERENCES, act_temporal_ensemble
 
 H = 4
 
@@ -61,9 +64,7 @@ def test_temporal_ensemble_online_equals_acts_weighted_mean(coeff):
     merged, count = torch.zeros(1, 1, 1), torch.zeros(1, 1, dtype=torch.long)
     for p in predictions:
         merged, count = temporal_ensemble(merged, torch.full((1, 1, 1), p), count, coeff=coeff)
-    weights = [math.exp(-coeff * i) for i in range(len(predictions))]
-    expected = sum(w * p for w, p in zip(weights, predictions)) / sum(weights)
-    assert float(merged) == pytest.approx(expected, rel=1e-6)
+    assert float(merged) == pytest.approx(act_temporal_ensemble(predictions, coeff), rel=1e-6)
     assert int(count) == len(predictions)
 
 
@@ -385,3 +386,35 @@ def test_lqr_plan_shape_and_limits():
     assert plan.shape == (3, 6, 1)
     assert plan.abs().max() <= model.cfg.action_limit and (plan[1] == 0).all()
     assert plan[0, 0, 0] > 0  # pole leaning toward +x: push the cart toward +x
+
+
+# -- aggregators over overlapping chunks, against their brute-force definitions
+
+
+@pytest.mark.parametrize("name, coeff", [("temporal_ensemble", 0.01), ("temporal_ensemble", 0.5), ("blend", None)])
+def test_overlapping_chunks_execute_the_brute_force_aggregate_of_every_step(name, coeff):
+    """Env 0 gets a new chunk every step, env 1 every other step, and env 0 is reset at step 7: the action each
+    env executes is the aggregate of every prediction made for that step since its last reset."""
+    aggregator = functools.partial(temporal_ensemble, coeff=coeff) if coeff is not None else AGGREGATORS[name]
+    reference = functools.partial(act_temporal_ensemble, coeff=coeff) if coeff is not None else REFERENCES[name]
+    gen = torch.Generator().manual_seed(0)
+    q = ChunkQueues(2, H, 1, H - 1, "cpu")
+    predictions: list[dict[int, list[float]]] = [{}, {}]  # per env: step -> predictions made for it, oldest first
+    overlaps = 0
+    for t in range(16):
+        take = torch.tensor([True, t % 2 == 0])
+        chunk = torch.randn(2, H, 1, generator=gen)
+        q.merge(torch.arange(2), chunk, aggregator, take)
+        for i in take.nonzero().flatten().tolist():
+            for j in range(H):
+                predictions[i].setdefault(t + j, []).append(float(chunk[i, j, 0]))
+        executed = q.pop(torch.ones(2, dtype=torch.bool), torch.zeros(2, 1))
+        for i in range(2):
+            made = predictions[i][t]
+            overlaps += len(made) > 1
+            assert float(executed[i, 0]) == pytest.approx(reference(made), rel=1e-5, abs=1e-6), (t, i, made)
+        if t == 7:
+            q.drop(torch.tensor([True, False]))
+            predictions[0] = {}
+    assert overlaps >= 16
+

@@ -28,9 +28,11 @@ def _rollout(env, steps: int = STEPS) -> dict[str, torch.Tensor]:
     return {k: torch.stack(v) for k, v in out.items()}
 
 
+@pytest.mark.parametrize("preset", ["newton_mjwarp", "newton_featherstone"])
 @pytest.mark.parametrize("task", ["Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"])
-def test_flag_off_and_idle_match_stock(task):
-    cfg = make_env_cfg(task, NUM_ENVS, episode_length_s=1.0)
+def test_flag_off_and_idle_match_stock(task, preset):
+    overrides = [f"presets={preset}"]
+    cfg = make_env_cfg(task, NUM_ENVS, overrides=overrides, episode_length_s=1.0)
     with launch_simulation(cfg, {}):
         stock = ManagerBasedRLEnv(cfg)
         try:
@@ -39,7 +41,7 @@ def test_flag_off_and_idle_match_stock(task):
             stock.close()
     assert reference["term"].any() or reference["trunc"].any(), "the rollout must cross episode boundaries"
     for enabled in (False, True):
-        with open_env(task, NUM_ENVS, episode_length_s=1.0, suspend__enabled=enabled) as env:
+        with open_env(task, NUM_ENVS, overrides=overrides, episode_length_s=1.0, suspend__enabled=enabled) as env:
             if not enabled:
                 with pytest.raises(RuntimeError, match="suspend.enabled"):
                     env.suspend_envs([0])

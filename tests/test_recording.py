@@ -157,7 +157,7 @@ def test_export_modes_follow_the_success_term(tmp_path):
 class SyncSpy:
     """Records the tensor methods that copy a value to the host on the main thread while it is armed."""
 
-    NAMES = ("item", "tolist", "nonzero", "__bool__", "__int__", "__float__", "__index__")
+    NAMES = ("item", "tolist", "nonzero", "numpy", "__bool__", "__int__", "__float__", "__index__")
 
     def __init__(self, monkeypatch):
         self.armed = False

@@ -8,11 +8,13 @@ import socket
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 import torch
 
+from isaaclab_suspend.datasets import DatasetReader
 from isaaclab_suspend.policies import (
     ActionChunkingPolicy,
     PolicyServer,
@@ -191,6 +193,51 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
         assert server.returncode == 0 and "Stopped." in out
     finally:
         for process in [server, *clients]:
+            if process.poll() is None:
+                process.terminate()
+                process.communicate(timeout=30)
+
+
+def test_server_dying_mid_run_exits_2_and_keeps_the_recorded_episodes(tmp_path):
+    """record.py and eval.py --record as clients of a server that dies after each made 20 calls (320 steps: every
+    env finished its first, desynchronised episode): both exit with status 2 and the reason, no traceback, and
+    every episode exported before is in the file, complete and readable."""
+    task = "Isaac-Cartpole-Suspendable"
+    local = make_default_model(task, 16)
+    calls = {3: 0, 4: 0}  # by batch size: eval.py runs 3 envs, record.py 4
+    enough = threading.Event()
+
+    def counting(obs_rows, env_ids):
+        calls[len(env_ids)] += 1
+        if min(calls.values()) >= 20:
+            enough.set()
+        return local(obs_rows, env_ids)
+
+    server = PolicyServer(counting, PolicyServerCfg(port=0, chunk_length=16, action_dim=1, task=task)).start()
+    address = f"127.0.0.1:{server.address[1]}"
+    recorded, evaluated = tmp_path / "record.hdf5", tmp_path / "eval.hdf5"
+    clients = [
+        _script("record.py", "--policy", "remote", "--remote", address, "--num_envs", "4", "--episodes", "1000",
+                "--desync", "--output", str(recorded)),
+        _script("eval.py", "--remote", address, "--num_envs", "3", "--steps", "100000", "--desync",
+                "--record", str(evaluated), "--timeline", ""),
+    ]
+    try:
+        assert enough.wait(timeout=400), calls
+        server.close()
+        for process, num_envs, path in zip(clients, (4, 3), (recorded, evaluated)):
+            _, err = process.communicate(timeout=120)
+            assert process.returncode == 2, err[-2000:]
+            assert "error: Lost the policy server at" in err or "error: No policy server at" in err, err[-2000:]
+            assert "Traceback" not in err
+            with DatasetReader(str(path)) as reader:
+                assert len(reader.demo_names) >= num_envs
+                for name in reader.demo_names:
+                    demo = reader.load(name, "cpu")
+                    assert demo.num_samples > 0 and all(len(v) == demo.num_samples for v in demo.states.values())
+    finally:
+        server.close()
+        for process in clients:
             if process.poll() is None:
                 process.terminate()
                 process.communicate(timeout=30)

@@ -22,7 +22,6 @@ from isaaclab_suspend.utils import open_env
 
 TASK = "Isaac-PushCube-Suspendable"
 NUM_ENVS = 8
-TOLERANCE = 1e-5
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +90,7 @@ def test_parallel_replay_is_state_exact(dataset, tmp_path):
     assert all(r.at_recorded_origin for r in results)
     assert sum(r.events_applied for r in results) > 0, "the recording must contain interval events"
     worst = max(r.max_state_error for r in results)
-    assert worst <= TOLERANCE, [(r.demo, r.max_state_error, r.worst_state) for r in results]
+    assert worst == 0.0, [(r.demo, r.max_state_error, r.worst_state) for r in results]  # bit-exact at the origins
 
 
 def test_replay_without_event_states_drifts_at_the_events(dataset, tmp_path):
@@ -106,7 +105,7 @@ def test_replay_without_event_states_drifts_at_the_events(dataset, tmp_path):
         if nudged[result.demo]:
             assert result.max_state_error > 1e-3, result
         else:
-            assert result.max_state_error <= TOLERANCE, result
+            assert result.max_state_error == 0.0, result
 
 
 def test_bad_input_names_the_file_and_demo(dataset, tmp_path):

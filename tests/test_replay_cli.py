@@ -1,6 +1,7 @@
 """scripts/replay.py end to end: exit status 0 when states match, 1 above the tolerance, 2 on bad input."""
 
 import os
+import re
 import subprocess
 import sys
 
@@ -27,6 +28,15 @@ def test_exact_replay_exits_0(dataset):
     run = _replay(dataset)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "largest state error 0 (tolerance 1e-05); 0 above it" in run.stdout
+
+
+def test_other_env_origins_warn_and_exit_1(dataset):
+    """Recorded in 4 envs (a 2 x 2 grid), replayed in 5 (a 3-row grid): demos run about other env origins, where
+    float32 positions round differently and the contacts amplify it. The script says so and exits 1."""
+    run = _replay(dataset, "--num_envs", "5")
+    assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-3000:]
+    assert re.search(r"\[WARN\] [1-9]\d* demos run about another env origin than recorded", run.stdout), run.stdout
+    assert re.search(r"\|\s+no\s+\|", run.stdout) and "above it: demo_" in run.stdout  # at recorded origin: no
 
 
 def test_drift_exits_1_and_warns(dataset, tmp_path):

@@ -1,14 +1,20 @@
-"""A suspended-then-resumed env continues bit-exactly as if it had never been suspended."""
+"""A suspended-then-resumed env continues bit-exactly as if it had never been suspended, on both solvers:
+observations and the full physics state of every asset, step by step."""
 
 import pytest
 import torch
 
+from isaaclab_suspend.rl import load_checkpoint_policy
+from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
 from isaaclab_suspend.utils import open_env
+
+from scene_state import physics_tensors
 
 NUM_ENVS = 4
 STEPS = 60
 SUSPENDED = [1, 2]
 SUSPEND_AT, SUSPEND_FOR = 15, 13  # 13 is prime to every ring length here
+PRESETS = ["newton_mjwarp", "newton_featherstone"]
 
 
 def _feedback(obs: torch.Tensor) -> torch.Tensor:
@@ -16,23 +22,37 @@ def _feedback(obs: torch.Tensor) -> torch.Tensor:
     return torch.clamp(-0.8 * obs[:, :1] - 0.3 * obs[:, 2:3] + 0.5, -1.0, 1.0)
 
 
-def _rollout(task: str, suspend: bool, **attrs) -> tuple[torch.Tensor, torch.Tensor]:
-    """Obs per step and per env, and a mask of the steps each env was active."""
+def _physics(env) -> torch.Tensor:
+    """Every physics quantity of every asset, one row per env. Shape: (num_envs, D)."""
+    return torch.cat([t.reshape(env.num_envs, -1) for t in physics_tensors(env)], dim=1)
+
+
+def _rollout(task: str, preset: str, suspend: bool, **attrs) -> dict[str, torch.Tensor]:
+    """Obs and physics state per step and per env, the cube position (push-cube) and a mask of the steps each
+    env was active."""
     if "PushCube" in task:
-        attrs["events__nudge_cube"] = None  # interval events draw from the shared RNG at schedule-dependent times
-    with open_env(task, NUM_ENVS, **attrs) as env:
+        # interval events draw from the shared RNG at schedule-dependent times; success would end the window
+        attrs.update(events__nudge_cube=None, terminations__success=None)
+        if preset == "newton_featherstone":  # the cube is thrown up there (test_physics_presets.py)
+            attrs.update(terminations__cube_out_of_bounds=None)
+    with open_env(task, NUM_ENVS, overrides=[f"presets={preset}"], **attrs) as env:
+        if "PushCube" in task:  # the shipped expert: a closed-loop, state-only policy that pushes the cube
+            policy = load_checkpoint_policy(shipped_checkpoint(task), env).act
+        else:
+            policy = lambda obs: _feedback(obs["policy"])  # noqa: E731
         obs, _ = env.reset()
-        trajectory, active = [obs["policy"].clone()], [torch.ones(NUM_ENVS, dtype=torch.bool)]
+        out = {"obs": [obs["policy"].clone()], "physics": [_physics(env)], "active": [torch.ones(NUM_ENVS, dtype=torch.bool)]}
         for step in range(STEPS):
             if suspend and step == SUSPEND_AT:
                 env.suspend_envs(SUSPENDED)
             if suspend and step == SUSPEND_AT + SUSPEND_FOR:
                 env.resume_envs(SUSPENDED)
-            active.append(env.active_mask)
-            obs, _, term, trunc, _ = env.step(_feedback(obs["policy"]))
+            out["active"].append(env.active_mask)
+            obs, _, term, trunc, _ = env.step(policy(obs))
             assert not (term | trunc).any(), "the comparison window must not cross an episode boundary"
-            trajectory.append(obs["policy"].clone())
-        return torch.stack(trajectory), torch.stack(active)
+            out["obs"].append(obs["policy"].clone())
+            out["physics"].append(_physics(env))
+        return {key: torch.stack(value) for key, value in out.items()}
 
 
 OBS_WITH_MEMORY = {
@@ -44,18 +64,37 @@ OBS_WITH_MEMORY = {
 
 
 @pytest.mark.parametrize(
-    "task, attrs",
-    [("Isaac-Cartpole-Suspendable", {}), ("Isaac-Cartpole-Suspendable", OBS_WITH_MEMORY), ("Isaac-PushCube-Suspendable", {})],
-    ids=["cartpole", "cartpole-history-delay", "push-cube"],
+    "task, preset, attrs",
+    [
+        ("Isaac-Cartpole-Suspendable", "newton_mjwarp", {}),
+        ("Isaac-Cartpole-Suspendable", "newton_mjwarp", OBS_WITH_MEMORY),
+        ("Isaac-PushCube-Suspendable", "newton_mjwarp", {}),
+        ("Isaac-Cartpole-Suspendable", "newton_featherstone", OBS_WITH_MEMORY),
+        ("Isaac-PushCube-Suspendable", "newton_featherstone", {}),
+    ],
+    ids=["cartpole", "cartpole-history-delay", "push-cube", "cartpole-history-delay-featherstone",
+         "push-cube-featherstone"],
 )
-def test_resume_continues_bit_exactly(task, attrs):
-    reference, _ = _rollout(task, suspend=False, **attrs)
-    result, active = _rollout(task, suspend=True, **attrs)
+def test_resume_continues_bit_exactly(task, preset, attrs):
+    reference = _rollout(task, preset, suspend=False, **attrs)
+    result = _rollout(task, preset, suspend=True, **attrs)
+    active = result["active"]
     for env_id in range(NUM_ENVS):
         steps = active[:, env_id]
-        ours = result[steps, env_id]
-        # the env's own active steps, in order, equal the never-suspended run's first steps
-        assert torch.equal(ours, reference[: len(ours), env_id]), f"env {env_id} diverged after resume"
+        for key in ("obs", "physics"):
+            ours = result[key][steps, env_id]
+            # the env's own active steps, in order, equal the never-suspended run's first steps
+            assert torch.equal(ours, reference[key][: len(ours), env_id]), f"env {env_id}: {key} diverged after resume"
     assert (~active[:, SUSPENDED]).sum() == SUSPEND_FOR * len(SUSPENDED)
-    # the trajectory actually moved while the others ran (a frozen-forever env would also pass the above)
-    assert not torch.equal(reference[SUSPEND_AT, SUSPENDED], reference[-1, SUSPENDED])
+    # the suspended envs really moved after their resume (an env frozen forever would also pass the above) ...
+    resumed = SUSPEND_AT + SUSPEND_FOR
+    moved = (result["physics"][-1, SUSPENDED] - result["physics"][resumed, SUSPENDED]).abs().amax(dim=1)
+    assert (moved > 1e-2).all(), moved
+    if "PushCube" in task and preset == "newton_mjwarp":  # ... and the pusher moved their cube: contacts too
+        cube = env_cube_x(result["obs"])
+        assert ((cube[-1, SUSPENDED] - cube[resumed, SUSPENDED]).abs() > 1e-2).all(), cube[:, SUSPENDED]
+
+
+def env_cube_x(obs: torch.Tensor) -> torch.Tensor:
+    """The cube's x in the push-cube observation (cart_pos, cart_vel, cube_x, ...). Shape: (steps, num_envs)."""
+    return obs[..., 2]

@@ -9,6 +9,7 @@ import h5py
 import pytest
 import torch
 from rsl_rl.algorithms import PPO
+from skrl.agents.torch.ppo import PPO as SkrlPPO
 
 from isaaclab.app.sim_launcher import launch_simulation
 from isaaclab.envs import ManagerBasedRLEnv
@@ -22,6 +23,7 @@ from isaaclab_suspend.utils import make_env_cfg, open_env
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = "Isaac-Cartpole-Suspendable"
 PPO_UPDATE = PPO.update
+SKRL_TRACK_DATA = SkrlPPO.track_data
 
 
 def _script(name: str):
@@ -68,35 +70,56 @@ def test_skrl_smoke_writes_logs_and_checkpoints_and_play_loads_them(tmp_path, ca
     assert sorted(os.listdir(os.getcwd())) == files_before, "loading an skrl agent must not write logs"
 
 
-def _train_two_iterations(env_class, monkeypatch) -> tuple[list[dict], dict]:
-    """Losses of each PPO update and the final actor and critic weights of 2 rsl_rl iterations on ``env_class``."""
+def _train_two_iterations(env_class, task: str, library: str, log_dir: str, monkeypatch) -> tuple[list, dict]:
+    """Two PPO updates of ``library`` on ``env_class``: the losses of each update and every final network weight
+    (actor and critic)."""
     losses = []
 
     def recording_update(self):
         losses.append(PPO_UPDATE(self))
         return losses[-1]
 
+    def recording_track_data(self, tag, value):
+        if tag.startswith("Loss"):
+            losses.append((tag, value))
+        return SKRL_TRACK_DATA(self, tag, value)
+
     monkeypatch.setattr(PPO, "update", recording_update)
-    cfg = make_env_cfg(CARTPOLE, 16, seed=7)
+    monkeypatch.setattr(SkrlPPO, "track_data", recording_track_data)
+    cfg = make_env_cfg(task, 16, seed=7)
     assert cfg.suspend.enabled
-    agent_cfg = load_agent_cfg(CARTPOLE, "rsl_rl", max_iterations=2, seed=7)
+    agent_cfg = load_agent_cfg(task, library, max_iterations=2, seed=7)
     with launch_simulation(cfg, {}):
         env = env_class(cfg=cfg)
+        reset, reset_seeds = env.reset, []
+        env.reset = lambda seed=None, **kwargs: reset_seeds.append(seed) or reset(seed=seed, **kwargs)
         try:
-            runner = train(env, "rsl_rl", agent_cfg, log_dir=None)
-            saved = runner.alg.save()
-            weights = {**saved["actor_state_dict"], **{f"critic.{k}": v for k, v in saved["critic_state_dict"].items()}}
+            runner = train(env, library, agent_cfg, log_dir=log_dir if library == "skrl" else None)
+            if library == "skrl":  # the agent's seed, not what an earlier skrl run in the process left behind
+                assert reset_seeds[0] == 7, reset_seeds
+            if library == "rsl_rl":
+                saved = runner.alg.save()
+                weights = {**saved["actor_state_dict"],
+                           **{f"critic.{k}": v for k, v in saved["critic_state_dict"].items()}}
+            else:
+                agent = runner.agent
+                weights = {f"{role}.{k}": v.clone() for role in ("policy", "value")
+                           for k, v in agent.models[role].state_dict().items()}
         finally:
             env.close()
     return losses, weights
 
 
-def test_training_is_bit_identical_to_the_stock_env(monkeypatch):
-    stock_losses, stock_weights = _train_two_iterations(ManagerBasedRLEnv, monkeypatch)
-    losses, weights = _train_two_iterations(SuspendableManagerBasedRLEnv, monkeypatch)
-    assert len(losses) == len(stock_losses) == 2
+@pytest.mark.parametrize("task, library", [(CARTPOLE, "rsl_rl"), ("Isaac-PushCube-Suspendable", "rsl_rl"),
+                                           (CARTPOLE, "skrl")])
+def test_training_is_bit_identical_to_the_stock_env(task, library, tmp_path, monkeypatch):
+    stock_losses, stock_weights = _train_two_iterations(ManagerBasedRLEnv, task, library, str(tmp_path / "stock"),
+                                                        monkeypatch)
+    losses, weights = _train_two_iterations(SuspendableManagerBasedRLEnv, task, library, str(tmp_path / "ours"),
+                                            monkeypatch)
+    assert len(losses) == len(stock_losses) >= (2 if library == "rsl_rl" else 4)  # skrl: a value per loss term
     assert losses == stock_losses  # floats compared exactly
-    assert weights.keys() == stock_weights.keys()
+    assert weights.keys() == stock_weights.keys() and len(weights) >= 4
     for name, value in weights.items():
         assert torch.equal(value, stock_weights[name]), f"{name} differs from the stock env's"
 

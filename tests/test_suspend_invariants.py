@@ -8,25 +8,15 @@ from isaaclab.managers import DatasetExportMode
 
 from isaaclab_suspend.utils import open_env
 
+from scene_state import physics_tensors
+
 NUM_ENVS = 8
 STEPS = 500
 
 
-def _physics(env) -> list[torch.Tensor]:
-    """Every physics quantity of every asset: articulation joint/root state, rigid-object root state."""
-    out = []
-    for name in env.scene.articulations:
-        data = env.scene[name].data
-        out += [data.joint_pos.torch, data.joint_vel.torch, data.root_pose_w.torch, data.root_vel_w.torch]
-    for name in env.scene.rigid_objects:
-        data = env.scene[name].data
-        out += [data.root_pose_w.torch, data.root_vel_w.torch]
-    return [t.clone() for t in out]
-
-
 def _per_env_state(env) -> dict[str, torch.Tensor]:
     """Everything a suspended env must keep bit for bit, as per-env rows (dim 0 = env)."""
-    state = {f"physics{i}": t for i, t in enumerate(_physics(env))}
+    state = {f"physics{i}": t for i, t in enumerate(physics_tensors(env))}
     state["action"] = env.action_manager.action.clone()
     state["prev_action"] = env.action_manager.prev_action.clone()
     state["episode_length"] = env.episode_length_buf.clone()
@@ -44,16 +34,22 @@ def _per_env_state(env) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize(
-    "task, history_length",
-    [("Isaac-Cartpole-Suspendable", 0), ("Isaac-Cartpole-Suspendable", 3), ("Isaac-PushCube-Suspendable", 0)],
+    "task, history_length, preset",
+    [
+        ("Isaac-Cartpole-Suspendable", 0, "newton_mjwarp"),
+        ("Isaac-Cartpole-Suspendable", 3, "newton_mjwarp"),
+        ("Isaac-PushCube-Suspendable", 0, "newton_mjwarp"),
+        ("Isaac-PushCube-Suspendable", 0, "newton_featherstone"),
+    ],
 )
-def test_random_schedule_keeps_every_invariant(task, history_length, tmp_path):
+def test_random_schedule_keeps_every_invariant(task, history_length, preset, tmp_path):
     recorders = ActionStateRecorderManagerCfg(
         dataset_export_mode=DatasetExportMode.EXPORT_NONE, dataset_export_dir_path=str(tmp_path)
     )
     # short episodes so that natural terminations and time-outs interleave with suspensions
     with open_env(
-        task, NUM_ENVS, episode_length_s=1.0, recorders=recorders, observations__policy__history_length=history_length
+        task, NUM_ENVS, overrides=[f"presets={preset}"], episode_length_s=1.0, recorders=recorders,
+        observations__policy__history_length=history_length,
     ) as env:
         gen = torch.Generator().manual_seed(1)
         env.reset()

@@ -91,12 +91,16 @@ def train(env: ManagerBasedRLEnv | gym.Env, library: str, agent_cfg: RslRlOnPoli
         runner.learn(num_learning_iterations=agent_cfg.max_iterations, init_at_random_ep_len=True)
         return runner
     if library == "skrl":
+        from skrl.utils import set_seed
         from skrl.utils.runner.torch import Runner
 
         from isaaclab_rl.skrl import SkrlVecEnvWrapper
 
         agent_cfg["agent"]["experiment"]["directory"] = os.path.dirname(log_dir)
         agent_cfg["agent"]["experiment"]["experiment_name"] = os.path.basename(log_dir)
+        # the wrapper takes the seed of its first env.reset from skrl's global key when it is made: seed it first,
+        # or that reset uses whatever seed the process's previous skrl run left (0 in a fresh process)
+        set_seed(agent_seed(agent_cfg))
         runner = Runner(SkrlVecEnvWrapper(env, ml_framework="torch"), agent_cfg)
         runner.run("train")
         return runner

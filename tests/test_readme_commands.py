@@ -1,0 +1,87 @@
+"""The README's claims run as a user runs them: the main command with its table and timeline PNG, and the
+clean-dataset claim (hold records junk samples, global_clock none)."""
+
+import importlib.util
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from isaaclab_suspend.learning import ChunkDataset
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+STEPS = 128
+H = 16
+
+
+def _figures(table: str, name: str) -> list[float]:
+    """The values of one row of a printed stats table, one per schedule column."""
+    row = re.search(rf"^\| {name} +\|(.*)\|$", table, re.MULTILINE)
+    assert row, f"no '{name}' row in:\n{table}"
+    return [float(cell) for cell in row[1].split("|")]
+
+
+def test_main_command_compares_any_and_global_clock_and_draws_the_timeline(tmp_path):
+    """`eval.py --compare any,global_clock --desync --latency gr1 --virtual_latency` (fewer steps): the clock
+    makes exactly ceil(T / H) calls, any more, each call is charged GR1's 200 ms, and the PNG
+    shows both runs (suspended envs only under the clock)."""
+    timeline = tmp_path / "timeline.png"
+    run = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--compare", "any,global_clock", "--desync",
+         "--latency", "gr1", "--virtual_latency", "--steps", str(STEPS), "--timeline", str(timeline)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = run.stdout
+    assert "Isaac-Cartpole-Suspendable, embedded model: 16 envs, 128 steps, H = 16" in out
+    assert "latency gr1 (virtual)" in out
+    calls_any, calls_clock = _figures(out, "inference_calls")
+    assert calls_clock == math.ceil(STEPS / H) and calls_any > calls_clock
+    inference_any, inference_clock = _figures(out, "inference_s")
+    assert inference_clock >= 0.2 * calls_clock and inference_any >= 0.2 * calls_any
+    suspended_any, suspended_clock = _figures(out, "suspended_fraction")
+    assert suspended_any == 0 and suspended_clock > 0
+    assert f"Timeline of the first 16 envs: {timeline}" in out
+
+    import matplotlib.image
+
+    image = matplotlib.image.imread(str(timeline))
+    assert image.ndim == 3 and image.shape[0] > 200 and image.shape[1] > 1000
+    rgb = np.round(image[..., :3] * 255)
+
+    def pixels(hex_colour: str) -> int:
+        colour = np.array([int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)])
+        return int((np.abs(rgb - colour).max(-1) <= 2).sum())
+
+    assert pixels("#4c9f50") > 10_000 and pixels("#b8b8b8") > 1_000  # active and suspended cells
+
+
+def _script(path: str):
+    """The module of a script under scripts/ (its functions run in this process)."""
+    spec = importlib.util.spec_from_file_location(os.path.basename(path)[:-3], os.path.join(ROOT, "scripts", path))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_hold_records_junk_and_global_clock_none(tmp_path):
+    """The same desynchronised push-cube recording under both schedules (record.py): hold's episodes that start
+    mid-chunk open with samples of the held zero action; global_clock's envs wait suspended and record none.
+    Junk is counted as bench_junk_bc.py counts it, from the file."""
+    record = _script("record.py")
+    junk_samples = _script("benchmarks/bench_junk_bc.py").junk_samples
+    junk = {}
+    for schedule in ("hold", "global_clock"):
+        output = tmp_path / f"{schedule}.hdf5"
+        args = ["--task", "Isaac-PushCube-Suspendable", "--schedule", schedule, "--num_envs", "4", "--episodes", "8",
+                "--desync", "--output", str(output)]
+        assert record.main(args) == 0
+        dataset = ChunkDataset(str(output), H)
+        assert len(dataset.episode_lengths) >= 8
+        junk[schedule] = junk_samples(dataset)
+    samples, episodes = junk["hold"]
+    assert episodes >= 2 and samples >= 2 * episodes, junk
+    assert junk["global_clock"] == (0, 0), junk
