@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import signal
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 
@@ -12,6 +13,9 @@ from isaaclab.app.sim_launcher import launch_simulation
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_tasks.utils import parse_env_cfg
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnvCfg
 
 
 def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
@@ -34,12 +38,17 @@ def make_env_cfg(task: str, num_envs: int, device: str = "cpu", overrides: Seque
 
 
 @contextlib.contextmanager
-def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), **attrs):
+def open_env(task: str, num_envs: int | None = None, device: str = "cpu", overrides: Sequence[str] = (),
+             cfg: ManagerBasedRLEnvCfg | None = None, **attrs):
     """Create ``task`` inside ``launch_simulation`` and close it on exit. Yields the unwrapped env.
 
-    ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``.
+    The cfg is :func:`make_env_cfg` of the arguments (``attrs`` use ``__`` for nesting, e.g.
+    ``suspend__enabled=False``), or ``cfg`` as it is (then give no other cfg argument).
     """
-    cfg = make_env_cfg(task, num_envs, device, overrides, **attrs)
+    if cfg is None:
+        cfg = make_env_cfg(task, num_envs, device, overrides, **attrs)
+    elif num_envs is not None or overrides or attrs:
+        raise TypeError("open_env takes either a ready cfg or num_envs, overrides and attrs to make one, not both.")
     with launch_simulation(cfg, {}):
         env = gym.make(task, cfg=cfg)
         try:
