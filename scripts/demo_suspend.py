@@ -67,5 +67,4 @@ def demo(args: argparse.Namespace) -> None:
 
 
 if __name__ == "__main__":
-    arguments = parse_args()
-    sys.exit(cli.run(lambda: demo(arguments)))
+    sys.exit(cli.run(demo, parse_args()))

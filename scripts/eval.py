@@ -115,10 +115,5 @@ def evaluate(args: argparse.Namespace) -> None:
         print(f"Timeline of the first {min(args.timeline_envs, args.num_envs)} envs: {args.timeline}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return cli.run(lambda: evaluate(args))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(evaluate, parse_args()))

@@ -55,8 +55,7 @@ def play(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return cli.run(lambda: play(args))
+    return cli.run(play, parse_args(argv))
 
 
 if __name__ == "__main__":

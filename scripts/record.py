@@ -76,6 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.paths = cli.check_new_datasets(args.recorders, args.overwrite)
     except ValueError as err:
         parser.error(str(err))
+    args.on_interrupt = f"Interrupted: the episodes exported so far are in {args.paths}; open episodes were dropped."
     return args
 
 
@@ -113,9 +114,7 @@ def record(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    interrupted = f"Interrupted: the episodes exported so far are in {args.paths}; open episodes were dropped."
-    return cli.run(lambda: record(args), interrupted)
+    return cli.run(record, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -38,10 +38,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.log_dir = cli.check_writable(make_log_dir(args.rl_library, args.task, args.log_root), "--log_root")
     except ValueError as err:
         parser.error(str(err))
+    args.on_interrupt = f"Interrupted: the checkpoints written so far are in {args.log_dir}"
     return args
 
 
-def run(args: argparse.Namespace) -> int:
+def train_agent(args: argparse.Namespace) -> int:
     agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device)
     env_cfg = make_env_cfg(args.task, args.num_envs, args.device, cli.env_overrides(args), seed=agent_seed(agent_cfg))
     print(f"[INFO] Logging experiment in directory: {args.log_dir}")
@@ -53,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return cli.run(lambda: run(args), f"Interrupted: the checkpoints written so far are in {args.log_dir}")
+    return cli.run(train_agent, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -82,10 +82,5 @@ def train(args: argparse.Namespace) -> None:
     print(f"Checkpoint: {args.output}\nTensorBoard: {args.log_dir}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    return cli.run(lambda: train(args))
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(train, parse_args()))

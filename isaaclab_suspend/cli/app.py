@@ -7,6 +7,7 @@ raised while the env exists (a server that goes away, a policy that does not fit
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import sys
@@ -37,15 +38,16 @@ def user_errors(*extra: type[BaseException]) -> Iterator[None]:
         raise fail(err) from None
 
 
-def run(main: Callable[[], object], interrupted: str = "Interrupted.") -> int:
-    """Run a script's ``main``: its status (an int; 0 if it returns anything else), 130 with the one line
-    ``interrupted`` on Ctrl-C, 2 with one line on a user error."""
+def run(body: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> int:
+    """Run a script's ``body(args)``: its status (an int; 0 if it returns anything else), 2 with one line on a
+    user error, 130 on Ctrl-C with the one line ``args.on_interrupt`` (e.g. where the results so far are), if the
+    script set it, else ``Interrupted.``."""
     try:
         with user_errors():
-            status = main()
+            status = body(args)
             return status if isinstance(status, int) else 0
     except KeyboardInterrupt:
-        print(f"\n{interrupted}")
+        print(f"\n{getattr(args, 'on_interrupt', 'Interrupted.')}")
         return 130
     except SystemExit as exit_:
         return exit_.code if isinstance(exit_.code, int) else int(exit_.code is not None)

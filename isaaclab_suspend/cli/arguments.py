@@ -37,22 +37,24 @@ fraction = _number(float, 0.0, 1.0, what="must lie in [0, 1]")
 """A float in [0, 1]."""
 
 
-def latency(text: str) -> str:
-    """An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
-    try:
-        LatencyCfg.parse(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
+def _accepted_by(parse: Callable[[str], object], what: str) -> Callable[[str], str]:
+    """An argparse type: the text itself, once ``parse(text)`` accepts it (its ``ValueError`` is the message)."""
+
+    def check(text: str) -> str:
+        try:
+            parse(text)
+        except ValueError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+        return text
+
+    check.__name__ = what
+    return check
 
 
-def address(text: str) -> str:
-    """A ``host:port`` policy server address."""
-    try:
-        RemoteChunkModelCfg.parse(text)
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(str(err)) from None
-    return text
+latency = _accepted_by(LatencyCfg.parse, "latency")
+"""An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
+address = _accepted_by(RemoteChunkModelCfg.parse, "address")
+"""A ``host:port`` policy server address."""
 
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,

@@ -26,7 +26,6 @@ import os
 import subprocess
 import sys
 
-import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
@@ -104,19 +103,12 @@ def evaluate(args: argparse.Namespace, model, label: str) -> dict:
         if hasattr(model, "check_env"):
             model.check_env(env)
         policy = ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule="global_clock")
-        outcomes = EpisodeOutcomes(env, score_first=False)
-        # push-cube: distance of the cube to its target at the last step of each scored episode
-        terms = env.observation_manager.active_terms["policy"]
-        column = terms.index("cube_to_target") if "cube_to_target" in terms else None
-        distance_sum = torch.zeros((), device=env.device)
+        outcomes = EpisodeOutcomes(env, score_first=False, final_term="cube_to_target")  # push-cube: what is left
         for t in cli.rollout(env, policy, cli.start_episodes(env, args.seed, desync=True), args.eval_steps):
-            if column is not None:
-                distance_sum += (t.obs["policy"][:, column].abs() * (t.dones & outcomes.scored)).sum()
-            outcomes.update(t.dones, ~policy.last_step.suspended)
-        result = {**outcomes.as_dict(), "inference_calls": policy.stats["inference_calls"],
-                  "has_success": outcomes.has_success}
-        result["final_distance"] = float(distance_sum) / max(result["episodes_scored"], 1) if column is not None \
-            else float("nan")
+            outcomes.update(t.dones, ~policy.last_step.suspended, t.obs)
+        figures = outcomes.as_dict()
+        result = {**figures, "final_distance": figures.get("final_cube_to_target", float("nan")),
+                  "has_success": outcomes.has_success, "inference_calls": policy.stats["inference_calls"]}
         policy.close()
     print(f"[{label}] {result}")
     return result
@@ -163,11 +155,10 @@ def report(args: argparse.Namespace, figures: dict, rows: list[dict], expert: di
     means = PrettyTable(["BC on", "success rate (mean, min-max)", "mean episode length (mean, min-max)",
                          "final distance [m] (mean, min-max)"])
     for schedule in SCHEDULES:
-        cells = []
-        for key, fmt in (("success_rate", "{:.3f}"), ("mean_episode_length", "{:.1f}"), ("final_distance", "{:.4f}")):
-            values = [r[key] for r in rows if r["dataset"] == schedule]
-            cells.append(f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})")
-        means.add_row([f"{schedule} data", *cells])
+        columns = [([r[key] for r in rows if r["dataset"] == schedule], f) for key, f in
+                   (("success_rate", "{:.3f}"), ("mean_episode_length", "{:.1f}"), ("final_distance", "{:.4f}"))]
+        means.add_row([f"{schedule} data", *(f"{f.format(sum(v) / len(v))} ({f.format(min(v))}-{f.format(max(v))})"
+                                             for v, f in columns)])
     expert_source = f"chunk policy {args.expert_checkpoint}" if args.expert is not None else "embedded chunk model"
     print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
           f" desynchronised starts, first {args.episodes} demos of each file; BC {args.arch}, {args.train_steps}"
