@@ -21,6 +21,7 @@ from prettytable import PrettyTable
 
 from isaaclab.envs import ManagerBasedRLEnv
 
+from isaaclab_suspend import cli
 from isaaclab_suspend.utils import open_env
 
 
@@ -59,11 +60,11 @@ def measure(task: str, solver: str, num_envs: int, fractions: list[float], block
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable")
-    parser.add_argument("--num_envs", type=int, nargs="+", default=[64, 512])
+    parser.add_argument("--num_envs", type=cli.positive_int, nargs="+", default=[64, 512])
     parser.add_argument("--solvers", nargs="+", default=["newton_mjwarp", "newton_featherstone"])
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.0, 0.25, 0.75])
-    parser.add_argument("--blocks", type=int, default=7, help="interleaved block pairs per configuration")
-    parser.add_argument("--steps", type=int, default=20, help="env steps per block")
+    parser.add_argument("--fractions", type=cli.fraction, nargs="+", default=[0.0, 0.25, 0.75])
+    parser.add_argument("--blocks", type=cli.positive_int, default=7, help="interleaved block pairs per configuration")
+    parser.add_argument("--steps", type=cli.positive_int, default=20, help="env steps per block")
     args = parser.parse_args()
 
     rows = []
