@@ -101,8 +101,8 @@ def evaluate(args: argparse.Namespace) -> None:
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
         results[schedule], timelines[schedule] = run(args, schedule)
     latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
-    header = (f"{args.task}, {cli.describe_policy(args)}: {args.num_envs} envs, {args.steps} steps, seed {args.seed}"
-              f"{', desynchronised episodes' if args.desync else ''}{latency}")
+    header = (f"{args.task}, {cli.describe_policy(args)}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk},"
+              f" seed {args.seed}{', desynchronised episodes' if args.desync else ''}{latency}")
     print(f"\n{header}\n{stats_table(results)}")
     print("Episodes scored: those that started and ended in the run"
           f"{' (the first episode of each env started at a random point, so it is not scored)' if args.desync else ''}.")

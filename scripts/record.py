@@ -107,7 +107,8 @@ def record(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - start
     if written() < args.episodes:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {written()} of {args.episodes} episodes written.")
-    print(f"\n{args.task}: {args.num_envs} envs, policy {cli.describe_policy(args, args.schedule)}, {steps} steps in"
+    chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
+    print(f"\n{args.task}: {args.num_envs} envs, policy {cli.describe_policy(args)}{chunks}, {steps} steps in"
           f" {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written()} episodes"
           f" written ({args.episodes} requested; episodes ending in the same step are all kept), open ones dropped.")
     print(cli.dataset_table(args.paths))

@@ -131,13 +131,10 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
     return model
 
 
-def describe_policy(args: argparse.Namespace, schedule: str | None = None) -> str:
-    """One phrase naming the policy of the resolved ``args`` (and its ``schedule``), for the scripts' reports."""
-    source = {"chunk": "embedded chunk model", "bc": f"chunk policy {args.checkpoint}",
-              "remote": f"remote policy {args.remote}", "checkpoint": f"checkpoint {args.checkpoint}"}
-    if args.policy not in source:
-        return f"{args.policy} actions"
-    return f"{source[args.policy]} ({f'{schedule}, ' if schedule else ''}H = {args.chunk})"
+def describe_policy(args: argparse.Namespace) -> str:
+    """The policy of the resolved ``args`` in a few words, for the scripts' reports."""
+    return {"chunk": "embedded model", "bc": f"chunk policy {args.checkpoint}", "remote": f"remote policy {args.remote}",
+            "checkpoint": f"checkpoint {args.checkpoint}", "random": "random"}[args.policy]
 
 
 class RandomPolicy:
