@@ -86,7 +86,8 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
         timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
         outcomes = EpisodeOutcomes(env, score_first=not args.desync)
         obs = cli.start_episodes(env, args.seed, args.desync)
-        progress = tqdm(cli.rollout(env, policy, obs, args.steps), total=args.steps, desc=f"{schedule:>13}", unit="step")
+        progress = tqdm(cli.rollout(env, policy, obs, args.steps), total=args.steps, desc=f"{schedule:>13}",
+                        unit="step")
         for t in progress:
             timeline.record(policy.last_step, t.dones)
             outcomes.update(t.dones, ~policy.last_step.suspended)
@@ -104,8 +105,8 @@ def evaluate(args: argparse.Namespace) -> None:
     header = (f"{args.task}, {cli.describe_policy(args)}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk},"
               f" seed {args.seed}{', desynchronised episodes' if args.desync else ''}{latency}")
     print(f"\n{header}\n{stats_table(results)}")
-    print("Episodes scored: those that started and ended in the run"
-          f"{' (the first episode of each env started at a random point, so it is not scored)' if args.desync else ''}.")
+    first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
+    print(f"Episodes scored: those that started and ended in the run{first}.")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")

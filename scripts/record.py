@@ -56,14 +56,15 @@ EXPORT_MODES = {
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser)
-    cli.add_policy_args(parser, policies=("chunk", "checkpoint", "bc", "remote", "random"))
+    cli.add_policy_args(parser, policies=cli.POLICIES)
     parser.add_argument("--episodes", type=cli.positive_int, default=32,
                         help="episodes to write (successes only with --export succeeded)")
     parser.add_argument("--output", default=None, help="dataset file (default: outputs/datasets/<task>.hdf5)")
     parser.add_argument("--export", default="all", choices=sorted(EXPORT_MODES),
                         help="'all' episodes, 'succeeded' only, or succeeded and failed in 'separate' files")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset file")
-    parser.add_argument("--max_steps", type=cli.positive_int, default=100_000, help="stop after this many steps in any case")
+    parser.add_argument("--max_steps", type=cli.positive_int, default=100_000,
+                        help="stop after this many steps in any case")
     args = parser.parse_args(argv)
     cli.resolve_policy(parser, args)
     output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))

@@ -13,11 +13,20 @@ from .arguments import (
     positive_int,
 )
 from .outputs import check_new_datasets, check_space, check_writable, dataset_table
-from .policy import DEFAULT_TASK, RandomPolicy, add_policy_args, describe_policy, make_chunk_model, resolve_policy
+from .policy import (
+    DEFAULT_TASK,
+    POLICIES,
+    RandomPolicy,
+    add_policy_args,
+    describe_policy,
+    make_chunk_model,
+    resolve_policy,
+)
 from .rollout import Transition, desync_episodes, open_env, rollout, start_episodes
 
 __all__ = [
     "DEFAULT_TASK",
+    "POLICIES",
     "USER_ERRORS",
     "RandomPolicy",
     "Transition",

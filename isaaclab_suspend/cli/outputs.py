@@ -78,5 +78,6 @@ def dataset_table(paths: list[str]) -> PrettyTable:
         with h5py.File(path, "r") as f:
             data = f["data"]
             successes = sum(bool(data[name].attrs.get("success", False)) for name in data)
-            table.add_row([path, len(data), successes, int(data.attrs["total"]), f"{os.path.getsize(path) / 2**20:.2f}"])
+            size_mb = os.path.getsize(path) / 2**20
+            table.add_row([path, len(data), successes, int(data.attrs["total"]), f"{size_mb:.2f}"])
     return table

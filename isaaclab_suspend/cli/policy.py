@@ -40,9 +40,11 @@ DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
 """The task when neither ``--task`` nor the policy names one."""
 DEFAULT_CHUNK = 16
 """H of the embedded planners when ``--chunk`` is not given."""
+POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
+"""``--policy`` choices (see the module docstring); ``random`` is for recording only."""
 
 
-def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = ("chunk", "bc", "remote", "checkpoint"),
+def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
                     latency_args: bool = False) -> None:
     """``--policy --checkpoint --remote --chunk --schedule --aggregator --refill_threshold`` (and, if
     ``latency_args``, ``--latency --virtual_latency``)."""
@@ -91,7 +93,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             args.task = args.task or args.model.metadata.get("task")
         args.task = args.task or DEFAULT_TASK
         if args.task not in gym.registry:
-            raise ValueError(f"unknown task '{args.task}'; tasks: {sorted(k for k in gym.registry if 'Suspendable' in k)}")
+            known = sorted(k for k in gym.registry if "Suspendable" in k)
+            raise ValueError(f"unknown task '{args.task}'; tasks: {known}")
         if args.policy == "checkpoint":
             args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
             if not os.path.isfile(args.checkpoint):
@@ -103,8 +106,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     planned = 1 if args.policy == "checkpoint" else getattr(args.model, "chunk_length", None)
     if planned is not None:
         if args.chunk is not None and args.chunk != planned:
-            parser.error(f"--chunk {args.chunk}: the {args.policy} policy '{args.checkpoint or args.remote or 'expert'}'"
-                         f" plans {planned} actions per chunk")
+            parser.error(f"--chunk {args.chunk}: the {args.policy} policy '{args.checkpoint or args.remote}' plans"
+                         f" {planned} actions per chunk")
         args.chunk = planned
     args.chunk = args.chunk or DEFAULT_CHUNK
 
@@ -133,8 +136,9 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
 
 def describe_policy(args: argparse.Namespace) -> str:
     """The policy of the resolved ``args`` in a few words, for the scripts' reports."""
-    return {"chunk": "embedded model", "bc": f"chunk policy {args.checkpoint}", "remote": f"remote policy {args.remote}",
-            "checkpoint": f"checkpoint {args.checkpoint}", "random": "random"}[args.policy]
+    return {"chunk": "embedded model", "bc": f"chunk policy {args.checkpoint}",
+            "remote": f"remote policy {args.remote}", "checkpoint": f"checkpoint {args.checkpoint}",
+            "random": "random"}[args.policy]
 
 
 class RandomPolicy:

@@ -160,13 +160,15 @@ def report(args: argparse.Namespace, figures: dict, rows: list[dict], expert: di
         means.add_row([f"{schedule} data", *(f"{f.format(sum(v) / len(v))} ({f.format(min(v))}-{f.format(max(v))})"
                                              for v, f in columns)])
     expert_source = f"chunk policy {args.expert_checkpoint}" if args.expert is not None else "embedded chunk model"
-    print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
-          f" desynchronised starts, first {args.episodes} demos of each file; BC {args.arch}, {args.train_steps}"
-          f" steps per seed; evaluated under global_clock, {args.eval_envs} envs, {args.eval_steps} steps,"
-          f" desynchronised starts, episodes that started and ended in the run.\n{table}\n{means}")
+    print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed"
+          f" {args.seed}, desynchronised starts, first {args.episodes} demos of each file; BC {args.arch},"
+          f" {args.train_steps} steps per seed; evaluated under global_clock, {args.eval_envs} envs,"
+          f" {args.eval_steps} steps, desynchronised starts, episodes that started and ended in the run.\n{table}"
+          f"\n{means}")
     if args.plot:
         success = expert["has_success"]
-        metrics = [("success_rate", "success rate")] * success + [("mean_episode_length", "mean episode length [steps]")]
+        metrics = [("success_rate", "success rate")] * success
+        metrics += [("mean_episode_length", "mean episode length [steps]")]
         metrics += [("final_distance", "cube-target distance at the end [m]")] * success
         plot_runs(rows, "dataset", SCHEDULES, [*metrics, ("val_loss", "validation loss (own data)")], args.plot,
                   f"{args.task}: BC chunk policy (H = {args.chunk}, {args.episodes} demos, seeds {args.train_seeds}),"

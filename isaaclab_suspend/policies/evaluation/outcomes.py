@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -19,10 +20,9 @@ class EpisodeOutcomes:
     random point of its episode) an env's first episode is cut short by the run's set-up, not by the policy,
     so it is left out with ``score_first=False``.
 
-    With ``final_term``, a term of the ``policy`` observation group (one column, e.g. push-cube's
-    ``cube_to_target``), the mean of its absolute value in the last observation of each scored episode is
-    reported too: what is left to do when the episode ends, which separates policies that all miss a success
-    radius.
+    With ``final_term``, a term of the ``policy`` observation group (e.g. push-cube's ``cube_to_target``), the
+    mean of its norm in the last observation of each scored episode is reported too: what is left to do when the
+    episode ends, which separates policies that all miss a success radius.
 
     Args:
         env: The env; its ``success`` termination term is read when it has one.
@@ -41,10 +41,13 @@ class EpisodeOutcomes:
         self._episodes = torch.zeros((), dtype=torch.long, device=env.device)
         self._total_length = torch.zeros((), dtype=torch.long, device=env.device)
         self._successes = torch.zeros((), dtype=torch.long, device=env.device)
-        terms = env.observation_manager.active_terms["policy"]
+        terms = env.observation_manager.active_terms.get("policy", []) if final_term else []
         self.final_term = final_term if final_term in terms else None
         """The reported observation term; None if not asked for or not in the task's ``policy`` group."""
-        self._final_column = terms.index(final_term) if self.final_term else None
+        if self.final_term:  # the term's columns in the concatenated group
+            widths = [math.prod(dims) for dims in env.observation_manager.group_obs_term_dim["policy"]]
+            start = sum(widths[: terms.index(final_term)])
+            self._final_columns = slice(start, start + widths[terms.index(final_term)])
         self._final_sum = torch.zeros((), device=env.device)
 
     def update(self, dones: torch.Tensor, stepped: torch.Tensor, obs: dict | None = None) -> None:
@@ -53,7 +56,7 @@ class EpisodeOutcomes:
         self.length += stepped
         ended = dones & self.scored
         if self.final_term:
-            self._final_sum += (obs["policy"][:, self._final_column].abs() * ended).sum()
+            self._final_sum += (obs["policy"][:, self._final_columns].norm(dim=1) * ended).sum()
         self._episodes += ended.sum()
         self._total_length += (self.length * ended).sum()
         if self.has_success:

@@ -1,4 +1,4 @@
-"""Cartpole with per-env suspension."""
+"""Cartpole with per-env suspension; its embedded chunk model (LQR plans, ``chunk_model.py``) is registered too."""
 
 import gymnasium as gym
 

@@ -1,4 +1,4 @@
-"""Push-cube: an articulation pushing a free rigid cube, with per-env suspension."""
+"""Push-cube: an articulation pushing a free rigid cube, with per-env suspension and a scripted chunk model."""
 
 import gymnasium as gym
 
