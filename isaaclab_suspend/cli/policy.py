@@ -128,7 +128,9 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
         model = load_checkpoint_policy(args.checkpoint, env, task=args.task)
     else:
         model = args.model
-        model.check_env(env)
+    check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
+    if check_env is not None:
+        check_env(env)
     if getattr(args, "latency", None):
         model = LatencyEmulator(model, LatencyCfg.parse(args.latency, virtual=args.virtual_latency))
     return model
