@@ -6,6 +6,7 @@ import contextlib
 import importlib
 import signal
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import gymnasium as gym
 
@@ -14,6 +15,9 @@ from isaaclab.app.sim_launcher import launch_simulation
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
 from isaaclab_tasks.utils import parse_env_cfg
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnvCfg
 
 
 def make_env_cfg(
@@ -54,16 +58,28 @@ def import_task_modules(modules: Sequence[str]) -> None:
 
 
 @contextlib.contextmanager
-def open_env(task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs):
+def open_env(
+    task: str,
+    num_envs: int | None = None,
+    device: str = "cpu",
+    overrides: Sequence[str] = (),
+    suspendable: bool = False,
+    cfg: ManagerBasedRLEnvCfg | None = None,
+    **attrs,
+):
     """Create ``task`` inside ``launch_simulation`` and close it on exit. Yields the unwrapped env.
 
-    ``attrs`` use ``__`` for nesting, e.g. ``suspend__enabled=False``. With ``suspendable`` the task's cfg runs
-    in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever its
-    registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). An exception of the
-    block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback: a
-    script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
+    The cfg is :func:`make_env_cfg` of the arguments (``attrs`` use ``__`` for nesting, e.g.
+    ``suspend__enabled=False``), or ``cfg`` as it is (then give no other cfg argument). With ``suspendable`` the
+    cfg runs in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever
+    the task's registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). An exception
+    of the block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback:
+    a script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
     """
-    cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
+    if cfg is None:
+        cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
+    elif num_envs is not None or overrides or attrs:
+        raise TypeError("open_env takes either a ready cfg or num_envs, overrides and attrs to make one, not both.")
     error = None
     with launch_simulation(cfg, {}):
         if suspendable:

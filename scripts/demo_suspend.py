@@ -12,23 +12,27 @@ Example::
 from __future__ import annotations
 
 import argparse
+import sys
 
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend import cli
 
 
-def main() -> None:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-PushCube-Suspendable")
-    parser.add_argument("--num_envs", type=int, default=8)
-    parser.add_argument("--steps", type=int, default=90)
-    parser.add_argument("--suspend_at", type=int, default=20)
-    parser.add_argument("--suspend_for", type=int, default=40)
-    args = parser.parse_args()
+    cli.add_env_args(parser, num_envs=8, seed=None, desync=False)
+    parser.add_argument("--steps", type=cli.positive_int, default=90)
+    parser.add_argument("--suspend_at", type=cli.non_negative_int, default=20)
+    parser.add_argument("--suspend_for", type=cli.positive_int, default=40)
+    args = parser.parse_args(argv)
+    args.task = args.task or "Isaac-PushCube-Suspendable"
+    return args
 
-    with open_env(args.task, args.num_envs) as env:
+
+def demo(args: argparse.Namespace) -> None:
+    with cli.open_env(args) as env:
         n = env.num_envs
         chosen = torch.arange(n) % 2 == 1
         obj = env.scene[next(iter(env.scene.rigid_objects))] if env.scene.rigid_objects else None
@@ -63,4 +67,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(cli.run(demo, parse_args()))

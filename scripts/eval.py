@@ -1,10 +1,11 @@
 """Evaluate a chunk policy on a suspendable task under one or several chunk schedules, side by side.
 
 Each schedule runs on a freshly created env with the same seed and the task's embedded chunk model
-(Cartpole: LQR plans; push-cube: scripted PD plans), or with ``--checkpoint`` a chunk policy trained by
-``scripts/train_chunk_policy.py``. Prints a table of figures per schedule (inference calls, episodes, their
-mean length and success rate, ...), saves a PNG timeline of the first envs (active / holding / suspended, resets, chunks received, model calls) and, with
-``--record``, the completed episodes as a replayable HDF5 dataset of the active env-steps.
+(Cartpole: LQR plans; push-cube: scripted PD plans), a chunk policy trained by ``scripts/train_chunk_policy.py``
+(``--checkpoint``) or one served by ``scripts/serve_policy.py`` (``--remote``). Prints a table of figures per
+schedule (inference calls, episodes, their mean length and success rate, ...), saves a PNG timeline of the
+first envs (active / holding / suspended, resets, chunks received, model calls) and, with ``--record``, the
+completed episodes as a replayable HDF5 dataset of the active env-steps.
 
 Examples::
 
@@ -15,7 +16,7 @@ Examples::
         --num_envs 32 --steps 600 --latency 0.02+0.001n --virtual_latency
 
     # a behaviour-cloned chunk policy (task and H from the checkpoint) under every schedule
-    tools/run.sh python scripts/eval.py --checkpoint outputs/bc/push_cube.pt \
+    tools/run.sh python scripts/eval.py --checkpoint outputs/bc/push_cube.pt \\
         --compare any,hold,partial_batch,global_clock,auto --desync
 
     # a policy served by scripts/serve_policy.py (task and H from the server)
@@ -28,88 +29,39 @@ import argparse
 import os
 import sys
 
-import torch
 from tqdm import tqdm
 
+from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
-from isaaclab_suspend.policies import (
-    AGGREGATORS,
-    DEFAULT_MODELS,
-    SCHEDULES,
-    ActionChunkingPolicy,
-    ChunkTimeline,
-    EpisodeOutcomes,
-    LatencyCfg,
-    LatencyEmulator,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
-    make_default_model,
-    plot_timelines,
-    stats_table,
-)
-from isaaclab_suspend.learning import load_chunk_policy
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, ChunkTimeline, EpisodeOutcomes
+from isaaclab_suspend.policies import plot_timelines, stats_table
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default=None, choices=sorted(DEFAULT_MODELS),
-                        help="task (default: the checkpoint's, else Isaac-Cartpole-Suspendable)")
-    parser.add_argument("--checkpoint", default=None,
-                        help="chunk policy checkpoint of scripts/train_chunk_policy.py (default: the embedded model)")
-    parser.add_argument("--remote", default=None, metavar="HOST:PORT",
-                        help="a chunk policy served by scripts/serve_policy.py (default: the embedded model)")
-    parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES))
+    cli.add_env_args(parser)
+    cli.add_policy_args(parser, latency_args=True)
     parser.add_argument("--compare", default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
-    parser.add_argument("--chunk", type=int, default=None, help="actions per chunk H (default: the checkpoint's, else 16)")
-    parser.add_argument("--aggregator", default="replace", choices=sorted(AGGREGATORS))
-    parser.add_argument("--refill_threshold", type=float, default=0.0,
-                        help="any/partial_batch: request a chunk at <= g*H actions left")
-    parser.add_argument("--num_envs", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--desync", action="store_true",
-                        help="start every env at a random point of its episode (Isaac Lab's init_at_random_ep_len),"
-                             " so episodes end at different steps, as when tasks succeed or fail at different times")
-    parser.add_argument("--latency", default=None,
-                        help="emulated inference latency: '0.2', '0.05+0.002n', 'gr1' or 'droid'")
-    parser.add_argument("--virtual_latency", action="store_true", help="account the latency without sleeping")
+    parser.add_argument("--steps", type=cli.positive_int, default=600)
     parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
-    parser.add_argument("--timeline_envs", type=int, default=16, help="envs shown in the timeline")
+    parser.add_argument("--timeline_envs", type=cli.positive_int, default=16, help="envs shown in the timeline")
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (one sub-directory per schedule)")
     parser.add_argument("--record", default=None,
                         help="HDF5 file of the completed episodes, active env-steps only (one file per schedule"
                              " with --compare: <stem>_<schedule>.hdf5)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.schedules = args.compare.split(",") if args.compare else [args.schedule]
     unknown = [s for s in args.schedules if s not in SCHEDULES]
     if unknown:
         parser.error(f"unknown schedules {unknown}; choose from {sorted(SCHEDULES)}")
-    args.model = None
-    if args.checkpoint and args.remote:
-        parser.error("--checkpoint and --remote both name the policy: pass one (serve the checkpoint remotely with"
-                     " scripts/serve_policy.py --checkpoint)")
-    if args.remote:
-        try:
-            args.model = RemoteChunkModel(RemoteChunkModelCfg.parse(args.remote))
-        except (ValueError, ConnectionError, TimeoutError, RuntimeError) as err:
-            parser.error(str(err))
-        args.task = args.task or args.model.metadata.get("task")
-        if args.chunk is not None and args.chunk != args.model.chunk_length:
-            parser.error(f"--chunk {args.chunk}: the served policy plans {args.model.chunk_length} actions")
-        args.chunk = args.model.chunk_length
-    if args.checkpoint:
-        try:
-            args.model = load_chunk_policy(args.checkpoint)
-        except (FileNotFoundError, ValueError) as err:
-            parser.error(str(err))
-        args.task = args.task or args.model.task
-        if args.chunk is not None and args.chunk != args.model.chunk_length:
-            parser.error(f"--chunk {args.chunk}: the checkpoint's policy plans {args.model.chunk_length} actions")
-        args.chunk = args.model.chunk_length
-    args.task = args.task or "Isaac-Cartpole-Suspendable"
-    args.chunk = args.chunk or 16
+    try:
+        for path, what in ((args.timeline, "--timeline"), (args.log_dir, "--log_dir"), (args.record, "--record")):
+            if path:
+                cli.check_writable(path, what)
+    except ValueError as err:
+        parser.error(str(err))
+    cli.resolve_policy(parser, args)
     return args
 
 
@@ -125,64 +77,36 @@ def recorder_cfg(path: str, schedule: str, several: bool) -> DatasetRecorderMana
 def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
     """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
     recording = {"recorders": recorder_cfg(args.record, schedule, len(args.schedules) > 1)} if args.record else {}
-    with open_env(args.task, args.num_envs, seed=args.seed, **recording) as env:
-        if args.model is not None:
-            try:
-                args.model.check_env(env)
-            except ValueError as err:  # another task's policy, or other dims: say so instead of a traceback
-                print(f"eval.py: error: {err}", file=sys.stderr)
-                sys.exit(2)
-            model = args.model
-        else:
-            model = make_default_model(args.task, args.chunk)
-        if args.latency:
-            model = LatencyEmulator(model, LatencyCfg.parse(args.latency, virtual=args.virtual_latency))
-        log_dir = os.path.join(args.log_dir, schedule) if args.log_dir else None
+    with cli.open_env(args, *((RuntimeError,) if args.remote else ()), **recording) as env:
         policy = ActionChunkingPolicy(
-            model, env, chunk_length=args.chunk, schedule=schedule, aggregator=args.aggregator,
-            refill_threshold=args.refill_threshold, log_dir=log_dir,
+            cli.make_chunk_model(args, env), env, chunk_length=args.chunk, schedule=schedule,
+            aggregator=args.aggregator, refill_threshold=args.refill_threshold,
+            log_dir=os.path.join(args.log_dir, schedule) if args.log_dir else None,
         )
         timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
         outcomes = EpisodeOutcomes(env, score_first=not args.desync)
-        obs, _ = env.reset(seed=args.seed)
-        if args.desync:
-            generator = torch.Generator().manual_seed(args.seed)
-            start = torch.randint(0, int(env.max_episode_length), (env.num_envs,), generator=generator)
-            env.episode_length_buf[:] = start.to(env.device)
-        progress = tqdm(range(args.steps), desc=f"{schedule:>13}", unit="step")
-        for step in progress:
-            actions = policy.act(obs)
-            obs, _, terminated, truncated, _ = env.step(actions)
-            dones = terminated | truncated
-            policy.observe(dones)
-            timeline.record(policy.last_step, dones)
-            outcomes.update(dones, ~policy.last_step.suspended)
-            if step % 20 == 0:
+        obs = cli.start_episodes(env, args.seed, args.desync)
+        progress = tqdm(cli.rollout(env, policy, obs, args.steps), total=args.steps, desc=f"{schedule:>13}",
+                        unit="step")
+        for t in progress:
+            timeline.record(policy.last_step, t.dones)
+            outcomes.update(t.dones, ~policy.last_step.suspended)
+            if t.step % 20 == 0:
                 progress.set_postfix(calls=policy.stats_counters.inference_calls)
         policy.close()
         return {**policy.stats, **outcomes.as_dict()}, timeline
 
 
-def main() -> int:
-    args = parse_args()
+def evaluate(args: argparse.Namespace) -> None:
     results, timelines = {}, {}
-    for schedule in args.schedules:
-        try:
-            results[schedule], timelines[schedule] = run(args, schedule)
-        except (ConnectionError, TimeoutError, RuntimeError) as err:
-            if not args.remote:
-                raise
-            print(f"eval.py: error: {err}", file=sys.stderr)  # episodes recorded so far are already in the file
-            return 2
+    for schedule in args.schedules:  # episodes recorded before an error are already in the file
+        results[schedule], timelines[schedule] = run(args, schedule)
     latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
-    model = (f", chunk policy {args.checkpoint}" if args.checkpoint else f", remote policy {args.remote}"
-             if args.remote else ", embedded model")
-    header = (f"{args.task}{model}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk}, seed {args.seed}"
-              f"{', desynchronised episodes' if args.desync else ''}{latency}")
-    print(f"\n{header}")
-    print(stats_table(results))
-    print("Episodes scored: those that started and ended in the run"
-          f"{' (the first episode of each env started at a random point, so it is not scored)' if args.desync else ''}.")
+    header = (f"{args.task}, {cli.describe_policy(args)}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk},"
+              f" seed {args.seed}{', desynchronised episodes' if args.desync else ''}{latency}")
+    print(f"\n{header}\n{stats_table(results)}")
+    first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
+    print(f"Episodes scored: those that started and ended in the run{first}.")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")
@@ -190,8 +114,7 @@ def main() -> int:
         os.makedirs(os.path.dirname(os.path.abspath(args.timeline)), exist_ok=True)
         plot_timelines(timelines, args.timeline, title=header)
         print(f"Timeline of the first {min(args.timeline_envs, args.num_envs)} envs: {args.timeline}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(evaluate, parse_args()))

@@ -14,43 +14,39 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
 from prettytable import PrettyTable
 
+from isaaclab_suspend import cli
 from isaaclab_suspend.policies import EpisodeOutcomes
-from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
-from isaaclab_suspend.utils import open_env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable")
+    cli.add_env_args(parser, desync=False)
     parser.add_argument("--checkpoint", default=None, help="rsl_rl or skrl checkpoint (default: the task's shipped expert)")
-    parser.add_argument("--num_envs", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=600, help="env steps to run")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--steps", type=cli.positive_int, default=600, help="env steps to run")
     args = parser.parse_args(argv)
-    if args.num_envs < 1 or args.steps < 1:
-        parser.error("--num_envs and --steps must be >= 1")
+    args.task, args.policy = args.task or cli.DEFAULT_TASK, "checkpoint"
     return args
 
 
 def play(args: argparse.Namespace) -> dict:
     """Run the checkpoint for ``args.steps`` steps; returns :meth:`EpisodeOutcomes.as_dict` and the wall time."""
-    checkpoint = args.checkpoint or shipped_checkpoint(args.task)
-    with open_env(args.task, args.num_envs, args.device, seed=args.seed) as env:
-        policy = load_checkpoint_policy(checkpoint, env, task=args.task)
+    args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
+    if not os.path.isfile(args.checkpoint):
+        raise FileNotFoundError(f"Checkpoint file not found: '{args.checkpoint}'.")
+    with cli.open_env(args) as env:
+        policy = cli.make_chunk_model(args, env)
         outcomes = EpisodeOutcomes(env)
-        obs, _ = env.reset()
         start = time.perf_counter()
-        for _ in range(args.steps):
-            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
-            outcomes.update(terminated | truncated, ~env.suspended_mask)
-        results = {"checkpoint": checkpoint, **outcomes.as_dict(), "seconds": time.perf_counter() - start}
+        for t in cli.rollout(env, policy, cli.start_episodes(env, None, desync=False), args.steps):
+            outcomes.update(t.dones, ~env.suspended_mask)
+        results = {"checkpoint": args.checkpoint, **outcomes.as_dict(), "seconds": time.perf_counter() - start}
     table = PrettyTable(["checkpoint", "episodes", "mean episode length", "success rate", "wall time (s)"])
     table.add_row([results["checkpoint"], results["episodes_scored"], f"{results['mean_episode_length']:.1f}",
                    f"{results['success_rate']:.3f}", f"{results['seconds']:.1f}"])
@@ -59,13 +55,7 @@ def play(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        play(args)
-    except (FileNotFoundError, ValueError) as err:
-        print(f"play.py: error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return cli.run(play, parse_args(argv))
 
 
 if __name__ == "__main__":

@@ -24,43 +24,40 @@ import time
 
 from torch.utils.tensorboard import SummaryWriter
 
-from isaaclab_suspend.datasets import DatasetError
+from isaaclab_suspend import cli
 from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, save_chunk_policy, train_bc
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dataset", required=True, help="HDF5 dataset written by scripts/record.py")
-    parser.add_argument("--chunk", type=int, default=16, help="actions per chunk H")
+    parser.add_argument("--chunk", type=cli.positive_int, default=16, help="actions per chunk H")
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
-    parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--steps", type=int, default=None, help="stop after this many gradient steps in any case")
-    parser.add_argument("--batch_size", type=int, default=256)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--val_fraction", type=float, default=0.1, help="fraction of the episodes held out")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--epochs", type=cli.positive_int, default=50)
+    parser.add_argument("--steps", type=cli.positive_int, default=None,
+                        help="stop after this many gradient steps in any case")
+    parser.add_argument("--batch_size", type=cli.positive_int, default=256)
+    parser.add_argument("--lr", type=cli.non_negative_float, default=1e-3)
+    parser.add_argument("--val_fraction", type=cli.fraction, default=0.1, help="fraction of the episodes held out")
+    parser.add_argument("--seed", type=cli.non_negative_int, default=0)
     parser.add_argument("--output", default=None, help="checkpoint (default: outputs/bc/<dataset stem>.pt)")
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (default: beside the checkpoint)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--quiet", action="store_true", help="no progress bar nor per-epoch lines")
     args = parser.parse_args(argv)
-    if args.chunk < 1 or args.epochs < 1 or args.batch_size < 1 or (args.steps is not None and args.steps < 1):
-        parser.error("--chunk, --epochs, --batch_size and --steps must be positive")
-    if not 0.0 <= args.val_fraction < 1.0:
-        parser.error("--val_fraction must be in [0, 1)")
+    if args.val_fraction == 1.0:
+        parser.error("--val_fraction must lie in [0, 1): some episodes must be left to train on")
     stem = os.path.splitext(os.path.basename(args.dataset))[0]
-    args.output = os.path.abspath(args.output or os.path.join("outputs", "bc", f"{stem}.pt"))
-    args.log_dir = args.log_dir or os.path.splitext(args.output)[0] + "_tb"
+    try:
+        args.output = cli.check_writable(args.output or os.path.join("outputs", "bc", f"{stem}.pt"), "--output")
+        args.log_dir = cli.check_writable(args.log_dir or os.path.splitext(args.output)[0] + "_tb", "--log_dir")
+    except ValueError as err:
+        parser.error(str(err))
     return args
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        dataset = ChunkDataset(args.dataset, args.chunk)
-    except (FileNotFoundError, DatasetError) as err:
-        print(f"train_chunk_policy.py: error: {err}", file=sys.stderr)
-        return 2
+def train(args: argparse.Namespace) -> None:
+    dataset = ChunkDataset(args.dataset, args.chunk)  # a DatasetError is a ValueError: one line, exit 2
     print(f"{dataset}, task '{dataset.task or 'unknown'}'")
     cfg = BCTrainerCfg(epochs=args.epochs, max_steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                        val_fraction=args.val_fraction, seed=args.seed, device=args.device)
@@ -83,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
           f" {history.train_loss[0]:.4f} -> {history.train_loss[-1]:.4f}, val loss {history.val_loss[-1]:.4f}"
           f" ({history.num_train} train / {history.num_val} val windows).")
     print(f"Checkpoint: {args.output}\nTensorBoard: {args.log_dir}")
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli.run(train, parse_args()))

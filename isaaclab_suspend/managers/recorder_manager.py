@@ -117,15 +117,7 @@ class SuspendableRecorderManager(RecorderManager):
     @property
     def dataset_file_paths(self) -> list[str]:
         """Paths of the files the manager writes: the dataset, then the failed-episode file if there is one."""
-        mode = self.cfg.dataset_export_mode
-        if len(self.active_terms) == 0 or mode == DatasetExportMode.EXPORT_NONE:
-            return []
-        # named as the parent names them, and as HDF5DatasetFileHandler.create completes them
-        names = [self.cfg.dataset_filename]
-        if mode == DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES:
-            names.append(f"{self.cfg.dataset_filename}_failed")
-        paths = [os.path.abspath(os.path.join(self.cfg.dataset_export_dir_path, name)) for name in names]
-        return [p if p.endswith(".hdf5") else f"{p}.hdf5" for p in paths]
+        return dataset_file_paths(self.cfg) if len(self.active_terms) else []
 
     @property
     def exported_successful_episode_count(self) -> int:
@@ -341,6 +333,20 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
         for name, value in vars(cfg).items():
             setattr(converted, name, value)
         return converted
+
+
+def dataset_file_paths(cfg: RecorderManagerBaseCfg) -> list[str]:
+    """Paths of the files a recorder with ``cfg`` writes: the dataset, then the failed-episode file if there is
+    one (none with ``EXPORT_NONE``); named as the parent names them and as ``HDF5DatasetFileHandler.create``
+    completes them."""
+    mode = cfg.dataset_export_mode
+    if mode == DatasetExportMode.EXPORT_NONE:
+        return []
+    names = [cfg.dataset_filename]
+    if mode == DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES:
+        names.append(f"{cfg.dataset_filename}_failed")
+    paths = [os.path.abspath(os.path.join(cfg.dataset_export_dir_path, name)) for name in names]
+    return [p if p.endswith(".hdf5") else f"{p}.hdf5" for p in paths]
 
 
 def _has_terms(cfg: RecorderManagerBaseCfg) -> bool:

@@ -1,20 +1,47 @@
-"""Action-chunking policies on suspendable envs: schedules, aggregators, latency emulation, embedded and remote
-models."""
+"""Action-chunking policies on suspendable envs.
+
+What a reader looks for, where:
+
+* the core: :class:`ActionChunkingPolicy` (``chunking_policy``), the chunk-model contract
+  :class:`~.model.ChunkModel` (``model``), schedules, per-env chunk queues, aggregators, the inference cost
+  model, and the ``async`` schedule's worker thread (``async_inference``);
+* model wrappers: latency emulation (``latency``) and the TCP transport (``remote``);
+* evaluation reporting (``evaluation``): figures, episode outcomes, the timeline;
+* each task's embedded planner lives in its task package and is found by :func:`make_default_model`.
+"""
 
 from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, temporal_ensemble
-from .cartpole_lqr import CartpoleLQRCfg, CartpoleLQRChunkModel
 from .chunk_queues import ChunkQueues
 from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
 from .cost_model import InferenceCostModel
-from .embedded import DEFAULT_MODELS, make_default_model
+from .embedded import make_default_model, tasks_with_chunk_model
+from .evaluation import ChunkingStats, ChunkTimeline, EpisodeOutcomes, plot_timelines, stats_table
 from .latency import LatencyCfg, LatencyEmulator
-from .outcomes import EpisodeOutcomes
-from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
+from .model import ChunkModel
 from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
-from .stats import ChunkingStats, stats_table
-from .timeline import ChunkTimeline, plot_timelines
 from .wire import ProtocolError, WireLimitsCfg
+
+_TASK_MODELS = {
+    "CartpoleLQRCfg": "isaaclab_suspend.tasks.cartpole.chunk_model",
+    "CartpoleLQRChunkModel": "isaaclab_suspend.tasks.cartpole.chunk_model",
+    "PushCubeChunkCfg": "isaaclab_suspend.tasks.push_cube.chunk_model",
+    "PushCubeChunkModel": "isaaclab_suspend.tasks.push_cube.chunk_model",
+}
+"""Planners that moved to their task packages, still importable from here (resolved on first access)."""
+
+
+def __getattr__(name: str):
+    if name in _TASK_MODELS:
+        import importlib
+
+        return getattr(importlib.import_module(_TASK_MODELS[name]), name)
+    if name == "DEFAULT_MODELS":
+        from . import embedded
+
+        return embedded.DEFAULT_MODELS
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "AGGREGATORS",
@@ -24,6 +51,7 @@ __all__ = [
     "ActionChunkingPolicyCfg",
     "CartpoleLQRCfg",
     "CartpoleLQRChunkModel",
+    "ChunkModel",
     "ChunkQueues",
     "ChunkSchedule",
     "ChunkTimeline",
@@ -50,5 +78,6 @@ __all__ = [
     "replace",
     "resolve_aggregator",
     "stats_table",
+    "tasks_with_chunk_model",
     "temporal_ensemble",
 ]

@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 import torch
@@ -15,11 +13,13 @@ from prettytable import PrettyTable
 from isaaclab.utils import configclass
 
 from ..envs import SuspendableManagerBasedRLEnv
+from ..tensor_tree import select_rows
 from .aggregators import Aggregator, resolve_aggregator
+from .async_inference import InferenceWorker
 from .chunk_queues import ChunkQueues
-from .latency import ChunkModel, LatencyEmulator
+from .evaluation.stats import ChunkingStats, stats_table
+from .model import ChunkModel, virtual_seconds
 from .schedules import AsyncClockSchedule, SchedulePlan, make_schedule
-from .stats import ChunkingStats, stats_table
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -36,34 +36,12 @@ class StepStatus(NamedTuple):
     """Envs that were served a new chunk (None: no inference this step)."""
 
 
-@dataclass
-class BackgroundInference:
-    """A full-batch inference running in a worker thread (schedule ``async``) until the tick that collects it."""
-
-    future: Future
-    """Resolves to ``(chunk, seconds, virtual_s)`` of the model call."""
-    launched: float
-    """``time.perf_counter()`` at the launch [s]."""
-    start: torch.Tensor
-    """Index of the first action each env takes: the lead for envs that run meanwhile, 0 for suspended ones.
-    Shape: (N,), long."""
-    stale: torch.Tensor
-    """Envs reset since the launch: their chunk was planned from their previous episode. Shape: (N,), bool."""
-    maybe_stale: bool = False
-    """Host mirror: False guarantees that :attr:`stale` is empty."""
-
-    def mark_stale(self, env_mask: torch.Tensor) -> None:
-        """Envs reset since the launch (bool mask of shape (N,))."""
-        self.stale |= env_mask
-        self.maybe_stale = True
-
-
 class ActionChunkingPolicy:
     """Wraps a chunk model so that parallel envs get one action per step, inferring chunks on a schedule.
 
     The model maps observations to chunks of H actions, ``model(obs_rows, env_ids) -> chunk`` of shape
     (B, H, action_dim), where ``obs_rows`` is the observation dict with every tensor sliced to the B envs in
-    ``env_ids``: the model only sees the rows it must serve. Plain callables and ``torch.nn.Module`` both work.
+    ``env_ids``: the model only sees the rows it must serve (the contract: :class:`~.model.ChunkModel`).
     The loop is::
 
         policy = ActionChunkingPolicy(model, env, chunk_length=16, schedule="global_clock")
@@ -78,7 +56,8 @@ class ActionChunkingPolicy:
     chunk: served at once (``any``, ``partial_batch``), holding its last action (``hold``), or suspended in the
     env until the next clock tick (``global_clock``, ``auto``, ``async``). A new chunk that meets leftover
     actions is merged by the aggregator (:mod:`~isaaclab_suspend.policies.aggregators`). Under ``async`` the
-    model runs in a worker thread while the env steps, so it must not share mutable state with the loop.
+    model runs in a worker thread while the env steps (:mod:`~isaaclab_suspend.policies.async_inference`), so
+    it must not share mutable state with the loop.
 
     The hot path is that of a GPU loop: device bool masks, no host sync on a step unless a host-side mirror
     says the schedule may act (a clock tick, a reset in the last step, the earliest queue running out).
@@ -161,9 +140,8 @@ class ActionChunkingPolicy:
         """Host mirror: some queues were dropped since the last :meth:`act` (at start, all are empty)."""
         self._resets_at_act = 0
         self._act_end: float | None = None
-        self._background: BackgroundInference | None = None
-        """The inference in flight under ``async``; None otherwise."""
-        self._executor: ThreadPoolExecutor | None = None
+        self._worker = InferenceWorker(self._run_model)
+        """The worker thread of the ``async`` schedule (started at its first launch)."""
         self._writer: SummaryWriter | None = None
         if cfg.log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
@@ -244,8 +222,7 @@ class ActionChunkingPolicy:
         self.schedule.record_step(seconds)
         if self.env.reset_count != self._resets_at_act:  # the env reset some envs in this step
             self._drop(dones)
-            if self._background is not None:
-                self._background.mark_stale(dones)
+            self._worker.mark_stale(dones)
         if self._writer is not None and self._step % self.cfg.log_interval == 0:
             self.stats_counters.write_tensorboard(self._writer, self._step)
 
@@ -259,7 +236,7 @@ class ActionChunkingPolicy:
             env_ids: A 1-D integer tensor, a list or tuple of ints, or a bool mask of shape (N,); None for all.
         """
         if env_ids is None:
-            self._discard_background()
+            self._worker.discard()
             if self._maybe_parked:
                 self.env.resume_envs(self._parked)
                 self._parked.zero_()
@@ -268,16 +245,12 @@ class ActionChunkingPolicy:
             mask = torch.ones(self.num_envs, dtype=torch.bool, device=self.env.device)
         else:
             mask = self.env.env_mask(env_ids)
-            if self._background is not None:
-                self._background.mark_stale(mask)
+            self._worker.mark_stale(mask)
         self._drop(mask)
 
     def close(self) -> None:
         """Write the final figures to TensorBoard (if logging), close the writer and stop the inference worker."""
-        self._discard_background()
-        if self._executor is not None:
-            self._executor.shutdown()
-            self._executor = None
+        self._worker.close()
         if self._writer is not None:
             self.stats_counters.write_tensorboard(self._writer, self._step)
             self._writer.close()
@@ -301,7 +274,7 @@ class ActionChunkingPolicy:
         device = self.env.device
         full = plan.env_ids is None
         env_ids = torch.arange(self.num_envs, device=device) if full else plan.env_ids
-        chunk, seconds, virtual = self._run_model(_select_rows(obs, env_ids), env_ids)
+        chunk, seconds, virtual = self._run_model(select_rows(obs, env_ids), env_ids)
         chunk = self._check_chunk(chunk, env_ids)
         self.queues.merge(env_ids, chunk, self._aggregator, plan.take)
         if plan.take is not None:
@@ -319,7 +292,7 @@ class ActionChunkingPolicy:
         start = time.perf_counter()
         with torch.no_grad():
             chunk = self.model(rows, env_ids)
-        virtual = self.model.virtual_s if isinstance(self.model, LatencyEmulator) else 0.0
+        virtual = virtual_seconds(self.model)
         return chunk, time.perf_counter() - start + virtual, virtual
 
     def _resume_served(self, served: torch.Tensor, all_served: bool) -> None:
@@ -330,41 +303,23 @@ class ActionChunkingPolicy:
 
     def _launch(self, obs: Mapping, lead: int) -> None:
         """Start the model on all envs in the worker thread, with copies of this step's observation rows."""
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-inference")
         env_ids = torch.arange(self.num_envs, device=self.env.device)
-        future = self._executor.submit(self._run_model, _select_rows(obs, env_ids), env_ids)
         start = torch.where(self._parked, 0, lead) if self._maybe_parked else torch.full_like(env_ids, lead)
-        stale = torch.zeros(self.num_envs, dtype=torch.bool, device=self.env.device)
-        self._background = BackgroundInference(future, time.perf_counter(), start, stale)
+        self._worker.launch(select_rows(obs, env_ids), env_ids, start)
 
     def _collect(self) -> torch.Tensor:
-        """Wait for the background inference and install its chunk in every env not reset since the launch.
-
-        The loop waits only for the part of the latency the lead did not cover; with an emulated latency that
-        is not slept, that part is accounted as virtual time.
-        """
-        background, self._background = self._background, None
-        waited_from = time.perf_counter()
-        chunk, seconds, virtual = background.future.result()  # re-raises the model's exception
-        waited = time.perf_counter() - waited_from
-        unslept = max(0.0, seconds - (waited_from - background.launched) - waited)
+        """Wait for the background inference and install its chunk in every env not reset since the launch."""
+        result = self._worker.collect()
         env_ids = torch.arange(self.num_envs, device=self.env.device)
-        chunk = self._check_chunk(chunk, env_ids)
-        served = ~background.stale
-        self.queues.merge(env_ids, chunk, self._aggregator, served, start=background.start)
-        self.stats_counters.record_inference(self.num_envs, served, waited + unslept, unslept)
-        self.schedule.record_inference(self.num_envs, seconds)
-        self._resume_served(served, all_served=not background.maybe_stale)
-        if background.maybe_stale:
-            self._park(background.stale)  # reset during the lead: they wait for the next tick
+        chunk = self._check_chunk(result.chunk, env_ids)
+        served = ~result.stale
+        self.queues.merge(env_ids, chunk, self._aggregator, served, start=result.start)
+        self.stats_counters.record_inference(self.num_envs, served, result.waited, result.unslept)
+        self.schedule.record_inference(self.num_envs, result.seconds)
+        self._resume_served(served, all_served=not result.maybe_stale)
+        if result.maybe_stale:
+            self._park(result.stale)  # reset during the lead: they wait for the next tick
         return served
-
-    def _discard_background(self) -> None:
-        """Wait for an inference in flight and drop its result (a full reset or close makes it obsolete)."""
-        if self._background is not None:
-            self._background.future.exception()
-            self._background = None
 
     def _check_chunk(self, chunk, env_ids: torch.Tensor) -> torch.Tensor:
         """The model's chunk on the env device, after checking its type, shape and values (one sync)."""
@@ -400,19 +355,6 @@ class ActionChunkingPolicy:
                 f"dones must have shape ({self.num_envs},) on {self.env.device}, got {tuple(dones.shape)} on"
                 f" {dones.device}."
             )
-
-
-def _select_rows(obs: Mapping, env_ids: torch.Tensor) -> dict:
-    """The observation dict with every tensor sliced to ``env_ids`` (new tensors)."""
-    rows = {}
-    for key, value in obs.items():
-        if isinstance(value, Mapping):
-            rows[key] = _select_rows(value, env_ids)
-        elif isinstance(value, torch.Tensor):
-            rows[key] = value.index_select(0, env_ids)
-        else:
-            raise TypeError(f"Observation '{key}' must be a tensor or a dict of tensors, got {type(value).__name__}.")
-    return rows
 
 
 def _with_overrides(cfg: ActionChunkingPolicyCfg, overrides: dict) -> ActionChunkingPolicyCfg:

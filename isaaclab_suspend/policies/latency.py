@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 
 import torch
 
 from isaaclab.utils import configclass
 
-ChunkModel = Callable[[dict, torch.Tensor], torch.Tensor]
-"""``model(obs_rows, env_ids) -> chunk``: the observation dict sliced to ``env_ids`` (1-D long tensor of B
-env indices) in, an action chunk out. Shape: (B, H, action_dim)."""
+from .model import ChunkModel
 
 PRESETS: dict[str, tuple[float, float]] = {"gr1": (0.2, 0.0), "droid": (0.7, 0.0)}
 """Named latencies ``(fixed_s, per_row_s)``: GR00T N1 on GR1 (about 200 ms) and DROID (about 700 ms)."""
@@ -83,7 +80,8 @@ class LatencyEmulator:
         self.cfg = cfg
         """The emulated latency."""
         self.virtual_s = 0.0
-        """Virtual mode: emulated latency of the last call not spent sleeping [s]; 0 in sleeping mode."""
+        """Virtual mode: emulated latency of the last call not spent sleeping [s]; 0 in sleeping mode. The
+        optional ``virtual_s`` of the :class:`~isaaclab_suspend.policies.model.ChunkModel` contract."""
 
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
         start = time.perf_counter()

@@ -93,6 +93,9 @@ class CheckpointPolicy:
         """Chunk-model form. Shape: (len(env_ids), 1, action_dim)."""
         return self.act(obs_rows).unsqueeze(1)
 
+    def observe(self, dones: torch.Tensor) -> None:
+        """Closed loop: nothing is queued, so nothing to drop when envs reset (the rollout loop calls it)."""
+
 
 def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None = None) -> CheckpointPolicy:
     """Load the actor of an rsl_rl or skrl checkpoint for ``env`` (unwrapped) on the env's device.

@@ -27,9 +27,10 @@ import h5py
 import torch
 from prettytable import PrettyTable
 
+from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy
-from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
+from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
 from isaaclab_suspend.utils import open_env
 
 
@@ -38,21 +39,13 @@ def record(task: str, schedule: str, num_envs: int, steps: int, chunk: int, seed
     recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=out_dir, dataset_filename=schedule)
     with open_env(task, num_envs, seed=seed, recorders=recorders) as env:
         policy = ActionChunkingPolicy(make_default_model(task, chunk), env, chunk_length=chunk, schedule=schedule)
-        obs, _ = env.reset(seed=seed)
-        generator = torch.Generator().manual_seed(seed)
-        env.episode_length_buf[:] = torch.randint(0, int(env.max_episode_length), (num_envs,), generator=generator)
         samples = torch.zeros(num_envs, dtype=torch.long)  # recorded steps of each open episode
         junk = torch.zeros(num_envs, dtype=torch.long)  # of which holding
         episodes = []  # (samples, junk) of each ended episode, in export order
-        for _ in range(steps):
-            actions = policy.act(obs)
-            status = policy.last_step
-            holding = ~status.executing & ~status.suspended
-            obs, _, terminated, truncated, _ = env.step(actions)
-            dones = terminated | truncated
-            policy.observe(dones)
+        for t in cli.rollout(env, policy, cli.start_episodes(env, seed, desync=True), steps):
+            status, dones = policy.last_step, t.dones
             samples += (~status.suspended).long()
-            junk += holding.long()
+            junk += (~status.executing & ~status.suspended).long()
             for i in dones.nonzero().flatten().tolist():
                 episodes.append((int(samples[i]), int(junk[i])))
             samples[dones] = 0
@@ -79,11 +72,11 @@ def record(task: str, schedule: str, num_envs: int, steps: int, chunk: int, seed
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=sorted(DEFAULT_MODELS))
-    parser.add_argument("--num_envs", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=600)
-    parser.add_argument("--chunk", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=tasks_with_chunk_model())
+    parser.add_argument("--num_envs", type=cli.positive_int, default=16)
+    parser.add_argument("--steps", type=cli.positive_int, default=600)
+    parser.add_argument("--chunk", type=cli.positive_int, default=16)
+    parser.add_argument("--seed", type=cli.non_negative_int, default=42)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as out_dir:

@@ -1,20 +1,13 @@
 """Does junk in the demos hurt behaviour cloning? The same chunk policy trained on ``hold`` and ``global_clock`` data.
 
-The expert (the task's embedded chunk model, which emits real H-action chunks, or with ``--expert_checkpoint``
-a chunk policy trained by ``scripts/train_chunk_policy.py`` with the same H) is recorded twice with
-``scripts/record.py``, same task, seed, envs and desynchronised episode starts: under ``hold`` an env reset
-mid-chunk keeps stepping, holding a zero action, until the next clock tick, and every such step is recorded
-(junk); under ``global_clock`` it waits suspended and records nothing. Both datasets are cut to the same
-number of episodes (the first ``--episodes`` demos in recording order), so they hold the same demonstrations
-and differ in the junk the ``hold`` file adds. The same chunk policy (architecture, H, gradient steps, batch,
-training seed) is trained on each, for every seed of ``--train_seeds``, and every policy and the expert are
-evaluated under ``global_clock`` on the same fresh env set-up (seed, desynchronised starts).
-
-Junk samples are counted from the file: the leading samples of a demo whose action is exactly zero (a step
-held after a reset; the expert's first action is never exactly zero, and under ``hold`` an env only ever
-holds after a reset). ``bench_junk.py`` counts them from the policy's step status instead. On push-cube the
-table also gives the mean distance of the cube to its target at the last step of the scored episodes (from
-the ``cube_to_target`` observation), which separates policies that all miss the 3 cm success radius.
+The expert (the task's embedded chunk model, or a chunk policy of ``scripts/train_chunk_policy.py`` with
+``--expert_checkpoint``) is recorded with ``scripts/record.py`` under ``hold`` (an env reset mid-chunk records
+the zero action it holds until the next tick: junk) and under ``global_clock`` (it waits suspended and
+records nothing); both files are cut to the same first ``--episodes`` demos. The same chunk policy is trained
+on each for every seed of ``--train_seeds``, and every policy and the expert are evaluated under
+``global_clock`` on the same env set-up. Junk samples are the leading exactly-zero actions of a demo; on
+push-cube the table adds the cube's distance to its target at the end of the scored episodes. Method and
+results: docs/behaviour_cloning.rst.
 
 Example::
 
@@ -33,19 +26,14 @@ import os
 import subprocess
 import sys
 
-import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.learning import (
-    BCTrainerCfg,
-    ChunkDataset,
-    ChunkPolicyCfg,
-    load_chunk_policy,
-    save_chunk_policy,
-    train_bc,
-)
+from isaaclab_suspend import cli
+from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, load_chunk_policy, save_chunk_policy
+from isaaclab_suspend.learning import train_bc
 from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
-from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
+from isaaclab_suspend.policies.evaluation.runs_plot import plot_runs
+from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
 from isaaclab_suspend.utils import open_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -55,7 +43,7 @@ SCHEDULES = ("hold", "global_clock")
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=sorted(DEFAULT_MODELS))
+    parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=tasks_with_chunk_model())
     parser.add_argument("--num_envs", type=int, default=16, help="envs of the recordings")
     parser.add_argument("--episodes", type=int, default=64, help="demos kept in each dataset (held equal)")
     parser.add_argument("--chunk", type=int, default=16, help="H of the expert and of the trained policy")
@@ -115,61 +103,15 @@ def evaluate(args: argparse.Namespace, model, label: str) -> dict:
         if hasattr(model, "check_env"):
             model.check_env(env)
         policy = ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule="global_clock")
-        outcomes = EpisodeOutcomes(env, score_first=False)
-        # push-cube: distance of the cube to its target at the last step of each scored episode
-        terms = env.observation_manager.active_terms["policy"]
-        column = terms.index("cube_to_target") if "cube_to_target" in terms else None
-        distance_sum = torch.zeros((), device=env.device)
-        obs, _ = env.reset(seed=args.seed)
-        start = torch.randint(0, int(env.max_episode_length), (env.num_envs,),
-                              generator=torch.Generator().manual_seed(args.seed))
-        env.episode_length_buf[:] = start.to(env.device)
-        for _ in range(args.eval_steps):
-            distance = obs["policy"][:, column].abs() if column is not None else None
-            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
-            dones = terminated | truncated
-            if column is not None:
-                distance_sum += (distance * (dones & outcomes.scored)).sum()
-            policy.observe(dones)
-            outcomes.update(dones, ~policy.last_step.suspended)
-        result = {**outcomes.as_dict(), "inference_calls": policy.stats["inference_calls"],
-                  "has_success": outcomes.has_success}
-        result["final_distance"] = float(distance_sum) / max(result["episodes_scored"], 1) if column is not None \
-            else float("nan")
+        outcomes = EpisodeOutcomes(env, score_first=False, final_term="cube_to_target")  # push-cube: what is left
+        for t in cli.rollout(env, policy, cli.start_episodes(env, args.seed, desync=True), args.eval_steps):
+            outcomes.update(t.dones, ~policy.last_step.suspended, t.obs)
+        figures = outcomes.as_dict()
+        result = {**figures, "final_distance": figures.get("final_cube_to_target", float("nan")),
+                  "has_success": outcomes.has_success, "inference_calls": policy.stats["inference_calls"]}
         policy.close()
     print(f"[{label}] {result}")
     return result
-
-
-def plot(args: argparse.Namespace, rows: list[dict], expert: dict, success: bool) -> None:
-    """Success rate (or mean episode length) per training seed and dataset, with the expert as a line."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    metrics = [("success_rate", "success rate")] if success else []
-    metrics += [("mean_episode_length", "mean episode length [steps]")]
-    metrics += [("final_distance", "cube-target distance at the end [m]")] if success else []
-    metrics += [("val_loss", "validation loss (own data)")]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.6))
-    colors = {"hold": "tab:red", "global_clock": "tab:green"}
-    for ax, (key, label) in zip(axes, metrics):
-        for i, schedule in enumerate(SCHEDULES):
-            values = [r[key] for r in rows if r["dataset"] == schedule]
-            ax.bar(i, sum(values) / len(values), color=colors[schedule], alpha=0.35, width=0.6)
-            ax.scatter([i] * len(values), values, color=colors[schedule], zorder=3, label=None)
-        if key in expert:
-            ax.axhline(expert[key], color="black", linestyle="--", linewidth=1, label="expert")
-            ax.legend(loc="lower right", fontsize=8)
-        ax.set_xticks(range(len(SCHEDULES)), [f"{s}\ndata" for s in SCHEDULES])
-        ax.set_ylabel(label)
-    fig.suptitle(f"{args.task}: BC chunk policy (H = {args.chunk}, {args.episodes} demos, seeds"
-                 f" {args.train_seeds}), evaluated under global_clock", fontsize=9)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(args.plot)), exist_ok=True)
-    fig.savefig(args.plot, dpi=120)
-    print(f"Plot: {args.plot}")
 
 
 def main() -> None:
@@ -195,36 +137,43 @@ def main() -> None:
             result = evaluate(args, load_chunk_policy(ckpt), f"{schedule} data, seed {seed}")
             rows.append({"dataset": schedule, "seed": seed, "val_loss": history.val_loss[-1], **result})
 
-    success = expert["has_success"]
+    report(args, figures, rows, expert)
+
+
+def report(args: argparse.Namespace, figures: dict, rows: list[dict], expert: dict) -> None:
+    """The runs as a table, the means per dataset as a second one, and the plot."""
     table = PrettyTable(["policy", "demos", "samples", "junk samples", "junk episodes", "train seed", "val loss",
                          "episodes scored", "success rate", "mean episode length", "final distance [m]",
                          "inference calls"])
     expert_name = f"expert ({os.path.basename(args.expert.path)})" if args.expert is not None else "expert (embedded)"
-    table.add_row([expert_name, "-", "-", "-", "-", "-", "-", expert["episodes_scored"],
-                   f"{expert['success_rate']:.3f}", f"{expert['mean_episode_length']:.1f}", f"{expert['final_distance']:.4f}",
-                   expert["inference_calls"]])
-    for r in rows:
-        f = figures[r["dataset"]]
-        table.add_row([f"BC on {r['dataset']} data", args.episodes, f["samples"], f["junk"], f["junk_episodes"],
-                       r["seed"], f"{r['val_loss']:.4f}", r["episodes_scored"], f"{r['success_rate']:.3f}",
+    for r in [{"dataset": None, **expert}, *rows]:
+        f = figures.get(r["dataset"], {})
+        table.add_row([f"BC on {r['dataset']} data" if r["dataset"] else expert_name,
+                       *([args.episodes, f["samples"], f["junk"], f["junk_episodes"], r["seed"], f"{r['val_loss']:.4f}"]
+                         if f else ["-"] * 6), r["episodes_scored"], f"{r['success_rate']:.3f}",
                        f"{r['mean_episode_length']:.1f}", f"{r['final_distance']:.4f}", r["inference_calls"]])
     means = PrettyTable(["BC on", "success rate (mean, min-max)", "mean episode length (mean, min-max)",
                          "final distance [m] (mean, min-max)"])
     for schedule in SCHEDULES:
-        cells = []
-        for key, fmt in (("success_rate", "{:.3f}"), ("mean_episode_length", "{:.1f}"), ("final_distance", "{:.4f}")):
-            values = [r[key] for r in rows if r["dataset"] == schedule]
-            cells.append(f"{fmt.format(sum(values) / len(values))} ({fmt.format(min(values))}-{fmt.format(max(values))})")
-        means.add_row([f"{schedule} data", *cells])
+        columns = [([r[key] for r in rows if r["dataset"] == schedule], f) for key, f in
+                   (("success_rate", "{:.3f}"), ("mean_episode_length", "{:.1f}"), ("final_distance", "{:.4f}"))]
+        means.add_row([f"{schedule} data", *(f"{f.format(sum(v) / len(v))} ({f.format(min(v))}-{f.format(max(v))})"
+                                             for v, f in columns)])
     expert_source = f"chunk policy {args.expert_checkpoint}" if args.expert is not None else "embedded chunk model"
-    print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
-          f" desynchronised starts, first {args.episodes} demos of each file; BC {args.arch}, {args.train_steps}"
-          f" steps per seed; evaluated under global_clock, {args.eval_envs} envs, {args.eval_steps} steps,"
-          " desynchronised starts, episodes that started and ended in the run.")
-    print(table)
-    print(means)
+    print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed"
+          f" {args.seed}, desynchronised starts, first {args.episodes} demos of each file; BC {args.arch},"
+          f" {args.train_steps} steps per seed; evaluated under global_clock, {args.eval_envs} envs,"
+          f" {args.eval_steps} steps, desynchronised starts, episodes that started and ended in the run.\n{table}"
+          f"\n{means}")
     if args.plot:
-        plot(args, rows, expert, success)
+        success = expert["has_success"]
+        metrics = [("success_rate", "success rate")] * success
+        metrics += [("mean_episode_length", "mean episode length [steps]")]
+        metrics += [("final_distance", "cube-target distance at the end [m]")] * success
+        plot_runs(rows, "dataset", SCHEDULES, [*metrics, ("val_loss", "validation loss (own data)")], args.plot,
+                  f"{args.task}: BC chunk policy (H = {args.chunk}, {args.episodes} demos, seeds {args.train_seeds}),"
+                  " evaluated under global_clock", reference=expert, colors=["tab:red", "tab:green"])
+        print(f"Plot: {args.plot}")
 
 
 if __name__ == "__main__":

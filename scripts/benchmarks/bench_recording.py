@@ -32,6 +32,8 @@ from prettytable import PrettyTable
 from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManagerCfg
 from isaaclab.managers import RecorderManager
 
+from isaaclab_suspend import cli
+from isaaclab_suspend.managers import SuspendableRecorderManager
 from isaaclab_suspend.utils import open_env
 
 STEP_HOOKS = ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
@@ -130,9 +132,9 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable")
-    parser.add_argument("--num_envs", type=int, nargs="+", default=[64, 512])
-    parser.add_argument("--steps", type=int, default=300, help="measured env steps per size")
-    parser.add_argument("--warmup", type=int, default=20, help="env steps before measuring")
+    parser.add_argument("--num_envs", type=cli.positive_int, nargs="+", default=[64, 512])
+    parser.add_argument("--steps", type=cli.positive_int, default=300, help="measured env steps per size")
+    parser.add_argument("--warmup", type=cli.non_negative_int, default=20, help="env steps before measuring")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as out_dir:

@@ -15,14 +15,9 @@ import time
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.policies import (
-    DEFAULT_MODELS,
-    PolicyServer,
-    PolicyServerCfg,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
-    make_default_model,
-)
+from isaaclab_suspend import cli
+from isaaclab_suspend.policies import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
 from isaaclab_suspend.policies.remote import send_message
 
 OBS_DIMS = {"Isaac-Cartpole-Suspendable": 4, "Isaac-PushCube-Suspendable": 5}
@@ -31,10 +26,10 @@ OBS_DIMS = {"Isaac-Cartpole-Suspendable": 4, "Isaac-PushCube-Suspendable": 5}
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS))
-    parser.add_argument("--chunk", type=int, default=16)
-    parser.add_argument("--batch_sizes", type=int, nargs="+", default=[16, 64, 256])
-    parser.add_argument("--calls", type=int, default=200, help="calls per batch size and model")
+    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=tasks_with_chunk_model())
+    parser.add_argument("--chunk", type=cli.positive_int, default=16)
+    parser.add_argument("--batch_sizes", type=cli.positive_int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--calls", type=cli.positive_int, default=200, help="calls per batch size and model")
     return parser.parse_args()
 
 

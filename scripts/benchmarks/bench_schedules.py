@@ -35,37 +35,33 @@ import time
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.policies import (
-    DEFAULT_MODELS,
-    SCHEDULES,
-    ActionChunkingPolicy,
-    LatencyCfg,
-    LatencyEmulator,
-    make_default_model,
-)
+from isaaclab_suspend import cli
+from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator, make_default_model
+from isaaclab_suspend.policies.embedded import tasks_with_chunk_model
 from isaaclab_suspend.utils import open_env
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS))
+    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=tasks_with_chunk_model())
     parser.add_argument("--schedules", nargs="+", default=["any", "hold", "partial_batch", "global_clock", "auto", "async"],
                         choices=sorted(SCHEDULES))
-    parser.add_argument("--chunks", type=int, nargs="+", default=[8, 16, 32], help="chunk lengths H")
-    parser.add_argument("--num_envs", type=int, nargs="+", default=[16, 64, 256])
-    parser.add_argument("--steps", type=int, default=320, help="steps T per run")
-    parser.add_argument("--latency", default="0.2", help="emulated latency: '0.2', '0.02+0.0005n', 'gr1', 'droid'")
+    parser.add_argument("--chunks", type=cli.positive_int, nargs="+", default=[8, 16, 32], help="chunk lengths H")
+    parser.add_argument("--num_envs", type=cli.positive_int, nargs="+", default=[16, 64, 256])
+    parser.add_argument("--steps", type=cli.positive_int, default=320, help="steps T per run")
+    parser.add_argument("--latency", default="0.2", type=cli.latency,
+                        help="emulated latency: '0.2', '0.02+0.0005n', 'gr1', 'droid'")
     parser.add_argument("--virtual_latency", action="store_true", help="account the latency without sleeping")
     parser.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
                         help="env cfg fields to set (nested with '__'), e.g. episode_length_s=2.0"
                              " commands__target__x_range='(0.6, 0.8)'")
     parser.add_argument("--no_desync", action="store_true", help="start all episodes at step 0")
-    parser.add_argument("--seed", type=int, default=42)
-    parser.add_argument("--repeats", type=int, default=1,
+    parser.add_argument("--seed", type=cli.non_negative_int, default=42)
+    parser.add_argument("--repeats", type=cli.positive_int, default=1,
                         help="runs per schedule, interleaved round-robin; the table shows the run with the median"
                              " useful env-steps/s and the range over the repeats")
     parser.add_argument("--quick", action="store_true", help="H = 16, N in {16, 64}, 160 steps")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.chunks, args.num_envs, args.steps = [16], [16, 64], 160
     return args
@@ -88,15 +84,8 @@ def run(env, args, schedule: str, chunk_length: int, latency: LatencyCfg) -> dic
     plain_step = step_time(env)
     model = LatencyEmulator(make_default_model(args.task, chunk_length), latency)
     policy = ActionChunkingPolicy(model, env, chunk_length=chunk_length, schedule=schedule)
-    obs, _ = env.reset(seed=args.seed)
-    if not args.no_desync:
-        generator = torch.Generator().manual_seed(args.seed)
-        start = torch.randint(0, int(env.max_episode_length), (env.num_envs,), generator=generator)
-        env.episode_length_buf[:] = start.to(env.device)
-    for _ in range(args.steps):
-        actions = policy.act(obs)
-        obs, _, terminated, truncated, _ = env.step(actions)
-        policy.observe(terminated | truncated)
+    for _ in cli.rollout(env, policy, cli.start_episodes(env, args.seed, not args.no_desync), args.steps):
+        pass
     stats = policy.stats
     n = env.num_envs
     stats["plain_step_s"] = plain_step

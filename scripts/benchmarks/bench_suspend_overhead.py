@@ -25,6 +25,7 @@ from prettytable import PrettyTable
 
 from isaaclab.envs import ManagerBasedRLEnv
 
+from isaaclab_suspend import cli
 from isaaclab_suspend.utils import import_task_modules, open_env
 
 
@@ -93,11 +94,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", nargs="+", default=["Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"])
     parser.add_argument("--import", dest="modules", nargs="*", default=[], help="modules that register the tasks")
-    parser.add_argument("--num_envs", type=int, nargs="+", default=[64, 512])
+    parser.add_argument("--num_envs", type=cli.positive_int, nargs="+", default=[64, 512])
     parser.add_argument("--solvers", nargs="+", default=["newton_mjwarp", "newton_featherstone"])
-    parser.add_argument("--fractions", type=float, nargs="+", default=[0.0, 0.25, 0.75])
-    parser.add_argument("--blocks", type=int, default=7, help="interleaved block pairs per configuration")
-    parser.add_argument("--steps", type=int, default=20, help="env steps per block")
+    parser.add_argument("--fractions", type=cli.fraction, nargs="+", default=[0.0, 0.25, 0.75])
+    parser.add_argument("--blocks", type=cli.positive_int, default=7, help="interleaved block pairs per configuration")
+    parser.add_argument("--steps", type=cli.positive_int, default=20, help="env steps per block")
     args = parser.parse_args()
     import_task_modules(args.modules)
 

@@ -1,4 +1,4 @@
-"""Cartpole with per-env suspension."""
+"""Cartpole with per-env suspension; its embedded chunk model (LQR plans, ``chunk_model.py``) is registered too."""
 
 import gymnasium as gym
 
@@ -13,5 +13,6 @@ gym.register(
         "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:CartpolePPORunnerCfg",
         "skrl_cfg_entry_point": f"{agents.__name__}:skrl_manager_ppo_cfg.yaml",
         "default_agent": "rsl_rl",
+        "chunk_model_entry_point": f"{__name__}.chunk_model:CartpoleLQRCfg",
     },
 )

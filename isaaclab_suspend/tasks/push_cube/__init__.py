@@ -1,4 +1,4 @@
-"""Push-cube: an articulation pushing a free rigid cube, with per-env suspension."""
+"""Push-cube: an articulation pushing a free rigid cube, with per-env suspension and a scripted chunk model."""
 
 import gymnasium as gym
 
@@ -13,5 +13,6 @@ gym.register(
         "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:PushCubePPORunnerCfg",
         "skrl_cfg_entry_point": f"{agents.__name__}:skrl_ppo_cfg.yaml",
         "default_agent": "rsl_rl",
+        "chunk_model_entry_point": f"{__name__}.chunk_model:PushCubeChunkCfg",
     },
 )

@@ -15,7 +15,7 @@ import torch
 
 from isaaclab.utils import configclass
 
-from ..assets.params import CUBE, PUSHER
+from ...assets.params import CUBE, PUSHER
 
 
 class PushCubeChunkModel:

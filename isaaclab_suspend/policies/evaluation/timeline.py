@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import torch
 
-from .chunking_policy import StepStatus
+if TYPE_CHECKING:
+    from ..chunking_policy import StepStatus
 
 ACTIVE, HELD, SUSPENDED = 0, 1, 2
 """Status codes of an env in a step."""

@@ -35,7 +35,7 @@ import torch
 
 from isaaclab.utils import configclass
 
-from ..assets.params import CARTPOLE, CartpoleParams
+from ...assets.params import CARTPOLE, CartpoleParams
 
 GRAVITY = 9.81
 """Gravity [m/s^2]."""

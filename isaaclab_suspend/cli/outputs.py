@@ -1,0 +1,83 @@
+"""Output paths of the scripts: checked for writability before any env is built, dataset names, disk space."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import TYPE_CHECKING
+
+import h5py
+from prettytable import PrettyTable
+
+from ..managers.recorder_manager import dataset_file_paths
+
+if TYPE_CHECKING:
+    from isaaclab.managers import RecorderManagerBaseCfg
+
+    from ..envs import SuspendableManagerBasedRLEnv
+
+
+def check_writable(path: str, what: str) -> str:
+    """``path`` made absolute, after checking that it (a file or folder to write) can be created there.
+
+    Missing folders are fine (the writer creates them) as long as the nearest existing one is a writable folder.
+
+    Raises:
+        ValueError: Naming ``what`` (e.g. ``"--timeline"``), the path and the reason.
+    """
+    path = os.path.abspath(path)
+    parent = os.path.dirname(path)
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        raise ValueError(f"{what} '{path}': '{parent}' is a file, not a folder.")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"{what} '{path}': the folder '{parent}' is not writable; choose another path.")
+    return path
+
+
+def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str = "--output") -> list[str]:
+    """The files a recorder with ``cfg`` will write, after checking that each can be written and is new.
+
+    Raises:
+        ValueError: If a path is not writable, is a folder, or exists and ``overwrite`` is False.
+    """
+    paths = dataset_file_paths(cfg)
+    for path in paths:
+        check_writable(path, what)
+        if os.path.isdir(path):
+            raise ValueError(f"{what}: '{path}' is a directory.")
+        if os.path.exists(path) and not overwrite:
+            raise ValueError(f"{what}: '{path}' exists: pass --overwrite to replace it.")
+    return paths
+
+
+def check_space(env: SuspendableManagerBasedRLEnv, episodes: int) -> None:
+    """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound).
+
+    Raises:
+        OSError: Saying how much is needed and free.
+    """
+    manager = env.recorder_manager
+    path = manager.dataset_file_paths[0]
+    bytes_per_episode = manager.buffers.bytes_per_step * env.max_episode_length + 8192
+    needed_mb = episodes * bytes_per_episode / 2**20
+    free_mb = shutil.disk_usage(os.path.dirname(path)).free / 2**20
+    if needed_mb > free_mb:
+        raise OSError(
+            f"{episodes} episodes of up to {env.max_episode_length} steps may need {needed_mb:.0f} MiB"
+            f" (uncompressed), but only {free_mb:.0f} MiB are free for '{path}'."
+        )
+
+
+def dataset_table(paths: list[str]) -> PrettyTable:
+    """Episodes, successes, samples and size of each dataset file, as a table."""
+    table = PrettyTable(["file", "episodes", "successes", "samples", "size [MiB]"])
+    table.align["file"] = "l"
+    for path in paths:
+        with h5py.File(path, "r") as f:
+            data = f["data"]
+            successes = sum(bool(data[name].attrs.get("success", False)) for name in data)
+            size_mb = os.path.getsize(path) / 2**20
+            table.add_row([path, len(data), successes, int(data.attrs["total"]), f"{size_mb:.2f}"])
+    return table

@@ -1,0 +1,159 @@
+"""The policy arguments every script shares and the one factory of the chunk model they name.
+
+``--policy`` picks the source; by default it follows from the other arguments (``--remote``: remote,
+``--checkpoint``: bc, else the task's embedded planner):
+
+========== ===================================================================== ====================
+policy     chunk model                                                           H
+========== ===================================================================== ====================
+chunk      the task's embedded planner (its ``chunk_model_entry_point``)        ``--chunk`` (16)
+bc         a chunk policy of ``scripts/train_chunk_policy.py`` (``--checkpoint``) the checkpoint's
+remote     the policy served at ``--remote`` by ``scripts/serve_policy.py``     the server's
+checkpoint an rsl_rl / skrl actor (``--checkpoint``, default the shipped expert)  1 (closed loop)
+random     uniform actions in [-1, 1], no chunk model (``record.py``)           -
+========== ===================================================================== ====================
+
+Files and servers are opened while parsing, so a bad one stops the script before any env is built.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from typing import TYPE_CHECKING
+
+import gymnasium as gym
+import torch
+
+from ..learning import load_chunk_policy
+from ..policies import AGGREGATORS, SCHEDULES, LatencyCfg, LatencyEmulator, RemoteChunkModel, RemoteChunkModelCfg
+from ..policies.embedded import make_default_model, tasks_with_chunk_model
+from ..rl import load_checkpoint_policy
+from ..rl.checkpoint_policy import shipped_checkpoint
+from .arguments import address, fraction, latency, positive_int
+
+if TYPE_CHECKING:
+    from ..envs import SuspendableManagerBasedRLEnv
+    from ..policies import ChunkModel
+
+DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
+"""The task when neither ``--task`` nor the policy names one."""
+DEFAULT_CHUNK = 16
+"""H of the embedded planners when ``--chunk`` is not given."""
+POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
+"""``--policy`` choices (see the module docstring); ``random`` is for recording only."""
+
+
+def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
+                    latency_args: bool = False) -> None:
+    """``--policy --checkpoint --remote --chunk --schedule --aggregator --refill_threshold`` (and, if
+    ``latency_args``, ``--latency --virtual_latency``)."""
+    parser.add_argument("--policy", default=None, choices=policies,
+                        help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
+                             " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")
+    parser.add_argument("--checkpoint", default=None,
+                        help="'bc': chunk policy checkpoint of scripts/train_chunk_policy.py; 'checkpoint': rsl_rl or"
+                             " skrl checkpoint (default: the task's shipped expert)")
+    parser.add_argument("--remote", default=None, type=address, metavar="HOST:PORT",
+                        help="'remote': address of a scripts/serve_policy.py server")
+    parser.add_argument("--chunk", type=positive_int, default=None,
+                        help=f"actions per chunk H (default {DEFAULT_CHUNK}; a trained or served policy's own H)")
+    parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
+    parser.add_argument("--aggregator", default="replace", choices=sorted(AGGREGATORS))
+    parser.add_argument("--refill_threshold", type=fraction, default=0.0,
+                        help="any/partial_batch: request a chunk at <= g*H actions left, g in [0, 1]")
+    if latency_args:
+        parser.add_argument("--latency", default=None, type=latency,
+                            help="emulated inference latency: '0.2', '0.05+0.002n', 'gr1' or 'droid'")
+        parser.add_argument("--virtual_latency", action="store_true", help="account the latency without sleeping")
+
+
+def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Check the policy arguments together and open the policy's file or server (``parser.error`` on a problem).
+
+    Sets ``args.policy``, ``args.model`` (the loaded bc or remote model, else None), ``args.task`` and
+    ``args.chunk`` (the policy's H where it has one).
+    """
+    args.policy = args.policy or ("remote" if args.remote else "bc" if args.checkpoint else "chunk")
+    if args.policy == "remote" and args.remote is None:
+        parser.error("--policy remote needs --remote HOST:PORT (a server of scripts/serve_policy.py)")
+    if args.remote is not None and args.policy != "remote":
+        parser.error("--remote needs --policy remote")
+    if args.policy == "bc" and args.checkpoint is None:
+        parser.error("--policy bc needs --checkpoint (a chunk policy checkpoint of scripts/train_chunk_policy.py)")
+    if args.checkpoint is not None and args.policy not in ("bc", "checkpoint"):
+        parser.error("--checkpoint needs --policy checkpoint or bc")
+    args.model = None
+    try:
+        if args.policy == "bc":
+            args.model = load_chunk_policy(args.checkpoint, args.device)
+            args.task = args.task or args.model.task or None
+        elif args.policy == "remote":
+            args.model = RemoteChunkModel(RemoteChunkModelCfg.parse(args.remote))
+            args.task = args.task or args.model.metadata.get("task")
+        args.task = args.task or DEFAULT_TASK
+        if args.task not in gym.registry:
+            known = sorted(k for k in gym.registry if "Suspendable" in k)
+            raise ValueError(f"unknown task '{args.task}'; tasks: {known}")
+        if args.policy == "checkpoint":
+            args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
+            if not os.path.isfile(args.checkpoint):
+                raise FileNotFoundError(f"checkpoint file not found: '{args.checkpoint}'")
+    except (OSError, ValueError, RuntimeError) as err:
+        parser.error(str(err))
+    if args.policy == "chunk" and args.task not in tasks_with_chunk_model():
+        parser.error(f"task '{args.task}' has no embedded chunk model; tasks with one: {tasks_with_chunk_model()}")
+    planned = 1 if args.policy == "checkpoint" else getattr(args.model, "chunk_length", None)
+    if planned is not None:
+        if args.chunk is not None and args.chunk != planned:
+            parser.error(f"--chunk {args.chunk}: the {args.policy} policy '{args.checkpoint or args.remote}' plans"
+                         f" {planned} actions per chunk")
+        args.chunk = planned
+    args.chunk = args.chunk or DEFAULT_CHUNK
+
+
+def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv) -> ChunkModel | None:
+    """The chunk model that the resolved ``args`` name, checked against ``env``, with the emulated latency if any.
+
+    Returns None for ``--policy random`` (no model).
+
+    Raises:
+        ValueError: If the policy does not fit the env (another task, other dims).
+    """
+    if args.policy == "random":
+        return None
+    if args.policy == "chunk":
+        model = make_default_model(args.task, args.chunk)
+    elif args.policy == "checkpoint":
+        model = load_checkpoint_policy(args.checkpoint, env, task=args.task)
+    else:
+        model = args.model
+    check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
+    if check_env is not None:
+        check_env(env)
+    if getattr(args, "latency", None):
+        model = LatencyEmulator(model, LatencyCfg.parse(args.latency, virtual=args.virtual_latency))
+    return model
+
+
+def describe_policy(args: argparse.Namespace) -> str:
+    """The policy of the resolved ``args`` in a few words, for the scripts' reports."""
+    return {"chunk": "embedded model", "bc": f"chunk policy {args.checkpoint}",
+            "remote": f"remote policy {args.remote}", "checkpoint": f"checkpoint {args.checkpoint}",
+            "random": "random"}[args.policy]
+
+
+class RandomPolicy:
+    """Uniform actions in [-1, 1] from a seeded generator, as a policy of the rollout loop (``record.py``)."""
+
+    def __init__(self, env: SuspendableManagerBasedRLEnv, generator: torch.Generator):
+        self.env = env
+        self.generator = generator
+
+    def act(self, obs: dict) -> torch.Tensor:
+        """Shape: (num_envs, action_dim)."""
+        shape = (self.env.num_envs, self.env.action_manager.total_action_dim)
+        return 2.0 * torch.rand(shape, generator=self.generator, device=self.env.device) - 1.0
+
+    def observe(self, dones: torch.Tensor) -> None:
+        """Nothing to drop."""

@@ -1,0 +1,88 @@
+"""The env loop every script runs: start (seeded, optionally desynchronised) episodes, then act -> step -> observe."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, NamedTuple, Protocol
+
+import torch
+
+from ..utils import open_env as _open_env
+from .app import user_errors
+from .arguments import env_overrides
+
+if TYPE_CHECKING:
+    from ..envs import SuspendableManagerBasedRLEnv
+
+
+class StepPolicy(Protocol):
+    """What the loop drives: ``ActionChunkingPolicy``, ``CheckpointPolicy`` or ``RandomPolicy``."""
+
+    def act(self, obs: dict) -> torch.Tensor:
+        """Actions for the next step. Shape: (num_envs, action_dim)."""
+        ...
+
+    def observe(self, dones: torch.Tensor) -> None:
+        """Account the step just taken (``terminated | truncated``, shape (num_envs,))."""
+        ...
+
+
+class Transition(NamedTuple):
+    """One step of :func:`rollout`."""
+
+    step: int
+    """Index of the step in the rollout."""
+    obs: dict
+    """The observation the policy acted on (tensors of shape (num_envs, ...))."""
+    next_obs: dict
+    """The observation after the step."""
+    dones: torch.Tensor
+    """``terminated | truncated`` of the step. Shape: (num_envs,), bool."""
+
+
+@contextlib.contextmanager
+def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
+    """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``).
+
+    User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
+    traceback that ``launch_simulation`` would print.
+    """
+    if args.seed is not None:  # None: the cfg's own seed
+        attrs["seed"] = args.seed
+    with _open_env(args.task, args.num_envs, args.device, env_overrides(args), **attrs) as env:
+        with user_errors(*errors):
+            yield env
+
+
+def desync_episodes(env: SuspendableManagerBasedRLEnv, generator: torch.Generator) -> None:
+    """Start every env at a random point of its episode (Isaac Lab's ``init_at_random_ep_len``), so episodes end at
+    different steps, as when tasks succeed or fail at different times."""
+    start = torch.randint(0, int(env.max_episode_length), (env.num_envs,), generator=generator,
+                          device=generator.device)
+    env.episode_length_buf[:] = start.to(env.device)
+
+
+def start_episodes(env: SuspendableManagerBasedRLEnv, seed: int | None, desync: bool,
+                   generator: torch.Generator | None = None) -> dict:
+    """Reset ``env`` with ``seed`` and, if ``desync``, desynchronise its episodes with ``generator`` (default: a CPU
+    generator seeded with ``seed``). Returns the first observation."""
+    obs, _ = env.reset(seed=seed)
+    if desync:
+        desync_episodes(env, generator or torch.Generator().manual_seed(seed or 0))
+    return obs
+
+
+def rollout(env: SuspendableManagerBasedRLEnv, policy: StepPolicy, obs: dict, steps: int | None = None
+            ) -> Iterator[Transition]:
+    """Run ``policy`` from ``obs`` for ``steps`` steps (None: until the caller stops iterating)."""
+    step = 0
+    while steps is None or step < steps:
+        actions = policy.act(obs)
+        next_obs, _, terminated, truncated, _ = env.step(actions)
+        dones = terminated | truncated
+        policy.observe(dones)
+        yield Transition(step, obs, next_obs, dones)
+        obs = next_obs
+        step += 1

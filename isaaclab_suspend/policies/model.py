@@ -1,0 +1,38 @@
+"""The chunk-model contract: what :class:`~isaaclab_suspend.policies.ActionChunkingPolicy` calls, and nothing else.
+
+Task planners (``chunk_model_entry_point`` of each task), trained chunk policies, RL checkpoints (H = 1),
+remote models and latency emulators all fulfil it.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+import torch
+
+
+@runtime_checkable
+class ChunkModel(Protocol):
+    """``model(obs_rows, env_ids) -> chunk``: plans the next H actions of the envs ``env_ids``.
+
+    ``obs_rows`` is the env's observation dict with every tensor sliced to the B envs of ``env_ids`` (a 1-D long
+    tensor on the env device); the chunk is a float tensor of shape (B, H, action_dim). Plain callables and
+    ``torch.nn.Module`` both fit. The policy calls the model under ``torch.no_grad()``, and under the ``async``
+    schedule from a worker thread, so the model must not share mutable state with the env loop.
+
+    Optional members a model may have (read with ``getattr``, never an ``isinstance`` check):
+
+    * ``chunk_length: int``: the H the model always plans (trained and served models); the scripts take it.
+    * ``check_env(env)``: raises ``ValueError`` saying why when the env does not fit (another task, other dims).
+    * ``virtual_s: float``: seconds of emulated latency of the last call that were not spent (0 otherwise);
+      the policy counts them as inference time, see :func:`virtual_seconds`.
+    """
+
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
+        """Chunks for the envs ``env_ids``. Shape: (len(env_ids), H, action_dim)."""
+        ...
+
+
+def virtual_seconds(model: ChunkModel) -> float:
+    """Emulated latency of the model's last call that was not spent, from its optional ``virtual_s`` [s]."""
+    return float(getattr(model, "virtual_s", 0.0))

@@ -1,0 +1,101 @@
+"""Every script refuses a bad argument before it builds an env: exit status 2 and one line saying what was wrong.
+
+The table runs each script's ``parse_args`` in this process (cheap: argparse stops before any env exists); two
+cases run as a user runs them, to check the whole output is the usage and one error line, without a traceback.
+"""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from isaaclab_suspend.learning import ChunkPolicyCfg, ChunkPolicyNet, save_chunk_policy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _script(name: str):
+    path = os.path.join(ROOT, "scripts", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(f"cli_table_{name.replace('/', '_')}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def paths(tmp_path_factory) -> dict:
+    """A plain file (a folder cannot be made under it) and a chunk policy checkpoint planning 4 actions."""
+    root = tmp_path_factory.mktemp("cli")
+    (root / "file").write_text("not a folder")
+    checkpoint = str(root / "h4.pt")
+    save_chunk_policy(checkpoint, ChunkPolicyNet(ChunkPolicyCfg(chunk_length=4, hidden_dims=[8]), 4, 1),
+                      "Isaac-Cartpole-Suspendable")
+    return {"under_file": str(root / "file" / "out"), "checkpoint": checkpoint, "missing": str(root / "none.pt")}
+
+
+CASES = [
+    # (script, argv, message in stderr); {name} is filled from the ``paths`` fixture
+    ("eval", ["--chunk", "0"], "argument --chunk: 0 is out of range: must be >= 1"),
+    ("eval", ["--chunk", "-3"], "argument --chunk: -3 is out of range"),
+    ("eval", ["--chunk", "x"], "argument --chunk: 'x' is not an integer"),
+    ("eval", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
+    ("eval", ["--num_envs", "-1"], "argument --num_envs: -1 is out of range"),
+    ("eval", ["--steps", "0"], "argument --steps: 0 is out of range"),
+    ("eval", ["--steps", "-5"], "argument --steps: -5 is out of range"),
+    ("eval", ["--seed", "-1"], "argument --seed: -1 is out of range: must be >= 0"),
+    ("eval", ["--latency", "garbage"], "Cannot parse latency 'garbage'"),
+    ("eval", ["--latency", "-0.2"], "Latencies must be finite and >= 0"),
+    ("eval", ["--refill_threshold", "-1"], "argument --refill_threshold: -1 is out of range: must lie in [0, 1]"),
+    ("eval", ["--refill_threshold", "nan"], "argument --refill_threshold: nan is out of range"),
+    ("eval", ["--timeline_envs", "-1"], "argument --timeline_envs: -1 is out of range"),
+    ("eval", ["--timeline", "{under_file}/t.png"], "is a file, not a folder"),
+    ("eval", ["--record", "{under_file}/r.hdf5"], "is a file, not a folder"),
+    ("eval", ["--compare", "any,nope"], "unknown schedules ['nope']"),
+    ("eval", ["--schedule", "nope"], "argument --schedule: invalid choice: 'nope'"),
+    ("eval", ["--task", "Isaac-Nope"], "unknown task 'Isaac-Nope'"),
+    ("eval", ["--remote", "localhost"], "Policy server address must be 'host:port'"),
+    ("eval", ["--checkpoint", "{missing}"], "does not exist"),
+    ("eval", ["--checkpoint", "{checkpoint}", "--chunk", "8"], "plans 4 actions per chunk"),
+    ("eval", ["--policy", "remote"], "--policy remote needs --remote HOST:PORT"),
+    ("record", ["--max_steps", "0"], "argument --max_steps: 0 is out of range"),
+    ("record", ["--episodes", "0"], "argument --episodes: 0 is out of range"),
+    ("record", ["--output", "{under_file}/d.hdf5"], "is a file, not a folder"),
+    ("record", ["--output", "d.txt"], "--output must end with .hdf5"),
+    ("record", ["--policy", "bc"], "--policy bc needs --checkpoint"),
+    ("record", ["--policy", "random", "--checkpoint", "{checkpoint}"], "--checkpoint needs --policy checkpoint or bc"),
+    ("record", ["--policy", "checkpoint", "--chunk", "4"], "plans 1 actions per chunk"),
+    ("record", ["--policy", "checkpoint", "--checkpoint", "{missing}"], "checkpoint file not found"),
+    ("train", ["--log_root", "{under_file}"], "is a file, not a folder"),
+    ("train", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
+    ("train", ["--max_iterations", "0"], "argument --max_iterations: 0 is out of range"),
+    ("play", ["--steps", "0"], "argument --steps: 0 is out of range"),
+    ("train_chunk_policy", ["--dataset", "d.hdf5", "--chunk", "0"], "argument --chunk: 0 is out of range"),
+    ("train_chunk_policy", ["--dataset", "d.hdf5", "--val_fraction", "1"], "--val_fraction must lie in [0, 1)"),
+    ("train_chunk_policy", ["--dataset", "d.hdf5", "--output", "{under_file}/p.pt"], "is a file, not a folder"),
+    ("demo_suspend", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
+    ("benchmarks/bench_schedules", ["--chunks", "8", "0"], "argument --chunks: 0 is out of range"),
+]
+
+
+@pytest.mark.parametrize("script, argv, message", CASES, ids=[f"{c[0]} {' '.join(c[1])}" for c in CASES])
+def test_bad_argument_exits_2_with_one_line(script, argv, message, paths, capsys):
+    argv = [arg.format(**paths) for arg in argv]
+    with pytest.raises(SystemExit) as exit_info:
+        _script(script).parse_args(argv)
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2, err
+    assert message.format(**paths) in err, err
+    assert sum("error:" in line for line in err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("script, argv, message", [
+    ("eval.py", ["--chunk", "0"], "eval.py: error: argument --chunk: 0 is out of range: must be >= 1"),
+    ("train.py", ["--log_root", "{under_file}"], "train.py: error: --log_root"),
+])
+def test_bad_argument_as_run_by_a_user(script, argv, message, paths):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", script), *[a.format(**paths) for a in argv]],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and run.stdout == "", run.stdout[-1000:]
+    assert "Traceback" not in run.stderr and run.stderr.strip().splitlines()[-1].startswith(message), run.stderr
