@@ -8,7 +8,7 @@ VENV="${ISAACLAB_SUSPEND_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3.11}"
 STAMP="$VENV/.isaaclab_suspend_stamp"
 # Bump when the pins below change so that an existing venv is brought up to date.
-STAMP_VERSION="3"
+STAMP_VERSION="4"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_VERSION" ]; then
   exit 0
@@ -33,6 +33,9 @@ fi
 $PIP install -q --no-deps --ignore-requires-python "$WHEELS"/isaaclab-3.0.0-*.whl
 $PIP install -q -c "$CONSTRAINTS" -r "$ROOT/tools/requirements.txt"
 $PIP install -q --no-deps -e "$ROOT"
+# Tests only: openpi's own client, to check the openpi server against it. It pins numpy<2 (this venv runs
+# numpy 2) but runs on it; its imports are msgpack and websockets from requirements.txt, and typing_extensions.
+$PIP install -q --no-deps openpi-client==0.1.2
 
 echo "$STAMP_VERSION" > "$STAMP"
 echo "[install] ready: $VENV"

@@ -1,13 +1,16 @@
 """Action-chunking policies on suspendable envs: schedules, aggregators, latency emulation, embedded and remote
-models."""
+models (the project's protocol and openpi's), batching policy servers."""
 
 from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, temporal_ensemble
+from .batching import BatchingCfg, BatchingChunkModel
 from .cartpole_lqr import CartpoleLQRCfg, CartpoleLQRChunkModel
 from .chunk_queues import ChunkQueues
 from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
 from .cost_model import InferenceCostModel
 from .embedded import DEFAULT_MODELS, make_default_model
 from .latency import LatencyCfg, LatencyEmulator
+from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
+from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from .outcomes import EpisodeOutcomes
 from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
 from .remote import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
@@ -21,6 +24,8 @@ __all__ = [
     "SCHEDULES",
     "ActionChunkingPolicy",
     "ActionChunkingPolicyCfg",
+    "BatchingCfg",
+    "BatchingChunkModel",
     "CartpoleLQRCfg",
     "CartpoleLQRChunkModel",
     "ChunkQueues",
@@ -31,6 +36,11 @@ __all__ = [
     "InferenceCostModel",
     "LatencyCfg",
     "LatencyEmulator",
+    "OpenpiChunkModel",
+    "OpenpiChunkModelCfg",
+    "OpenpiPolicyServer",
+    "OpenpiPolicyServerCfg",
+    "OpenpiServerError",
     "PushCubeChunkCfg",
     "PolicyServer",
     "PolicyServerCfg",

@@ -53,8 +53,7 @@ class OpenpiChunkModel:
         self.cfg = cfg
         """The client configuration."""
         self._loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="openpi-client", daemon=True)
-        self._thread.start()
+        self._thread: threading.Thread | None = None
         self._idle: list[ClientConnection] = []
         self._slot: asyncio.Semaphore | None = None
         try:
@@ -110,11 +109,12 @@ class OpenpiChunkModel:
         return torch.from_numpy(np.stack([self._actions(reply) for reply in replies])).to(env_ids.device)
 
     def close(self) -> None:
-        """Close every connection (the next call reconnects) and stop the client's event loop."""
-        if self._loop.is_running():
+        """Close every connection and stop the client's event loop thread (the next call starts both again)."""
+        if self._thread is not None:
             self._run(self._close_all())
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join()
+            self._thread = None
 
     def _actions(self, reply) -> np.ndarray:
         """The first H actions of a reply, checked. Shape: (H, action_dim)."""
@@ -132,6 +132,9 @@ class OpenpiChunkModel:
         return actions[: self.chunk_length]
 
     def _run(self, coroutine, timeout: float | None = None):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop.run_forever, name="openpi-client", daemon=True)
+            self._thread.start()
         future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
         try:
             return future.result(timeout)
@@ -166,6 +169,9 @@ class OpenpiChunkModel:
         return metadata if isinstance(metadata, dict) else {}
 
     async def _infer_all(self, messages: list[bytes]) -> list:
+        missing = min(len(messages), self.cfg.connections) - len(self._idle)
+        if missing > 0:  # open them first, so that the server sees every request of the batch as one wave
+            self._idle += [connection for connection, _ in await asyncio.gather(*(self._connect() for _ in range(missing)))]
         results = await asyncio.gather(*(self._infer(message) for message in messages), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:

@@ -27,6 +27,7 @@ import torch
 
 from isaaclab.utils import configclass
 
+from .batching import BatchingCfg, BatchingChunkModel
 from .latency import ChunkModel
 
 if TYPE_CHECKING:
@@ -93,7 +94,8 @@ def receive_message(sock: socket.socket, device: str | torch.device = "cpu") -> 
 class PolicyServer:
     """Serves a chunk model to :class:`RemoteChunkModel` clients, one thread per connection, one model call at
     a time, under ``torch.no_grad()`` with the observation rows on ``cfg.device``. A model exception is sent
-    back as an error and the server keeps serving.
+    back as an error and the server keeps serving. With ``cfg.batching``, the concurrent requests of several
+    clients are merged into one model call (:class:`~isaaclab_suspend.policies.BatchingChunkModel`).
 
     Args:
         model: The chunk model, ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
@@ -105,6 +107,8 @@ class PolicyServer:
         """The served chunk model."""
         self.cfg = cfg
         """The server configuration."""
+        self.batcher = BatchingChunkModel(model, cfg.batching) if cfg.batching is not None else None
+        """The model behind its batcher with ``cfg.batching`` (``batcher.calls``: model calls so far), else None."""
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -153,6 +157,8 @@ class PolicyServer:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # already gone
+        if self.batcher is not None:
+            self.batcher.close()
 
     def __enter__(self) -> PolicyServer:
         return self.start()
@@ -162,12 +168,16 @@ class PolicyServer:
 
     def _serve_connection(self, sock: socket.socket) -> None:
         self._connections.add(sock)
+        if self.batcher is not None:
+            self.batcher.register_client(1)
         try:
             self._serve_requests(sock)
         except (OSError, ValueError, KeyError, TypeError):
             pass  # the client left or sent a malformed message: drop the connection, keep serving the others
         finally:
             self._connections.discard(sock)
+            if self.batcher is not None:
+                self.batcher.register_client(-1)
 
     def _serve_requests(self, sock: socket.socket) -> None:
         while True:
@@ -177,8 +187,11 @@ class PolicyServer:
             elif header.get("type") == "infer":
                 env_ids = arrays.pop("env_ids")
                 try:
-                    with self._lock, torch.no_grad():
-                        chunk = self.model(arrays, env_ids)
+                    if self.batcher is not None:
+                        chunk = self.batcher(arrays, env_ids)
+                    else:
+                        with self._lock, torch.no_grad():
+                            chunk = self.model(arrays, env_ids)
                     send_message(sock, {"type": "chunk"}, {"chunk": chunk})
                 except Exception as err:  # the model's error goes back to the client, the server lives on
                     send_message(sock, {"type": "error", "message": f"{type(err).__name__}: {err}"})
@@ -204,6 +217,8 @@ class PolicyServerCfg:
     """Task the model was made for, checked by clients against their env (None: not checked)."""
     device: str = "cpu"
     """Device the observation rows are moved to for the model call."""
+    batching: BatchingCfg | None = None
+    """Merge the concurrent requests of several clients into one model call (None: one call per request)."""
 
 
 class RemoteChunkModel:
