@@ -31,7 +31,8 @@ def _encode(obj: Any) -> Any:
     if isinstance(obj, np.generic):
         _check_dtype(obj.dtype)
         return {b"__npgeneric__": True, b"data": obj.item(), b"dtype": obj.dtype.str}
-    raise TypeError(f"Cannot pack an object of type {type(obj).__name__}: send numpy arrays (a tensor: .cpu().numpy()), numbers and strings.")
+    raise TypeError(f"Cannot pack an object of type {type(obj).__name__}: send numpy arrays (a tensor:"
+                    " .cpu().numpy()), numbers and strings.")
 
 
 def _field(obj: dict, name: str) -> Any:

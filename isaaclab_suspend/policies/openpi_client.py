@@ -147,8 +147,8 @@ class OpenpiChunkModel:
 
     async def _connect(self) -> tuple[ClientConnection, object]:
         try:
-            connection = await connect(f"ws://{self._address}", compression=None, open_timeout=self.cfg.connect_timeout_s,
-                                       max_size=self.cfg.max_message_bytes)
+            connection = await connect(f"ws://{self._address}", compression=None,
+                                       open_timeout=self.cfg.connect_timeout_s, max_size=self.cfg.max_message_bytes)
         except (OSError, TimeoutError, websockets.InvalidHandshake) as err:
             raise ConnectionError(
                 f"No openpi policy server at {self._address} ({type(err).__name__}: {err}): start one, e.g."
@@ -171,7 +171,8 @@ class OpenpiChunkModel:
     async def _infer_all(self, messages: list[bytes]) -> list:
         missing = min(len(messages), self.cfg.connections) - len(self._idle)
         if missing > 0:  # open them first, so that the server sees every request of the batch as one wave
-            self._idle += [connection for connection, _ in await asyncio.gather(*(self._connect() for _ in range(missing)))]
+            opened = await asyncio.gather(*(self._connect() for _ in range(missing)))
+            self._idle += [connection for connection, _ in opened]
         results = await asyncio.gather(*(self._infer(message) for message in messages), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
