@@ -66,6 +66,7 @@ class BatchingChunkModel:
         """Requests served so far (``requests / calls``: the mean number of requests per model call)."""
         self._clients = 0
         self._queue: list[_Request] = []
+        self._rows = 0
         self._cond = threading.Condition()
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="batching-chunk-model", daemon=True)
@@ -84,7 +85,9 @@ class BatchingChunkModel:
             if self._closed:
                 raise RuntimeError("The batching chunk model is closed.")
             self._queue.append(request)
-            self._cond.notify()
+            self._rows += len(env_ids)
+            if len(self._queue) == 1 or self._full():  # wake the worker only when it has something to decide
+                self._cond.notify()
         return request.future
 
     def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
@@ -103,17 +106,18 @@ class BatchingChunkModel:
             while not self._queue and not self._closed:
                 self._cond.wait()
             deadline = time.monotonic() + self.cfg.max_wait_s
-            while not self._closed:
-                rows = sum(len(r.env_ids) for r in self._queue)
-                remaining = deadline - time.monotonic()
-                if rows >= self.cfg.max_rows or len(self._queue) >= max(self._clients, 1) or remaining <= 0:
-                    break
+            while not self._closed and not self._full() and (remaining := deadline - time.monotonic()) > 0:
                 self._cond.wait(remaining)
             batch, rows = [], 0
             while self._queue and (not batch or rows + len(self._queue[0].env_ids) <= self.cfg.max_rows):
                 rows += len(self._queue[0].env_ids)
                 batch.append(self._queue.pop(0))
+            self._rows -= rows
             return batch
+
+    def _full(self) -> bool:
+        """Whether the queued requests close a batch: ``max_rows`` rows, or one request of every client."""
+        return self._rows >= self.cfg.max_rows or len(self._queue) >= max(self._clients, 1)
 
     def _run(self) -> None:
         while batch := self._next_batch():
