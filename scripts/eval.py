@@ -20,11 +20,19 @@ Examples::
 
     # a policy served by scripts/serve_policy.py (task and H from the server)
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --compare global_clock,async --desync
+
+    # a policy served with openpi's protocol (openpi's serve_policy.py or ours with --protocol openpi)
+    tools/run.sh python scripts/eval.py --remote openpi://127.0.0.1:8000 --chunk 16 \
+        --openpi_keys observation/state=policy --prompt "balance the pole"
+
+    # shard 2 of 4 (seed + 2, files <stem>-shard2of4.*); scripts/merge_shards.py merges the shards' results
+    tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --shard 2/4 --results outputs/eval.json
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
@@ -41,13 +49,14 @@ from isaaclab_suspend.policies import (
     EpisodeOutcomes,
     LatencyCfg,
     LatencyEmulator,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
+    connect_remote,
     make_default_model,
+    parse_key_pairs,
     plot_timelines,
     stats_table,
 )
 from isaaclab_suspend.learning import load_chunk_policy
+from isaaclab_suspend.shards import Shard
 from isaaclab_suspend.utils import open_env
 
 
@@ -58,7 +67,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--checkpoint", default=None,
                         help="chunk policy checkpoint of scripts/train_chunk_policy.py (default: the embedded model)")
     parser.add_argument("--remote", default=None, metavar="HOST:PORT",
-                        help="a chunk policy served by scripts/serve_policy.py (default: the embedded model)")
+                        help="a chunk policy served by scripts/serve_policy.py, or openpi://HOST:PORT by an openpi"
+                             " server (default: the embedded model)")
+    parser.add_argument("--openpi_keys", nargs="+", default=None, metavar="OPENPI_KEY=PATH",
+                        help="--remote openpi://: observation paths sent under openpi keys (default: the paths)")
+    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
+    parser.add_argument("--shard", default="0/1", metavar="I/K",
+                        help="run shard I of K: seed + I, files <stem>-shardIofK.* (merge: scripts/merge_shards.py)")
+    parser.add_argument("--results", default=None, help="JSON file of the figures per schedule")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES))
     parser.add_argument("--compare", default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
@@ -87,12 +103,21 @@ def parse_args() -> argparse.Namespace:
     if unknown:
         parser.error(f"unknown schedules {unknown}; choose from {sorted(SCHEDULES)}")
     args.model = None
+    try:
+        args.shard = Shard.parse(args.shard)
+        keys = parse_key_pairs(args.openpi_keys or ())
+    except ValueError as err:
+        parser.error(str(err))
+    args.seed = args.shard.seed(args.seed)
+    for name in ("record", "results", "timeline"):
+        if getattr(args, name):
+            setattr(args, name, args.shard.path(getattr(args, name)))
     if args.checkpoint and args.remote:
         parser.error("--checkpoint and --remote both name the policy: pass one (serve the checkpoint remotely with"
                      " scripts/serve_policy.py --checkpoint)")
     if args.remote:
         try:
-            args.model = RemoteChunkModel(RemoteChunkModelCfg.parse(args.remote))
+            args.model = connect_remote(args.remote, args.chunk, keys, args.prompt)
         except (ValueError, ConnectionError, TimeoutError, RuntimeError) as err:
             parser.error(str(err))
         args.task = args.task or args.model.metadata.get("task")
@@ -177,12 +202,18 @@ def main() -> int:
     latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
     model = (f", chunk policy {args.checkpoint}" if args.checkpoint else f", remote policy {args.remote}"
              if args.remote else ", embedded model")
+    shard = f", shard {args.shard.index}/{args.shard.count}" if args.shard.count > 1 else ""
     header = (f"{args.task}{model}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk}, seed {args.seed}"
-              f"{', desynchronised episodes' if args.desync else ''}{latency}")
+              f"{shard}{', desynchronised episodes' if args.desync else ''}{latency}")
     print(f"\n{header}")
     print(stats_table(results))
     print("Episodes scored: those that started and ended in the run"
           f"{' (the first episode of each env started at a random point, so it is not scored)' if args.desync else ''}.")
+    if args.results:
+        os.makedirs(os.path.dirname(os.path.abspath(args.results)), exist_ok=True)
+        with open(args.results, "w") as f:
+            json.dump({"header": header, "schedules": results}, f, indent=1)
+        print(f"Figures written to {os.path.abspath(args.results)}")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")

@@ -24,8 +24,12 @@ Examples::
     tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy bc \\
         --checkpoint outputs/bc/push_cube.pt --schedule hold --num_envs 16 --episodes 64 --desync
 
-    # a chunk policy served by scripts/serve_policy.py (H: the server's)
+    # a chunk policy served by scripts/serve_policy.py (H: the server's), or with openpi's protocol
     tools/run.sh python scripts/record.py --policy remote --remote 127.0.0.1:5555 --episodes 64 --desync
+    tools/run.sh python scripts/record.py --policy remote --remote openpi://127.0.0.1:8000 --episodes 64
+
+    # shard 1 of 4: 16 of the 64 episodes, seed + 1, datasets/cartpole-shard1of4.hdf5 (scripts/merge_shards.py)
+    tools/run.sh python scripts/record.py --episodes 64 --shard 1/4 --output datasets/cartpole.hdf5
 """
 
 from __future__ import annotations
@@ -45,10 +49,11 @@ from isaaclab.managers import DatasetExportMode
 
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
 from isaaclab_suspend.learning import load_chunk_policy
-from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, connect_remote, parse_key_pairs
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
 from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
+from isaaclab_suspend.shards import Shard
 from isaaclab_suspend.utils import StopAfterStep, open_env
 
 EXPORT_MODES = {
@@ -74,7 +79,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="--policy checkpoint: rsl_rl or skrl checkpoint (default: the task's shipped expert);"
                              " --policy bc: chunk policy checkpoint (required)")
     parser.add_argument("--remote", default=None, metavar="HOST:PORT",
-                        help="--policy remote: address of a scripts/serve_policy.py server (required)")
+                        help="--policy remote: address of a scripts/serve_policy.py server, or openpi://HOST:PORT of"
+                             " an openpi server (required)")
+    parser.add_argument("--openpi_keys", nargs="+", default=None, metavar="OPENPI_KEY=PATH",
+                        help="--remote openpi://: observation paths sent under openpi keys (default: the paths)")
+    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
+    parser.add_argument("--shard", default="0/1", metavar="I/K",
+                        help="record shard I of K: its part of --episodes, seed + I, <stem>-shardIofK.hdf5 (merge:"
+                             " scripts/merge_shards.py)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
     parser.add_argument("--chunk", type=int, default=None,
                         help="actions per chunk H (default 16; --policy bc or remote: the policy's, which it must equal)")
@@ -89,6 +101,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu")
     args = parser.parse_args(argv)
     args.model = None
+    try:
+        args.shard = Shard.parse(args.shard)
+        keys = parse_key_pairs(args.openpi_keys or ())
+    except ValueError as err:
+        parser.error(str(err))
+    args.seed, args.episodes = args.shard.seed(args.seed), args.shard.episodes(args.episodes)
     if args.policy == "bc":
         if args.checkpoint is None:
             parser.error("--policy bc needs --checkpoint (a chunk policy checkpoint of scripts/train_chunk_policy.py)")
@@ -100,7 +118,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if args.remote is None:
             parser.error("--policy remote needs --remote HOST:PORT (a server of scripts/serve_policy.py)")
         try:
-            args.model = RemoteChunkModel(RemoteChunkModelCfg.parse(args.remote))
+            args.model = connect_remote(args.remote, args.chunk, keys, args.prompt)
         except (ValueError, ConnectionError, TimeoutError, RuntimeError) as err:
             parser.error(str(err))
     elif args.remote is not None:
@@ -119,7 +137,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             parser.error(f"checkpoint file not found: '{args.checkpoint}'")
     elif args.checkpoint is not None and args.policy != "bc":
         parser.error("--checkpoint needs --policy checkpoint or bc")
-    args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
+    args.output = os.path.abspath(args.shard.path(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5")))
     if not args.output.endswith(".hdf5"):
         parser.error(f"--output must end with .hdf5, got '{args.output}'")
     for path in output_paths(args):

@@ -30,6 +30,7 @@ from isaaclab_suspend.policies import (
     OpenpiPolicyServerCfg,
     PolicyServer,
     PolicyServerCfg,
+    parse_key_pairs,
 )
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
 
@@ -65,20 +66,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.keys and args.protocol != "openpi":
         parser.error("--keys needs --protocol openpi")
     try:
-        args.keys = dict(_key_pair(item) for item in args.keys or ())
+        args.keys = parse_key_pairs(args.keys or ())
         args.latency = LatencyCfg.parse(args.latency) if args.latency else None
     except ValueError as err:
         parser.error(str(err))
     if args.port is None:
         args.port = 8000 if args.protocol == "openpi" else 5555
     return args
-
-
-def _key_pair(item: str) -> tuple[str, str]:
-    key, _, path = item.partition("=")
-    if not key or not path:
-        raise ValueError(f"--keys takes OPENPI_KEY=PATH pairs (e.g. observation/state=policy), got '{item}'")
-    return key, path
 
 
 def load_expert(path: str, task: str):

@@ -14,6 +14,7 @@ from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from .outcomes import EpisodeOutcomes
 from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
 from .remote import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from .remote_address import connect_remote, parse_key_pairs
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .stats import ChunkingStats, stats_table
 from .timeline import ChunkTimeline, plot_timelines
@@ -50,8 +51,10 @@ __all__ = [
     "SchedulePlan",
     "StepStatus",
     "blend",
+    "connect_remote",
     "make_default_model",
     "make_schedule",
+    "parse_key_pairs",
     "plot_timelines",
     "replace",
     "resolve_aggregator",

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import time
+from multiprocessing.connection import wait
 
 import torch
 from prettytable import PrettyTable
@@ -61,13 +62,14 @@ def client(rank: int, args: argparse.Namespace, pipe) -> None:
 
 
 def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float, float]:
-    """Model calls per tick and useful env-steps/s of the clients of ``pipes`` against one server."""
+    """Model calls per tick (K requests / requests per call) while every client measures, and useful env-steps/s
+    of the clients of ``pipes`` against one server."""
     from isaaclab_suspend.policies import PolicyServer
 
-    calls = [0]
+    rows = []
 
     def counted(obs_rows, env_ids):
-        calls[0] += 1
+        rows.append(len(env_ids))
         return model(obs_rows, env_ids)
 
     with PolicyServer(counted, server_cfg) as server:
@@ -77,11 +79,12 @@ def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float
         for pipe in pipes:
             pipe.send("go")
         assert all(pipe.recv() == "measuring" for pipe in pipes)
-        first = calls[0]
+        first = len(rows)
+        wait(pipes)  # the window closes when the first client is done
+        measured = rows[first:]
         figures = [pipe.recv() for pipe in pipes]
-        measured = calls[0] - first
-    seconds = max(s for s, _ in figures)
-    return measured / args.ticks, sum(a for _, a in figures) / seconds
+    requests_per_call = sum(measured) / args.num_envs / len(measured)
+    return len(pipes) / requests_per_call, sum(a for _, a in figures) / max(s for s, _ in figures)
 
 
 def main() -> None:
