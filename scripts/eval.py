@@ -49,6 +49,7 @@ from isaaclab_suspend.policies import (
     EpisodeOutcomes,
     LatencyCfg,
     LatencyEmulator,
+    add_openpi_arguments,
     connect_remote,
     make_default_model,
     parse_key_pairs,
@@ -69,9 +70,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--remote", default=None, metavar="HOST:PORT",
                         help="a chunk policy served by scripts/serve_policy.py, or openpi://HOST:PORT by an openpi"
                              " server (default: the embedded model)")
-    parser.add_argument("--openpi_keys", nargs="+", default=None, metavar="OPENPI_KEY=PATH",
-                        help="--remote openpi://: observation paths sent under openpi keys (default: the paths)")
-    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
+    add_openpi_arguments(parser)
     parser.add_argument("--shard", default="0/1", metavar="I/K",
                         help="run shard I of K: seed + I, files <stem>-shardIofK.* (merge: scripts/merge_shards.py)")
     parser.add_argument("--results", default=None, help="JSON file of the figures per schedule")

@@ -49,7 +49,13 @@ from isaaclab.managers import DatasetExportMode
 
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
 from isaaclab_suspend.learning import load_chunk_policy
-from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, connect_remote, parse_key_pairs
+from isaaclab_suspend.policies import (
+    SCHEDULES,
+    ActionChunkingPolicy,
+    add_openpi_arguments,
+    connect_remote,
+    parse_key_pairs,
+)
 from isaaclab_suspend.policies.embedded import DEFAULT_MODELS, make_default_model
 from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
@@ -81,9 +87,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--remote", default=None, metavar="HOST:PORT",
                         help="--policy remote: address of a scripts/serve_policy.py server, or openpi://HOST:PORT of"
                              " an openpi server (required)")
-    parser.add_argument("--openpi_keys", nargs="+", default=None, metavar="OPENPI_KEY=PATH",
-                        help="--remote openpi://: observation paths sent under openpi keys (default: the paths)")
-    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
+    add_openpi_arguments(parser)
     parser.add_argument("--shard", default="0/1", metavar="I/K",
                         help="record shard I of K: its part of --episodes, seed + I, <stem>-shardIofK.hdf5 (merge:"
                              " scripts/merge_shards.py)")

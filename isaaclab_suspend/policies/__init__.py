@@ -14,7 +14,7 @@ from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from .outcomes import EpisodeOutcomes
 from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
 from .remote import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
-from .remote_address import connect_remote, parse_key_pairs
+from .remote_address import add_openpi_arguments, connect_remote, parse_key_pairs
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .stats import ChunkingStats, stats_table
 from .timeline import ChunkTimeline, plot_timelines
@@ -50,6 +50,7 @@ __all__ = [
     "RemoteChunkModelCfg",
     "SchedulePlan",
     "StepStatus",
+    "add_openpi_arguments",
     "blend",
     "connect_remote",
     "make_default_model",

@@ -33,7 +33,7 @@ from isaaclab.utils import configclass
 from . import msgpack_arrays
 from .batching import BatchingCfg, BatchingChunkModel
 from .latency import ChunkModel
-from .remote import _flatten, _unflatten
+from .remote import PolicyServerCfg, _flatten, _unflatten
 
 
 class OpenpiPolicyServer:
@@ -49,7 +49,7 @@ class OpenpiPolicyServer:
     def __init__(self, model: ChunkModel, cfg: OpenpiPolicyServerCfg):
         self.cfg = cfg
         """The server configuration."""
-        self.batcher = BatchingChunkModel(model, cfg.batching)
+        self.batcher = BatchingChunkModel(model, cfg.batching or BatchingCfg(max_wait_s=0.0, max_rows=1))
         """The model behind its batcher (``batcher.calls``: model calls so far)."""
         self._connections = 0
         self._stopped = threading.Event()
@@ -179,28 +179,19 @@ class OpenpiPolicyServer:
 
 
 @configclass
-class OpenpiPolicyServerCfg:
-    """Configuration of :class:`OpenpiPolicyServer`."""
+class OpenpiPolicyServerCfg(PolicyServerCfg):
+    """Configuration of :class:`OpenpiPolicyServer`: that of :class:`PolicyServer` with openpi's port, the key
+    mapping, batching on by default and the wire limits."""
 
     class_type: type = OpenpiPolicyServer
     """The class this cfg configures."""
-    host: str = "127.0.0.1"
-    """Interface to listen on (``0.0.0.0`` for every interface)."""
     port: int = 8000
     """TCP port (openpi's default 8000; 0: a free one, see :attr:`OpenpiPolicyServer.address`)."""
-    chunk_length: int = 16
-    """Actions per chunk H the model returns (sent in the metadata)."""
-    action_dim: int | None = None
-    """Action dimension of the model, sent in the metadata (None: unknown)."""
-    task: str | None = None
-    """Task the model was made for, sent in the metadata (None: unknown)."""
     keys: dict[str, str] | None = None
     """openpi key -> observation path of the model (``group`` or ``group/term``), e.g. ``{"observation/state":
     "policy"}``; None: the request's keys are the paths."""
-    device: str = "cpu"
-    """Device the observation rows are moved to for the model call."""
-    batching: BatchingCfg = BatchingCfg()
-    """When the observations of concurrent requests are merged into one model call."""
+    batching: BatchingCfg | None = BatchingCfg()
+    """When the observations of concurrent requests are merged into one model call (None: one call each)."""
     max_message_bytes: int = 64 * 2**20
     """Largest request accepted [bytes]; a larger one closes its connection (code 1009)."""
     max_connections: int = 256

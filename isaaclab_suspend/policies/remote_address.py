@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
+
 from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
 from .remote import RemoteChunkModel, RemoteChunkModelCfg
 
 OPENPI_SCHEME = "openpi://"
 """Prefix of the address of a server speaking openpi's websocket protocol."""
+
+
+def add_openpi_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--openpi_keys`` and ``--prompt``, the options of ``--remote openpi://HOST:PORT``, to a script's parser
+    (read them with :func:`parse_key_pairs` and pass them to :func:`connect_remote`)."""
+    parser.add_argument("--openpi_keys", nargs="+", default=None, metavar="OPENPI_KEY=PATH",
+                        help="--remote openpi://: observation paths sent under openpi keys (default: the paths)")
+    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
 
 
 def parse_key_pairs(items) -> dict[str, str]:
