@@ -29,7 +29,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk", type=int, default=16)
     parser.add_argument("--warmup_ticks", type=int, default=2)
     parser.add_argument("--ticks", type=int, default=6, help="measured ticks per run")
-    parser.add_argument("--batch_wait_ms", type=float, default=250.0,
+    parser.add_argument("--batch_wait_ms", type=float, default=1000.0,
                         help="batched server: longest wait for the other clients (brings them into step)")
     return parser.parse_args()
 

@@ -31,7 +31,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--envs", type=int, nargs="+", default=[16, 64], help="env rows per tick")
     parser.add_argument("--latency", default="0.01", help="emulated latency of a model call on the server")
     parser.add_argument("--chunk", type=int, default=16)
-    parser.add_argument("--calls", type=int, default=50, help="ticks per batch size (and single-env round trips)")
+    parser.add_argument("--calls", type=int, default=10, help="ticks per batch size and round")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="rounds of single-env trips and ticks, alternated so that load changes hit all alike")
     return parser.parse_args()
 
 
@@ -64,24 +66,29 @@ def main() -> None:
     server, host, port = start_server(args)
     try:
         local = make_default_model(TASK, args.chunk)
-        model = OpenpiChunkModel(OpenpiChunkModelCfg(host=host, port=port, connections=1))
-        single, single_wrong = timed(model, local, 1, args.calls)  # the only client: no wait for others
-        model.close()
-        model = OpenpiChunkModel(OpenpiChunkModelCfg(host=host, port=port, connections=max(args.envs)))
-        timed(model, local, max(args.envs), 3)  # opens the connections
+        times = {num_envs: [] for num_envs in [1, *args.envs]}
+        wrong = dict.fromkeys(times, 0)
+        for _ in range(args.repeats):
+            for num_envs in times:  # the server's only client, one connection per env of a tick
+                model = OpenpiChunkModel(OpenpiChunkModelCfg(host=host, port=port, connections=num_envs))
+                timed(model, local, num_envs, 1)  # opens the connections
+                seconds, mismatches = timed(model, local, num_envs, args.calls)
+                times[num_envs] += seconds
+                wrong[num_envs] += mismatches
+                model.close()
+        calls = args.calls * args.repeats
         table = PrettyTable(["envs", "tick ms", "single-env round trip ms", "tick / round trip", "chunks equal"])
         table.align = "r"
         for num_envs in args.envs:
-            ticks, wrong = timed(model, local, num_envs, args.calls)
-            table.add_row([num_envs, f"{median_ms(ticks):.1f}", f"{median_ms(single):.1f}",
-                           f"{median_ms(ticks) / median_ms(single):.2f}", f"{args.calls - wrong}/{args.calls}"])
-        model.close()
+            tick, single = median_ms(times[num_envs]), median_ms(times[1])
+            table.add_row([num_envs, f"{tick:.1f}", f"{single:.1f}", f"{tick / single:.2f}",
+                           f"{calls - wrong[num_envs]}/{calls}"])
     finally:
         server.terminate()
         server.wait(30)
     print(f"{TASK} embedded chunk model behind serve_policy.py --protocol openpi, latency {args.latency} s per model"
-          f" call, H = {args.chunk}, loopback, median of {args.calls} calls (single-env chunks equal to the local"
-          f" model's: {args.calls - single_wrong}/{args.calls}):")
+          f" call, H = {args.chunk}, loopback, median of {calls} calls each (single-env chunks equal to the local"
+          f" model's: {calls - wrong[1]}/{calls}):")
     print(table)
 
 
