@@ -110,6 +110,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         keys = parse_key_pairs(args.openpi_keys or ())
     except ValueError as err:
         parser.error(str(err))
+    if 0 < args.episodes < args.shard.count:
+        parser.error(f"--episodes {args.episodes} leaves shard {args.shard.index}/{args.shard.count} no episode:"
+                     " record at least one episode per shard")
     args.seed, args.episodes = args.shard.seed(args.seed), args.shard.episodes(args.episodes)
     if args.policy == "bc":
         if args.checkpoint is None:

@@ -1,6 +1,7 @@
 """Scale-out: shard arithmetic, merged figures, and two eval.py shards against one openpi server (serve_policy.py
 --protocol openpi) merged by merge_shards.py into one report and one dataset equal to the shards' episodes."""
 
+import importlib.util
 import json
 import math
 import os
@@ -27,6 +28,16 @@ def test_shard_seeds_files_and_episodes():
     for spec in ("3/3", "1", "-1/2", "a/b"):
         with pytest.raises(ValueError, match="0 <= i < K"):
             Shard.parse(spec)
+
+
+def test_record_shard_takes_its_share_of_episodes_its_seed_and_file(tmp_path):
+    spec = importlib.util.spec_from_file_location("record_script", os.path.join(ROOT, "scripts", "record.py"))
+    record = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(record)
+    args = record.parse_args(["--episodes", "10", "--shard", "1/4", "--output", str(tmp_path / "cartpole.hdf5")])
+    assert (args.episodes, args.seed, args.output) == (3, 43, str(tmp_path / "cartpole-shard1of4.hdf5"))
+    with pytest.raises(SystemExit):
+        record.parse_args(["--episodes", "2", "--shard", "3/4"])
 
 
 def test_merged_figures_sum_counts_and_recompute_ratios():
