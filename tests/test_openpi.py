@@ -106,6 +106,12 @@ def test_server_answers_the_real_openpi_client():
         assert np.array_equal(reply["actions"], model({"policy": torch.from_numpy(state)[None]}, None)[0].numpy())
         with pytest.raises(RuntimeError, match="lacks the keys \\['observation/state'\\]"):
             client.infer({"policy": state})
+    with OpenpiPolicyServer(model, OpenpiPolicyServerCfg(port=0, idle_timeout_s=0.2)) as idle, \
+            connect("ws://{}:{}".format(*idle.address)) as connection:
+        connection.recv()
+        with pytest.raises(websockets.ConnectionClosed) as closed:  # no request for idle_timeout_s
+            connection.recv(timeout=10)
+        assert closed.value.rcvd.code == CloseCode.NORMAL_CLOSURE and "idle" in closed.value.rcvd.reason
 
 
 def test_chunk_model_sends_one_observation_per_env_concurrently_in_order():

@@ -125,7 +125,8 @@ class OpenpiPolicyServer:
             await connection.send(msgpack_arrays.packb(self.metadata))
             while True:
                 try:
-                    message = await asyncio.wait_for(connection.recv(), self.cfg.idle_timeout_s)
+                    async with asyncio.timeout(self.cfg.idle_timeout_s):
+                        message = await connection.recv()
                 except TimeoutError:
                     await connection.close(CloseCode.NORMAL_CLOSURE, f"idle for {self.cfg.idle_timeout_s} s")
                     return
