@@ -3,6 +3,11 @@
 against an openpi-style server, and a real-env rollout through it bit-identical to the local model."""
 
 import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -254,3 +259,29 @@ def test_served_model_drives_the_real_env_like_the_local_one():
         with pytest.raises(ValueError, match="maps 'observation/state' to 'state'"):
             _client(server, keys={"observation/state": "state"}).check_env(env)
         remote.close()
+
+
+def test_serve_policy_serves_the_rl_expert_to_the_real_openpi_client():
+    """serve_policy.py --protocol openpi --expert: the shipped rsl_rl Cartpole actor as a chunk model with H = 1."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    server = subprocess.Popen([sys.executable, os.path.join(root, "scripts", "serve_policy.py"), "--protocol",
+                               "openpi", "--port", "0", "--expert", "--keys", "observation/state=policy"],
+                              cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        lines = []  # the one-env instance that builds the actor logs first
+        while not (lines and lines[-1].startswith("Serving")) and (line := server.stdout.readline()):
+            lines.append(line)
+        address = re.search(r"at (127\.0\.0\.1):(\d+)", lines[-1])
+        assert address, "".join(lines)[-2000:]
+        client = WebsocketClientPolicy(address[1], int(address[2]))
+        assert client.get_server_metadata() == {"chunk_length": 1, "action_dim": 1, "task": TASK,
+                                                "keys": {"observation/state": "policy"}}
+        upright, tilted = (client.infer({"observation/state": np.array(s, np.float32)})["actions"]
+                           for s in ([0, 0, 0, 0], [0, 0, 0.2, 0]))
+        assert upright.shape == tilted.shape == (1, 1) and not np.array_equal(upright, tilted)
+        server.send_signal(signal.SIGINT)
+        assert server.wait(30) == 0
+    finally:
+        if server.poll() is None:
+            server.terminate()
+            server.communicate(timeout=30)

@@ -64,8 +64,9 @@ def test_eval_shards_against_one_openpi_server_merge_into_one_report_and_dataset
                      "--keys", "observation/state=policy")
     shards = []
     try:
-        address = re.search(r"at (127\.0\.0\.1:\d+)", server.stdout.readline())
-        assert address, server.stderr.read()[-2000:]
+        line = server.stdout.readline()
+        address = re.search(r"at (127\.0\.0\.1:\d+)", line)
+        assert address, line
         for i in range(2):
             shards.append(_script("eval.py", "--remote", f"openpi://{address[1]}", "--openpi_keys",
                                   "observation/state=policy", "--prompt", "balance", "--shard", f"{i}/2",
