@@ -33,6 +33,9 @@ fi
 $PIP install -q --no-deps --ignore-requires-python "$WHEELS"/isaaclab-3.0.0-*.whl
 $PIP install -q -c "$CONSTRAINTS" -r "$ROOT/tools/requirements.txt"
 $PIP install -q --no-deps -e "$ROOT"
+# Tests only: openpi's own client, to check the openpi server against it. It pins numpy<2 (this venv runs
+# numpy 2) but runs on it; its imports are msgpack and websockets from requirements.txt, and typing_extensions.
+$PIP install -q --no-deps openpi-client==0.1.2
 
 echo "$STAMP_VERSION" > "$STAMP"
 echo "[install] ready: $VENV"

@@ -5,12 +5,14 @@ What a reader looks for, where:
 * the core: :class:`ActionChunkingPolicy` (``chunking_policy``), the chunk-model contract
   :class:`~.model.ChunkModel` (``model``), schedules, per-env chunk queues, aggregators, the inference cost
   model, and the ``async`` schedule's worker thread (``async_inference``);
-* model wrappers: latency emulation (``latency``) and the TCP transport (``remote``);
+* model wrappers: latency emulation (``latency``), request batching (``batching``), the project's TCP transport
+  (``remote``, ``wire``) and openpi's websocket protocol (``openpi_client``, ``openpi_server``, ``msgpack_arrays``);
 * evaluation reporting (``evaluation``): figures, episode outcomes, the timeline;
 * each task's embedded planner lives in its task package and is found by :func:`make_default_model`.
 """
 
 from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, temporal_ensemble
+from .batching import BatchingCfg, BatchingChunkModel
 from .chunk_queues import ChunkQueues
 from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
 from .cost_model import InferenceCostModel
@@ -18,7 +20,10 @@ from .embedded import make_default_model, tasks_with_chunk_model
 from .evaluation import ChunkingStats, ChunkTimeline, EpisodeOutcomes, plot_timelines, stats_table
 from .latency import LatencyCfg, LatencyEmulator
 from .model import ChunkModel
+from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
+from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
+from .remote_address import add_openpi_arguments, connect_remote, parse_key_pairs
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .wire import ProtocolError, WireLimitsCfg
 
@@ -49,6 +54,8 @@ __all__ = [
     "SCHEDULES",
     "ActionChunkingPolicy",
     "ActionChunkingPolicyCfg",
+    "BatchingCfg",
+    "BatchingChunkModel",
     "CartpoleLQRCfg",
     "CartpoleLQRChunkModel",
     "ChunkModel",
@@ -60,6 +67,11 @@ __all__ = [
     "InferenceCostModel",
     "LatencyCfg",
     "LatencyEmulator",
+    "OpenpiChunkModel",
+    "OpenpiChunkModelCfg",
+    "OpenpiPolicyServer",
+    "OpenpiPolicyServerCfg",
+    "OpenpiServerError",
     "PushCubeChunkCfg",
     "PolicyServer",
     "PolicyServerCfg",
@@ -71,9 +83,12 @@ __all__ = [
     "SchedulePlan",
     "StepStatus",
     "WireLimitsCfg",
+    "add_openpi_arguments",
     "blend",
+    "connect_remote",
     "make_default_model",
     "make_schedule",
+    "parse_key_pairs",
     "plot_timelines",
     "replace",
     "resolve_aggregator",

@@ -29,6 +29,7 @@ import torch
 
 from isaaclab.utils import configclass
 
+from .batching import BatchingCfg, BatchingChunkModel
 from .latency import ChunkModel
 from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
 
@@ -100,7 +101,9 @@ class _Handler(socketserver.BaseRequestHandler):
 class PolicyServer:
     """Serves a chunk model to :class:`RemoteChunkModel` clients, one thread per connection (at most
     ``cfg.max_connections``), one model call at a time, under ``torch.no_grad()`` with the observation rows on
-    ``cfg.device``. A model exception is sent back as an error and the server keeps serving.
+    ``cfg.device``. A model exception is sent back as an error and the server keeps serving. With ``cfg.batching``,
+    the concurrent requests of several clients are merged into one model call
+    (:class:`~isaaclab_suspend.policies.BatchingChunkModel`).
 
     A connection is dropped, with one log line saying why and, where it can still be read, an error reply, when
     its message breaks the format or ``cfg.limits``, when its first message is not a valid ``hello`` within
@@ -123,6 +126,8 @@ class PolicyServer:
         """The served chunk model."""
         self.cfg = cfg
         """The server configuration."""
+        self.batcher = BatchingChunkModel(model, cfg.batching) if cfg.batching is not None else None
+        """The model behind its batcher with ``cfg.batching`` (``batcher.calls``: model calls so far), else None."""
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._connections: set[socket.socket] = set()
@@ -179,6 +184,8 @@ class PolicyServer:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
                 pass  # already gone
+        if self.batcher is not None:
+            self.batcher.close()
 
     def __enter__(self) -> PolicyServer:
         return self.start()
@@ -203,6 +210,8 @@ class PolicyServer:
 
     def _serve_connection(self, sock: socket.socket, address) -> None:
         self._connections.add(sock)
+        if self.batcher is not None:
+            self.batcher.register_client(1)
         try:
             self._serve_requests(sock)
         except EOFError:
@@ -217,6 +226,8 @@ class PolicyServer:
             self._drop(sock, address, f"connection lost: {err}", reply=False)
         finally:
             self._connections.discard(sock)
+            if self.batcher is not None:
+                self.batcher.register_client(-1)
 
     def _drop(self, sock: socket.socket, address, reason: str, reply: bool) -> None:
         logger.warning("Policy server: dropped %s: %s", _peer(address), reason)
@@ -255,8 +266,11 @@ class PolicyServer:
             self._send(sock, {"type": "error", "message": "'infer' needs a 1-D 'env_ids' array"})
             return
         try:
-            with self._lock, torch.no_grad():
-                chunk = self.model(arrays, env_ids)
+            if self.batcher is not None:
+                chunk = self.batcher(arrays, env_ids)
+            else:
+                with self._lock, torch.no_grad():
+                    chunk = self.model(arrays, env_ids)
             reply = encode_message({"type": "chunk"}, {"chunk": chunk})
         except Exception as err:  # the model's error goes back to the client, the server lives on
             reply = encode_message({"type": "error", "message": f"{type(err).__name__}: {err}"})
@@ -302,6 +316,8 @@ class PolicyServerCfg:
     to listen beyond loopback unless :attr:`insecure_no_token` is set."""
     insecure_no_token: bool = False
     """Allow listening beyond loopback without a token (a trusted network only)."""
+    batching: BatchingCfg | None = None
+    """Merge the concurrent requests of several clients into one model call (None: one call per request)."""
 
     def validate_config(self) -> None:
         """Raise a ``ValueError`` naming the first invalid field (run by ``validate()``, after the limits')."""

@@ -1,0 +1,157 @@
+"""Batch the concurrent chunk requests of several clients into one model call.
+
+A policy server that serves K env processes (or one process calling it over K connections) otherwise runs K
+model calls per global-clock tick, each paying the model's full latency. :class:`BatchingChunkModel` queues
+the requests, concatenates the rows of those that arrive together into one call of the wrapped model, and
+gives every request its own rows of the result back. A batch closes when every registered client has a
+request waiting, when it holds ``max_rows`` rows, or ``max_wait_s`` after its first request, whichever comes
+first; the model runs in one worker thread, so calls never overlap. Each client waits for its answer before
+sending its next request, so its order is kept, and a request only ever gets its own rows.
+
+The batched call's ``env_ids`` are the requests' own ids, concatenated (ids of different clients may repeat):
+batch only models whose chunk of a row depends on that row alone, not on per-env state kept by id.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import Future
+
+import torch
+
+from isaaclab.utils import configclass
+
+from .model import ChunkModel
+
+
+def _signature(tree: Mapping) -> tuple:
+    """Keys, dtypes and row shapes of a nested observation dict: requests with equal ones can be concatenated."""
+    return tuple(
+        (key, _signature(value)) if isinstance(value, Mapping) else (key, value.dtype, tuple(value.shape[1:]),
+                                                                      str(value.device))
+        for key, value in sorted(tree.items())
+    )
+
+
+def _concat(trees: list[Mapping]) -> dict:
+    return {key: _concat([t[key] for t in trees]) if isinstance(value, Mapping) else torch.cat([t[key] for t in trees])
+            for key, value in trees[0].items()}
+
+
+class _Request:
+    __slots__ = ("obs_rows", "env_ids", "future")
+
+    def __init__(self, obs_rows: Mapping, env_ids: torch.Tensor):
+        self.obs_rows, self.env_ids, self.future = obs_rows, env_ids, Future()
+
+
+class BatchingChunkModel:
+    """A thread-safe chunk model that merges concurrent calls into one call of ``model``.
+
+    Args:
+        model: The batched chunk model, ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
+        cfg: When a batch closes.
+    """
+
+    def __init__(self, model: ChunkModel, cfg: BatchingCfg):
+        self.model = model
+        """The wrapped chunk model, called from the worker thread under ``torch.no_grad()``."""
+        self.cfg = cfg
+        """When a batch closes."""
+        self.calls = 0
+        """Calls of the wrapped model so far."""
+        self.requests = 0
+        """Requests served so far (``requests / calls``: the mean number of requests per model call)."""
+        self._clients = 0
+        self._queue: list[_Request] = []
+        self._rows = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._worker = threading.Thread(target=self._run, name="batching-chunk-model", daemon=True)
+        self._worker.start()
+
+    def register_client(self, delta: int = 1) -> None:
+        """Count a client in (``delta=1``) or out (``-1``): a batch closes as soon as every client has a request."""
+        with self._cond:
+            self._clients += delta
+            self._cond.notify()
+
+    def submit(self, obs_rows: Mapping, env_ids: torch.Tensor) -> Future:
+        """Queue a request; the future's result is its chunk. Shape: (len(env_ids), H, action_dim)."""
+        request = _Request(obs_rows, env_ids)
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("The batching chunk model is closed.")
+            self._queue.append(request)
+            self._rows += len(env_ids)
+            if len(self._queue) == 1 or self._full():  # wake the worker only when it has something to decide
+                self._cond.notify()
+        return request.future
+
+    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
+        return self.submit(obs_rows, env_ids).result()
+
+    def close(self) -> None:
+        """Serve the requests already queued, then stop the worker; later calls raise a ``RuntimeError``."""
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._worker.join()
+
+    def _next_batch(self) -> list[_Request]:
+        """Wait for a batch to close and take it out of the queue (empty when closed)."""
+        with self._cond:
+            while not self._queue and not self._closed:
+                self._cond.wait()
+            deadline = time.monotonic() + self.cfg.max_wait_s
+            while not self._closed and not self._full() and (remaining := deadline - time.monotonic()) > 0:
+                self._cond.wait(remaining)
+            batch, rows = [], 0
+            while self._queue and (not batch or rows + len(self._queue[0].env_ids) <= self.cfg.max_rows):
+                rows += len(self._queue[0].env_ids)
+                batch.append(self._queue.pop(0))
+            self._rows -= rows
+            return batch
+
+    def _full(self) -> bool:
+        """Whether the queued requests close a batch: ``max_rows`` rows, or one request of every client."""
+        return self._rows >= self.cfg.max_rows or len(self._queue) >= max(self._clients, 1)
+
+    def _run(self) -> None:
+        while batch := self._next_batch():
+            groups: dict[tuple, list[_Request]] = {}
+            for request in batch:  # requests of another structure (keys, dtypes, row shapes) get their own call
+                groups.setdefault(_signature(request.obs_rows), []).append(request)
+            for requests in groups.values():
+                self._serve(requests)
+
+    def _serve(self, requests: list[_Request]) -> None:
+        try:
+            with torch.no_grad():
+                chunk = self.model(_concat([r.obs_rows for r in requests]), torch.cat([r.env_ids for r in requests]))
+            self.calls += 1
+            self.requests += len(requests)
+            for request, rows in zip(requests, chunk.split([len(r.env_ids) for r in requests])):
+                request.future.set_result(rows)
+        except Exception as err:  # every request of the call gets the model's error; the worker lives on
+            for request in requests:
+                request.future.set_exception(err)
+
+    def __repr__(self) -> str:
+        return f"BatchingChunkModel({self.model!r}, max_wait_s={self.cfg.max_wait_s:g}, max_rows={self.cfg.max_rows})"
+
+
+@configclass
+class BatchingCfg:
+    """When :class:`BatchingChunkModel` closes a batch: every client waiting, ``max_rows`` or ``max_wait_s``."""
+
+    class_type: type = BatchingChunkModel
+    """The class this cfg configures."""
+    max_wait_s: float = 0.005
+    """Longest wait for more requests after the first of a batch [s]. Clients of one global clock that run in
+    step send theirs within a few ms; raise it (up to about one model call) to bring clients that started out of
+    step into one call, at the cost of that wait whenever a client is busy elsewhere."""
+    max_rows: int = 4096
+    """Most env rows in one model call (a request larger than this is served alone)."""

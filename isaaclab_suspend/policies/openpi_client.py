@@ -1,0 +1,254 @@
+"""Call a policy served with openpi's websocket protocol (openpi's ``serve_policy.py``, or
+:class:`~isaaclab_suspend.policies.OpenpiPolicyServer`) as a chunk model.
+
+openpi serves one observation per request. :class:`OpenpiChunkModel` turns a schedule's batch of B env rows
+into B requests sent at once over a bounded pool of websocket connections, so a global-clock tick of N envs
+costs about one round trip (when the server runs requests side by side or batches them), not N; the replies
+are stacked in ``env_ids`` order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+import websockets
+from websockets.asyncio.client import ClientConnection, connect
+
+from isaaclab.utils import configclass
+
+from . import msgpack_arrays
+from .remote import RemoteChunkModel
+from .wire import flatten
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnv
+
+
+class OpenpiServerError(RuntimeError):
+    """The openpi server failed on a request (it sent a text frame, openpi's traceback, and closed with 1011)."""
+
+
+class OpenpiChunkModel:
+    """A chunk model served over openpi's protocol: ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
+
+    Each env row becomes one observation ``{openpi key: row of its observation path, "prompt": cfg.prompt}``;
+    the reply's ``actions`` (H', D) must have H' >= H (the first H are taken, as openpi's action chunk broker
+    executes a prefix of the horizon) and D equal to the action dim. Connects at construction (metadata) and
+    opens up to ``cfg.connections`` connections as the batches need them; a broken one is reopened on the next
+    call.
+
+    Raises:
+        ConnectionError: If no server answers at the address (or it goes away).
+        TimeoutError: If a batch is not answered within ``cfg.timeout_s``.
+        OpenpiServerError: If the server failed on a request (its traceback is in the message).
+        RuntimeError: If the reply has no ``actions`` or their shape does not fit H and the action dim.
+        ValueError: If H is neither configured nor in the server's metadata.
+    """
+
+    def __init__(self, cfg: OpenpiChunkModelCfg):
+        self.cfg = cfg
+        """The client configuration."""
+        self._loop = asyncio.new_event_loop()
+        self._thread: threading.Thread | None = None
+        self._idle: list[ClientConnection] = []
+        self._slot: asyncio.Semaphore | None = None
+        try:
+            self.metadata: dict = self._run(self._first_connection())
+            """The server's metadata frame (openpi servers often send ``{}``)."""
+        except BaseException:
+            self.close()
+            raise
+        self.chunk_length: int = cfg.chunk_length or self.metadata.get("chunk_length") or 0
+        """Actions per chunk H taken from each reply."""
+        if self.chunk_length < 1:
+            self.close()
+            raise ValueError(f"The openpi server at {self._address} does not say its chunk length: set"
+                             " OpenpiChunkModelCfg.chunk_length (--chunk H), the actions per chunk to execute.")
+        self.action_dim: int | None = cfg.action_dim or self.metadata.get("action_dim")
+        """Action dimension every reply must have (None: not checked until :meth:`check_env`)."""
+
+    @property
+    def _address(self) -> str:
+        return f"{self.cfg.host}:{self.cfg.port}"
+
+    def check_env(self, env: ManagerBasedRLEnv) -> None:
+        """Raise a ``ValueError`` if the server's task or action dim is known and differs from ``env``'s, or an
+        observation path of ``cfg.keys`` is not one of the env's; from then on replies are checked against the
+        env's action dim."""
+        RemoteChunkModel.check_env(self, env)
+        groups = env.observation_manager.active_terms
+        for key, path in (self.cfg.keys or {}).items():
+            group, _, term = path.partition("/")
+            if group not in groups or (term and term not in groups[group]):
+                raise ValueError(f"OpenpiChunkModelCfg.keys maps '{key}' to '{path}', not an observation of the"
+                                 f" env (groups and terms: {groups}).")
+        self.action_dim = env.action_manager.total_action_dim
+
+    def requests(self, obs_rows: Mapping, num_rows: int) -> list[dict]:
+        """The openpi observations of ``num_rows`` env rows, one dict per row.
+
+        Raises:
+            KeyError: If an observation path of ``cfg.keys`` is not in ``obs_rows``.
+        """
+        flat = {path: value.detach().cpu().numpy() for path, value in flatten(obs_rows).items()}
+        keys = self.cfg.keys or {path: path for path in flat}
+        missing = sorted(set(keys.values()) - set(flat))
+        if missing:
+            raise KeyError(f"OpenpiChunkModelCfg.keys names observations {missing} the env does not have"
+                           f" (it has {sorted(flat)}).")
+        prompt = {"prompt": self.cfg.prompt} if self.cfg.prompt is not None else {}
+        return [{**{key: flat[path][row] for key, path in keys.items()}, **prompt} for row in range(num_rows)]
+
+    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
+        messages = [msgpack_arrays.packb(request) for request in self.requests(obs_rows, len(env_ids))]
+        replies = self._run(self._infer_all(messages), self.cfg.timeout_s)
+        return torch.from_numpy(np.stack([self._actions(reply) for reply in replies])).to(env_ids.device)
+
+    def close(self) -> None:
+        """Close every connection and stop the client's event loop thread (the next call starts both again)."""
+        if self._thread is not None:
+            self._run(self._close_all())
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join()
+            self._thread = None
+
+    def _actions(self, reply) -> np.ndarray:
+        """The first H actions of a reply, checked. Shape: (H, action_dim)."""
+        actions = reply.get("actions") if isinstance(reply, Mapping) else None
+        if not isinstance(actions, np.ndarray) or actions.ndim != 2:
+            raise RuntimeError(f"The openpi server at {self._address} replied without an 'actions' array of shape"
+                               f" (H, action_dim): {_describe(reply)}.")
+        if actions.shape[0] < self.chunk_length:
+            raise RuntimeError(f"The openpi server at {self._address} returns {actions.shape[0]} actions per chunk;"
+                               f" H = {self.chunk_length} are needed: lower the chunk length to at most"
+                               f" {actions.shape[0]}.")
+        if self.action_dim is not None and actions.shape[1] != self.action_dim:
+            raise RuntimeError(f"The openpi server at {self._address} returns {actions.shape[1]}-dim actions; the"
+                               f" env takes {self.action_dim} (map them in the server's output transform).")
+        return actions[: self.chunk_length]
+
+    def _run(self, coroutine, timeout: float | None = None):
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop.run_forever, name="openpi-client", daemon=True)
+            self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            future.cancel()
+            self._run(self._close_all())  # replies still on the way would answer the wrong requests
+            raise TimeoutError(f"The openpi server at {self._address} did not answer the requests of a batch"
+                               f" within {timeout} s: raise OpenpiChunkModelCfg.timeout_s"
+                               " for a slow model, or check the server.") from None
+
+    async def _connect(self) -> tuple[ClientConnection, object]:
+        try:
+            connection = await connect(f"ws://{self._address}", compression=None,
+                                       open_timeout=self.cfg.connect_timeout_s, max_size=self.cfg.max_message_bytes)
+        except (OSError, TimeoutError, websockets.InvalidHandshake) as err:
+            raise ConnectionError(
+                f"No openpi policy server at {self._address} ({type(err).__name__}: {err}): start one, e.g."
+                f" `tools/run.sh python scripts/serve_policy.py --protocol openpi --port {self.cfg.port}`, or fix the"
+                " address."
+            ) from None
+        try:
+            metadata = msgpack_arrays.unpackb(await connection.recv())
+        except (websockets.ConnectionClosed, ValueError) as err:
+            await self._drop(connection)
+            raise ConnectionError(f"The server at {self._address} sent no openpi metadata frame: {err}.") from None
+        return connection, metadata
+
+    async def _first_connection(self) -> dict:
+        self._slot = asyncio.Semaphore(self.cfg.connections)
+        connection, metadata = await self._connect()
+        self._idle.append(connection)
+        return metadata if isinstance(metadata, dict) else {}
+
+    async def _infer_all(self, messages: list[bytes]) -> list:
+        missing = min(len(messages), self.cfg.connections) - len(self._idle)
+        if missing > 0:  # open them first, so that the server sees every request of the batch as one wave
+            opened = await asyncio.gather(*(self._connect() for _ in range(missing)))
+            self._idle += [connection for connection, _ in opened]
+        results = await asyncio.gather(*(self._infer(message) for message in messages), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors:
+            raise errors[0]
+        return results
+
+    async def _infer(self, message: bytes):
+        async with self._slot:
+            connection = self._idle.pop() if self._idle else (await self._connect())[0]
+            try:
+                await connection.send(message)
+                reply = await connection.recv()
+            except websockets.ConnectionClosed as err:
+                await self._drop(connection)
+                raise ConnectionError(f"Lost the openpi server at {self._address}: {err}.") from None
+            except BaseException:
+                await self._drop(connection)
+                raise
+            if isinstance(reply, str):
+                await self._drop(connection)
+                raise OpenpiServerError(f"The openpi server at {self._address} failed:\n{reply}")
+            self._idle.append(connection)
+        return msgpack_arrays.unpackb(reply)
+
+    async def _drop(self, connection: ClientConnection) -> None:
+        await connection.close()
+
+    async def _close_all(self) -> None:
+        idle, self._idle = self._idle, []
+        for connection in idle:
+            await self._drop(connection)
+
+
+def _describe(reply) -> str:
+    if isinstance(reply, Mapping):
+        return "{" + ", ".join(f"{k!r}: {getattr(v, 'shape', type(v).__name__)}" for k, v in reply.items()) + "}"
+    return type(reply).__name__
+
+
+@configclass
+class OpenpiChunkModelCfg:
+    """Configuration of :class:`OpenpiChunkModel`."""
+
+    class_type: type = OpenpiChunkModel
+    """The class this cfg configures."""
+    host: str = "127.0.0.1"
+    """Address of the openpi policy server."""
+    port: int = 8000
+    """TCP port of the server (openpi's default 8000)."""
+    chunk_length: int | None = None
+    """Actions H taken from each reply (None: the server's metadata ``chunk_length``)."""
+    action_dim: int | None = None
+    """Action dim every reply must have (None: the metadata's, else the env's after ``check_env``)."""
+    keys: dict[str, str] | None = None
+    """openpi key -> observation path of the env (``group`` or ``group/term``), e.g. ``{"observation/state":
+    "policy"}``; None: every observation path under its own name."""
+    prompt: str | None = None
+    """Text sent as ``prompt`` with every observation (None: no prompt)."""
+    connections: int = 64
+    """Most connections open at once, hence most requests in flight; a batch of more rows queues for them."""
+    timeout_s: float = 30.0
+    """Longest wait for all the replies of a batch [s]."""
+    connect_timeout_s: float = 5.0
+    """Longest wait to connect [s]."""
+    max_message_bytes: int = 64 * 2**20
+    """Largest reply accepted [bytes]."""
+
+    @classmethod
+    def parse(cls, address: str, **kwargs) -> OpenpiChunkModelCfg:
+        """A cfg from ``"openpi://host:port"`` or ``"host:port"``.
+
+        Raises:
+            ValueError: If ``address`` is not of that form with an integer port.
+        """
+        host, _, port = address.removeprefix("openpi://").rpartition(":")
+        if not host or not port.isdigit():
+            raise ValueError(f"openpi server address must be 'openpi://host:port', got '{address}'.")
+        return cls(host=host, port=int(port), **kwargs)

@@ -1,0 +1,70 @@
+"""Merge the shards of a run: the figures of ``eval.py --shard I/K --results`` into one table, and the HDF5
+datasets of ``record.py --shard I/K`` (or ``eval.py --record``) into one dataset.
+
+Examples::
+
+    tools/run.sh python scripts/merge_shards.py --results outputs/eval-shard*of4.json
+    tools/run.sh python scripts/merge_shards.py --datasets datasets/cartpole-shard*of4.hdf5 \\
+        --output datasets/cartpole.hdf5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from isaaclab_suspend.datasets.reader import DatasetError
+from isaaclab_suspend.policies import stats_table
+from isaaclab_suspend.shards import merge_datasets, merge_stats
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--results", nargs="+", default=[], help="JSON files of eval.py --results, one per shard")
+    parser.add_argument("--datasets", nargs="+", default=[], help="HDF5 datasets, one per shard, in shard order")
+    parser.add_argument("--output", default=None, help="merged dataset (with --datasets)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    args = parser.parse_args(argv)
+    if not args.results and not args.datasets:
+        parser.error("nothing to merge: pass --results and/or --datasets")
+    if args.datasets and not args.output:
+        parser.error("--datasets needs --output, the merged dataset")
+    if args.output and os.path.exists(args.output) and not args.overwrite:
+        parser.error(f"'{args.output}' exists: pass --overwrite to replace it")
+    return args
+
+
+def merged_report(paths: list[str]) -> str:
+    """The table of the shards' figures merged per schedule, under the shards' headers."""
+    shards = []
+    for path in paths:
+        with open(path) as f:
+            shards.append(json.load(f))
+    schedules = list(shards[0]["schedules"])
+    missing = [path for path, shard in zip(paths, shards) if list(shard["schedules"]) != schedules]
+    if missing:
+        raise ValueError(f"{missing} ran other schedules than '{paths[0]}' ({schedules}): merge shards of one run.")
+    merged = {name: merge_stats([shard["schedules"][name] for shard in shards]) for name in schedules}
+    headers = "\n".join(f"  {shard['header']}" for shard in shards)
+    return f"{len(shards)} shards run side by side:\n{headers}\n{stats_table(merged)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        if args.results:
+            print(merged_report(args.results))
+        if args.datasets:
+            episodes, samples = merge_datasets(args.datasets, args.output)
+            print(f"{episodes} episodes ({samples} samples) of {len(args.datasets)} shards written to"
+                  f" {os.path.abspath(args.output)}")
+    except (OSError, ValueError, KeyError, DatasetError) as err:
+        print(f"merge_shards.py: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
