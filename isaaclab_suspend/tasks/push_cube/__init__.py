@@ -15,3 +15,11 @@ gym.register(
         "default_agent": "rsl_rl",
     },
 )
+
+for _id, _cfg in (("Camera", "PushCubeCameraEnvCfg"), ("TwoCamera", "PushCubeTwoCameraEnvCfg")):
+    gym.register(
+        id=f"Isaac-PushCube-{_id}-Suspendable",
+        entry_point="isaaclab_suspend.envs:SuspendableManagerBasedRLEnv",
+        disable_env_checker=True,
+        kwargs={"env_cfg_entry_point": f"{__name__}.push_cube_camera_env_cfg:{_cfg}"},
+    )
