@@ -11,6 +11,9 @@ from .push_cube_scripted import PushCubeChunkCfg, PushCubeChunkModel
 DEFAULT_MODELS: dict[str, Callable[[int], ChunkModel]] = {
     "Isaac-Cartpole-Suspendable": lambda h: CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=h)),
     "Isaac-PushCube-Suspendable": lambda h: PushCubeChunkModel(PushCubeChunkCfg(chunk_length=h)),
+    # the camera variants share the proprioceptive ``policy`` group, so the scripted expert drives them too
+    "Isaac-PushCube-Camera-Suspendable": lambda h: PushCubeChunkModel(PushCubeChunkCfg(chunk_length=h)),
+    "Isaac-PushCube-TwoCamera-Suspendable": lambda h: PushCubeChunkModel(PushCubeChunkCfg(chunk_length=h)),
 }
 """Factories ``chunk_length -> model`` of the default chunk model of each task."""
 
