@@ -57,13 +57,14 @@ def view(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with the reason on bad input."""
     args = parse_args(argv)
     try:
         view(args)
+        return 0
     except (DatasetError, FileNotFoundError) as err:
         print(f"view_dataset.py: error: {err}", file=sys.stderr)
-        return 2
-    return 0
+    return 2
 
 
 if __name__ == "__main__":

@@ -83,3 +83,15 @@ def test_view_dataset_writes_gif_and_png(dataset, tmp_path):
 def test_view_dataset_bad_camera_exits_2(dataset, tmp_path):
     run = _script("view_dataset.py", dataset, "--camera", "wrist", "--output", tmp_path / "x.gif")
     assert run.returncode == 2 and "no camera 'wrist'" in run.stderr and "scene_camera" in run.stderr
+
+
+def test_image_chunk_policy_trains_and_evaluates(dataset, tmp_path):
+    """train_chunk_policy.py --camera learns from the images; eval.py runs the checkpoint on the camera task."""
+    checkpoint = tmp_path / "image_policy.pt"
+    run = _script("train_chunk_policy.py", "--dataset", dataset, "--camera", "scene_camera", "--chunk", 8,
+                  "--steps", 4, "--batch_size", 32, "--val_fraction", 0.25, "--output", checkpoint, "--quiet")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert "camera 'scene_camera' (64, 64, 3)" in run.stdout
+    run = _script("eval.py", "--checkpoint", checkpoint, "--num_envs", 4, "--steps", 12, "--timeline", "")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"{TASK}, chunk policy {checkpoint}" in run.stdout and "inference_calls" in run.stdout

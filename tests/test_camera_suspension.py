@@ -35,16 +35,16 @@ def _rollout(suspend: bool) -> tuple[torch.Tensor, torch.Tensor]:
     with open_env(TASK, NUM_ENVS, **attrs) as env:
         obs, _ = env.reset()
         images, active = [obs["images"]["scene_camera"].clone()], [torch.ones(NUM_ENVS, dtype=torch.bool)]
-        for step in range(STEPS):
-            if suspend and step == SUSPEND_AT:
-                env.suspend_envs(SUSPENDED)
-            if suspend and step == SUSPEND_AT + SUSPEND_FOR:
-                env.resume_envs(SUSPENDED)
-            active.append(env.active_mask)
-            obs, _, term, trunc, _ = env.step(_feedback(obs["policy"]))
-            assert not (term | trunc).any(), "the comparison window must not cross an episode boundary"
-            assert obs["images"]["scene_camera"].dtype == torch.uint8
-            images.append(obs["images"]["scene_camera"].clone())
+        # phases: run, then (if suspend) suspend and run, then resume and run to the end
+        phases = ((SUSPEND_AT, None), (SUSPEND_FOR, env.suspend_envs), (STEPS - SUSPEND_AT - SUSPEND_FOR, env.resume_envs))
+        for length, switch in phases:
+            if suspend and switch is not None:
+                switch(SUSPENDED)
+            for _ in range(length):
+                active.append(env.active_mask)
+                obs, _, term, trunc, _ = env.step(_feedback(obs["policy"]))
+                assert not (term | trunc).any() and obs["images"]["scene_camera"].dtype == torch.uint8
+                images.append(obs["images"]["scene_camera"].clone())
         return torch.stack(images), torch.stack(active)
 
 

@@ -108,7 +108,7 @@ class ImageChunkPolicyCfg(ChunkPolicyCfg):
     camera: str = "scene_camera"
     """Camera term of the ``images`` observation group the policy sees."""
 
-    channels: list[int] = [16, 32, 32, 32]
+    channels: list[int] = [8, 16, 16, 16]
     """Output channels of the four convolutions (the last one gives ``channels[-1]`` keypoints)."""
 
     proprio_dims: int = 2
