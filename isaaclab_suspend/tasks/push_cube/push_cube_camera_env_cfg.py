@@ -65,7 +65,7 @@ def scene_camera(size: int = IMAGE_SIZE) -> CameraCfg:
 def pusher_camera(size: int = IMAGE_SIZE) -> CameraCfg:
     """A camera riding on the pusher paddle, looking ahead along the push and down at the floor."""
     return rgb_camera(
-        "{ENV_REGEX_NS}/Robot/cart/PusherCamera", (-0.15, 0.0, 0.35), look_quat(0.0, math.radians(45)), size, moving=True
+        "{ENV_REGEX_NS}/Robot/cart/PusherCamera", (0.0, 0.0, 0.4), look_quat(0.0, math.radians(50)), size, moving=True
     )
 
 
