@@ -16,6 +16,8 @@ Examples::
 
     tools/run.sh python scripts/replay.py datasets/push_cube.hdf5
     tools/run.sh python scripts/replay.py datasets/push_cube.hdf5 --demos demo_0 demo_3 --tolerance 1e-6
+    # a camera task's dataset: also compare the re-rendered images with the recorded ones (must be equal)
+    tools/run.sh python scripts/replay.py datasets/push_cube_camera.hdf5 --check_images
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from isaaclab_suspend.datasets import (
     check_replay_fits,
     make_replay_env_cfg,
 )
+from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -51,6 +54,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demos", nargs="+", default=None, help="demo names to replay (default: all)")
     parser.add_argument("--tolerance", type=float_in(0.0), default=1e-5, help="largest state error allowed (>= 0)")
     parser.add_argument("--device", type=device, default="cpu")
+    parser.add_argument("--check_images", action="store_true",
+                        help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
     return parser.parse_args(argv)
 
 
@@ -77,7 +82,8 @@ def replay(args: argparse.Namespace) -> int:
         with launch_simulation(cfg, {}):
             env = gym.make(task, cfg=cfg).unwrapped
             try:
-                replayer = DatasetReplayer(env, reader, list(demos), demos)
+                replayer = (ImageCheckingReplayer if args.check_images else DatasetReplayer)(
+                    env, reader, list(demos), demos)
                 if replayer.num_at_other_origins:
                     print(f"[WARN] {replayer.num_at_other_origins} demos run about another env origin than recorded"
                           f" (no env of the {num_envs} has theirs): float32 positions round differently there, which"
@@ -98,9 +104,12 @@ def replay(args: argparse.Namespace) -> int:
         origin = "unknown" if r.at_recorded_origin is None else ("yes" if r.at_recorded_origin else "no")
         table.add_row([r.demo, r.num_samples, f"{r.max_state_error:.3g}", r.worst_state or "-", r.env_id, origin,
                        r.events_applied])
+    if args.check_images:
+        table.add_column("max pixel error", [r.max_image_error for r in results])
     table.align["demo"] = table.align["worst state"] = "l"
     print(table)
-    failed = [r.demo for r in results if not r.max_state_error <= args.tolerance]  # NaN (a diverged state) fails
+    # NaN (a diverged state) fails; with --check_images any pixel difference fails
+    failed = [r.demo for r in results if not r.max_state_error <= args.tolerance or (r.max_image_error or 0) > 0]
     worst = max((r.max_state_error for r in results), key=lambda e: math.inf if math.isnan(e) else e)
     print(f"{task}: {len(results)} demos replayed in {num_envs} envs; largest state error {worst:.3g}"
           f" (tolerance {args.tolerance:g}); {len(failed)} above it{': ' + ', '.join(failed) if failed else ''}.")

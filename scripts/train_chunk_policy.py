@@ -13,6 +13,9 @@ Example::
     tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/cartpole.hdf5 --chunk 16 \\
         --epochs 50 --output outputs/bc/cartpole.pt
     tools/run.sh python scripts/eval.py --checkpoint outputs/bc/cartpole.pt --compare any,global_clock --desync
+    # from the images of a camera task's dataset (conv encoder + chunk head)
+    tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/push_cube_camera.hdf5 \
+        --camera scene_camera --output outputs/bc/push_cube_camera.pt
 """
 
 from __future__ import annotations
@@ -26,6 +29,8 @@ from torch.utils.tensorboard import SummaryWriter
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, save_chunk_policy, train_bc
+from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
+from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -33,6 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dataset", required=True, help="HDF5 dataset written by scripts/record.py")
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="actions per chunk H")
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
+    parser.add_argument("--camera", default=None,
+                        help="learn from this camera's images (conv encoder, 'mlp' head) and the robot's own state")
     parser.add_argument("--epochs", type=cli.positive_int, default=50)
     parser.add_argument("--steps", type=cli.positive_int, default=None,
                         help="stop after this many gradient steps in any case")
@@ -57,11 +64,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> None:
-    dataset = ChunkDataset(args.dataset, args.chunk)  # a DatasetError is a ValueError: one line, exit 2
+    # a DatasetError is a ValueError: one line, exit 2
+    if args.camera:
+        dataset = ImageChunkDataset(args.dataset, args.chunk, args.camera)
+    else:
+        dataset = ChunkDataset(args.dataset, args.chunk)
     print(f"{dataset}, task '{dataset.task or 'unknown'}'")
     cfg = BCTrainerCfg(epochs=args.epochs, max_steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                        val_fraction=args.val_fraction, seed=args.seed, device=args.device)
-    policy_cfg = ChunkPolicyCfg(chunk_length=args.chunk, arch=args.arch)
+    policy_cfg = (ImageChunkPolicyCfg(chunk_length=args.chunk, camera=args.camera) if args.camera
+                  else ChunkPolicyCfg(chunk_length=args.chunk, arch=args.arch))
     writer = SummaryWriter(args.log_dir)
     start = time.perf_counter()
     try:

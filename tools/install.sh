@@ -8,7 +8,7 @@ VENV="${ISAACLAB_SUSPEND_VENV:-$ROOT/.venv}"
 PY="${PYTHON:-python3.11}"
 STAMP="$VENV/.isaaclab_suspend_stamp"
 # Bump when the pins below change so that an existing venv is brought up to date.
-STAMP_VERSION="4"
+STAMP_VERSION="5"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_VERSION" ]; then
   exit 0

@@ -17,9 +17,25 @@ from .params import CARTPOLE, CUBE, PUSHER
 
 DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
 
+PUSHER_COLOR = (0.05, 0.2, 0.9)
+"""Blue pusher paddle (linear RGB)."""
+CUBE_COLOR = (0.9, 0.08, 0.03)
+"""Red cube."""
+MARKER_COLOR = (0.05, 0.8, 0.1)
+"""Green target strip."""
+GROUND_COLOR = (0.55, 0.55, 0.5)
+"""Grey ground."""
+MARKER_SIZE = (0.06, 0.4, 0.004)
+"""Target strip: thin along x (the push axis), wide across it, flat on the floor [m]."""
 
-def _rigid_box(stage: Usd.Stage, path: str, size: tuple[float, float, float], mass: float, pos, collide: bool = True):
-    """Create a rigid body Xform at ``pos`` holding a box of ``size`` with explicit mass and inertia."""
+
+def _rigid_box(
+    stage: Usd.Stage, path: str, size: tuple[float, float, float], mass: float, pos, collide: bool = True, color=None
+):
+    """Create a rigid body Xform at ``pos`` holding a box of ``size`` with explicit mass and inertia.
+
+    ``color`` (linear RGB in [0, 1]) is authored as the box's ``displayColor``, which camera renderers show.
+    """
     xform = UsdGeom.Xform.Define(stage, path)
     xform.AddTranslateOp().Set(Gf.Vec3d(*pos))
     prim = xform.GetPrim()
@@ -33,6 +49,8 @@ def _rigid_box(stage: Usd.Stage, path: str, size: tuple[float, float, float], ma
     geom = UsdGeom.Cube.Define(stage, f"{path}/geom")
     geom.CreateSizeAttr(1.0)
     geom.AddScaleOp().Set(Gf.Vec3f(*size))
+    if color is not None:
+        geom.CreateDisplayColorAttr([Gf.Vec3f(*color)])
     if collide:
         UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
     return prim
@@ -66,11 +84,13 @@ def _new_stage(path: str, root: str) -> Usd.Stage:
     return stage
 
 
-def _cart_on_rail(stage, root: str, rail_size, cart_size, cart_mass: float, rail_limit: float, collide_cart: bool):
+def _cart_on_rail(
+    stage, root: str, rail_size, cart_size, cart_mass: float, rail_limit: float, collide_cart: bool, cart_color=None
+):
     """An articulation root with a rail fixed to the world and a cart on it (prismatic ``slider_to_cart`` along x)."""
     UsdPhysics.ArticulationRootAPI.Apply(stage.GetPrimAtPath(root))
-    _rigid_box(stage, f"{root}/rail", rail_size, 1.0, (0.0, 0.0, 0.0), collide=False)
-    _rigid_box(stage, f"{root}/cart", cart_size, cart_mass, (0.0, 0.0, 0.0), collide=collide_cart)
+    _rigid_box(stage, f"{root}/rail", rail_size, 1.0, (0.0, 0.0, 0.0), collide=False, color=(0.3, 0.3, 0.3))
+    _rigid_box(stage, f"{root}/cart", cart_size, cart_mass, (0.0, 0.0, 0.0), collide=collide_cart, color=cart_color)
     _joint(stage, f"{root}/root_joint", "fixed", None, f"{root}/rail", (0, 0, 0), (0, 0, 0))
     _joint(
         stage, f"{root}/slider_to_cart", "prismatic", f"{root}/rail", f"{root}/cart", (0, 0, 0), (0, 0, 0),
@@ -95,7 +115,23 @@ def write_pusher(path: str) -> None:
     """A cart on a floor-level rail (prismatic ``slider_to_cart`` along x) whose paddle pushes free objects."""
     p = PUSHER
     stage = _new_stage(path, "/pusher")
-    _cart_on_rail(stage, "/pusher", (0.05, 0.05, 0.05), p.paddle_size, p.cart_mass, p.rail_limit, collide_cart=True)
+    _cart_on_rail(
+        stage, "/pusher", (0.05, 0.05, 0.05), p.paddle_size, p.cart_mass, p.rail_limit, collide_cart=True,
+        cart_color=PUSHER_COLOR,
+    )
+    stage.GetRootLayer().Save()
+
+
+def write_marker(path: str) -> None:
+    """A flat, collision-free strip on a rail (prismatic ``slider_to_cart`` along x) that shows a target position.
+
+    Its joint position is the target; nothing collides with it, so it only matters to cameras.
+    """
+    stage = _new_stage(path, "/marker")
+    _cart_on_rail(
+        stage, "/marker", (0.01, 0.01, 0.01), MARKER_SIZE, 0.1, PUSHER.rail_limit, collide_cart=False,
+        cart_color=MARKER_COLOR,
+    )
     stage.GetRootLayer().Save()
 
 
@@ -111,6 +147,7 @@ def write_cube(path: str) -> None:
     mass_api.CreateCenterOfMassAttr(Gf.Vec3f(0.0, 0.0, 0.0))
     geom = UsdGeom.Cube.Define(stage, "/cube/geom")
     geom.CreateSizeAttr(s)
+    geom.CreateDisplayColorAttr([Gf.Vec3f(*CUBE_COLOR)])
     UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
     stage.GetRootLayer().Save()
 
@@ -122,13 +159,17 @@ def write_ground(path: str) -> None:
     geom.CreateSizeAttr(1.0)
     geom.AddTranslateOp().Set(Gf.Vec3d(0.0, 0.0, -0.05))
     geom.AddScaleOp().Set(Gf.Vec3f(100.0, 100.0, 0.1))
+    geom.CreateDisplayColorAttr([Gf.Vec3f(*GROUND_COLOR)])
     UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
     stage.GetRootLayer().Save()
 
 
 def main() -> None:
     os.makedirs(DATA_DIR, exist_ok=True)
-    for name, writer in (("cartpole", write_cartpole), ("pusher", write_pusher), ("cube", write_cube), ("ground", write_ground)):
+    for name, writer in (
+        ("cartpole", write_cartpole), ("pusher", write_pusher), ("cube", write_cube), ("ground", write_ground),
+        ("marker", write_marker),
+    ):
         path = os.path.join(DATA_DIR, f"{name}.usda")
         if os.path.exists(path):
             os.remove(path)

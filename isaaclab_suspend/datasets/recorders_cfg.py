@@ -13,6 +13,7 @@ from isaaclab.managers import RecorderTermCfg
 from isaaclab.utils import configclass
 
 from ..managers.recorder_manager import SuspendableRecorderManagerCfg
+from .image_recorders import PreStepImageObservationsRecorder
 from .recorders import InitialEnvOriginRecorder, PreStepStatesRecorder
 
 
@@ -31,10 +32,18 @@ class InitialEnvOriginRecorderCfg(RecorderTermCfg):
 
 
 @configclass
+class PreStepImageObservationsRecorderCfg(RecorderTermCfg):
+    """Configuration of :class:`PreStepImageObservationsRecorder`."""
+
+    class_type: type = PreStepImageObservationsRecorder
+
+
+@configclass
 class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
     """Isaac Lab's action-state terms (as in :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.
     ActionStateRecorderManagerCfg`), plus what a state-exact replay needs: the pre-step states (interval
-    events) and the env origin of each episode. Set a term to None to leave it out."""
+    events) and the env origin of each episode, and the camera images of tasks that have an ``images`` group.
+    Set a term to None to leave it out."""
 
     record_initial_state = InitialStateRecorderCfg()
     record_post_step_states = PostStepStatesRecorderCfg()
@@ -43,3 +52,4 @@ class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
     record_post_step_processed_actions = PostStepProcessedActionsRecorderCfg()
     record_pre_step_states = PreStepStatesRecorderCfg()
     record_initial_env_origin = InitialEnvOriginRecorderCfg()
+    record_pre_step_images = PreStepImageObservationsRecorderCfg()

@@ -140,6 +140,8 @@ class ReplayResult:
     """Whether it ran at the env origin it was recorded at (None: the dataset does not say)."""
     events_applied: int
     """Steps at which a recorded interval-event state was written before stepping."""
+    max_image_error: int | None = None
+    """Largest pixel difference between re-rendered and recorded images (None: images not checked)."""
 
 
 class DatasetReplayer:
@@ -251,13 +253,14 @@ class DatasetReplayer:
                 t = step - self._slot_start[i]
                 pre = {p: v[t : t + 1] for p, v in self.demos[self._slot[i]].pre_step_states.items()}
                 write_scene_state(env.scene, unflatten_tree(pre), torch.tensor([i], device=env.device), paths)
-            env.step(self._actions[rows, self._cursor])
+            obs = env.step(self._actions[rows, self._cursor])[0]
             state = dict(flatten_tree(env.scene.get_state(is_relative=True)))
             for k, path in enumerate(self._paths):
                 diff = (state[path] - self._states[path][rows, self._cursor]).abs().flatten(1).amax(dim=1)
                 torch.maximum(self._error[:, k], torch.where(self._active, diff, 0.0), out=self._error[:, k])
             self._cursor += self._active
             step += 1
+            self._after_step(obs, step)
             ended = [
                 i for i, name in enumerate(self._slot)
                 if name is not None and step - self._slot_start[i] == self.demos[name].num_samples
@@ -273,6 +276,9 @@ class DatasetReplayer:
     """
     Internals.
     """
+
+    def _after_step(self, obs: dict, step: int) -> None:
+        """Called after each replay step with the step's observations and the number of steps done."""
 
     def _start(self, env_ids: list[int], step: int) -> None:
         """Start the next demo in each env of ``env_ids`` at replay step ``step``; suspend those left without one."""

@@ -59,12 +59,13 @@ class BCHistory:
     """Validation windows."""
 
 
-def chunk_loss(net: ChunkPolicyNet, obs: torch.Tensor, actions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def chunk_loss(net: ChunkPolicyNet, obs: torch.Tensor | dict, actions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
     """ACT's loss: the L1 distance of the predicted to the demonstrated chunk, in normalised action units,
     averaged over the valid window steps only (the padding past an episode's end does not count).
 
     Args:
-        obs: Observations, shape (B, obs_dim).
+        obs: The network's inputs (:meth:`ChunkDataset.inputs`): observations, shape (B, obs_dim), or a dict of
+            them and images for an image policy.
         actions: Demonstrated windows, shape (B, H, action_dim).
         valid: Valid window steps, shape (B, H).
     """
@@ -83,7 +84,7 @@ def evaluate_loss(net: ChunkPolicyNet, dataset: ChunkDataset, index: torch.Tenso
     for batch in index.split(batch_size):
         actions, valid = dataset.targets(batch)
         num_valid = int(valid.sum())
-        total += float(chunk_loss(net, dataset.obs[batch].to(device), actions.to(device), valid.to(device))) * num_valid
+        total += float(chunk_loss(net, dataset.inputs(batch, device), actions.to(device), valid.to(device))) * num_valid
         count += num_valid
     return total / max(count, 1)
 
@@ -117,7 +118,7 @@ def train_bc(dataset: ChunkDataset, policy_cfg: ChunkPolicyCfg, cfg: BCTrainerCf
     train_idx, val_idx = dataset.split(cfg.val_fraction, cfg.seed)
     if train_idx.numel() == 0:
         raise ValueError(f"{dataset} has no training windows.")
-    net = ChunkPolicyNet(policy_cfg, dataset.obs_dim, dataset.action_dim).to(cfg.device)
+    net = policy_cfg.class_type.for_dataset(policy_cfg, dataset).to(cfg.device)
     net.set_normalization(dataset.obs[train_idx].to(cfg.device), dataset.actions[train_idx].to(cfg.device))
     optimizer = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
     generator = torch.Generator().manual_seed(cfg.seed)
@@ -133,7 +134,7 @@ def train_bc(dataset: ChunkDataset, policy_cfg: ChunkPolicyCfg, cfg: BCTrainerCf
             if history.steps >= total_steps:
                 break
             actions, valid = dataset.targets(batch)
-            loss = chunk_loss(net, dataset.obs[batch].to(cfg.device), actions.to(cfg.device), valid.to(cfg.device))
+            loss = chunk_loss(net, dataset.inputs(batch, cfg.device), actions.to(cfg.device), valid.to(cfg.device))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -85,6 +85,10 @@ class ChunkDataset:
         """Action dim."""
         return self.actions.shape[1]
 
+    def inputs(self, index: torch.Tensor, device: str | torch.device) -> torch.Tensor:
+        """The network inputs of samples ``index``: their observations. Shape: (B, obs_dim)."""
+        return self.obs[index].to(device)
+
     def targets(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The action windows of samples ``index`` and their validity.
 

@@ -14,6 +14,8 @@ from isaaclab.utils import configclass
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
 
+    from .chunk_dataset import ChunkDataset
+
 CHECKPOINT_FORMAT = "isaaclab_suspend.chunk_policy/1"
 """Value of the ``format`` key of a checkpoint; a file without it is refused."""
 
@@ -56,6 +58,15 @@ class ChunkPolicyNet(nn.Module):
                                                batch_first=True)
             self.decoder = nn.TransformerDecoder(layer, cfg.num_layers)
             self.head = nn.Linear(cfg.d_model, action_dim)
+
+    @classmethod
+    def for_dataset(cls, cfg: ChunkPolicyCfg, dataset: ChunkDataset) -> ChunkPolicyNet:
+        """A network with the observation and action dims of ``dataset``."""
+        return cls(cfg, dataset.obs_dim, dataset.action_dim)
+
+    def checkpoint_dims(self) -> dict:
+        """The dims a checkpoint stores to rebuild the network."""
+        return {"obs_dim": self.obs_dim, "action_dim": self.action_dim}
 
     def set_normalization(self, obs: torch.Tensor, actions: torch.Tensor) -> None:
         """Set the mean and std of the observations (N, obs_dim) and actions (N, action_dim) of the training set."""
@@ -110,8 +121,7 @@ def save_chunk_policy(path: str, net: ChunkPolicyNet, task: str, info: dict | No
     torch.save({
         "format": CHECKPOINT_FORMAT,
         "task": task,
-        "obs_dim": net.obs_dim,
-        "action_dim": net.action_dim,
+        **net.checkpoint_dims(),
         "cfg": net.cfg.to_dict(),
         "state_dict": net.state_dict(),
         "info": info or {},
@@ -200,6 +210,10 @@ def load_chunk_policy(path: str, device: str | torch.device = "cpu",
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"'{path}' is not a chunk policy checkpoint (no format '{CHECKPOINT_FORMAT}'); write one"
                          " with scripts/train_chunk_policy.py.")
+    if "image_shape" in ckpt:
+        from .image_chunk_policy import load_image_chunk_policy
+
+        return load_image_chunk_policy(ckpt, path, device, env)
     cfg = ChunkPolicyCfg()
     cfg.from_dict({k: v for k, v in ckpt["cfg"].items() if k != "class_type"})
     net = ChunkPolicyNet(cfg, ckpt["obs_dim"], ckpt["action_dim"]).to(device)

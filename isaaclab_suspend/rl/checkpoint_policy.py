@@ -127,8 +127,10 @@ def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None =
         return CheckpointPolicy(_load_skrl_actor(path, env, task))
     agent_cfg = load_agent_cfg(task, "rsl_rl", device=str(env.device))
     cfg = class_to_dict(agent_cfg)
+    om = env.observation_manager
+    # a dummy of each concatenated group (an actor reads flat vectors; per-term groups such as images are skipped)
     obs = TensorDict(
-        {group: torch.zeros(1, *dims) for group, dims in env.observation_manager.group_obs_dim.items()},
+        {group: torch.zeros(1, *dims) for group, dims in om.group_obs_dim.items() if om.group_obs_concatenate[group]},
         batch_size=[1],
     )
     obs_groups = resolve_obs_groups(obs, cfg["obs_groups"], ["actor", "critic"])

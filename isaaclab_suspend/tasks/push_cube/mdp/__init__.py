@@ -13,3 +13,4 @@ from isaaclab.envs.mdp import (  # noqa: F401
 
 from .commands import TargetPositionCommand, TargetPositionCommandCfg  # noqa: F401
 from .terms import *  # noqa: F401, F403
+from .target_marker import MarkedTargetPositionCommand, MarkedTargetPositionCommandCfg  # noqa: F401

@@ -1,0 +1,71 @@
+"""Write a GIF of the camera images of chosen demos of a dataset, tiled side by side (and a PNG of a grid of
+frames), to look at what a recording saw.
+
+Exit status: 0 on success, 2 on bad input (no such file, demo or camera, or a dataset without images).
+
+Examples::
+
+    tools/run.sh python scripts/view_dataset.py datasets/push_cube_camera.hdf5
+    tools/run.sh python scripts/view_dataset.py datasets/push_cube_camera.hdf5 --demos demo_0 demo_5 \\
+        --camera pusher_camera --output demos.gif --png grid.png --png_steps 0 40 80
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+from isaaclab_suspend.datasets import DatasetError, DatasetReader
+from isaaclab_suspend.datasets.image_frames import load_images, tile, write_gif, write_png
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("dataset", help="HDF5 dataset recorded on a camera task")
+    parser.add_argument("--demos", nargs="+", default=None, help="demo names (default: the first --max_demos)")
+    parser.add_argument("--max_demos", type=int, default=8, help="demos shown when --demos is not given")
+    parser.add_argument("--camera", default="scene_camera", help="camera term of the 'images' group")
+    parser.add_argument("--columns", type=int, default=4, help="demos per row")
+    parser.add_argument("--scale", type=int, default=3, help="pixel repetition of each frame")
+    parser.add_argument("--fps", type=float, default=30.0, help="GIF frame rate (the task steps at 60 Hz)")
+    parser.add_argument("--output", default=None, help="GIF path (default: next to the dataset, .gif)")
+    parser.add_argument("--png", default=None, help="also write a PNG: one row per demo, one column per --png_steps")
+    parser.add_argument("--png_steps", type=int, nargs="+", default=[0, 30, 60, 90], help="steps shown in the PNG")
+    args = parser.parse_args(argv)
+    if args.columns < 1 or args.scale < 1 or args.fps <= 0 or args.max_demos < 1:
+        parser.error("--columns, --scale, --max_demos and --fps must be positive")
+    return args
+
+
+def view(args: argparse.Namespace) -> None:
+    with DatasetReader(args.dataset) as reader:
+        demos = args.demos or reader.demo_names[: args.max_demos]
+        if not demos:
+            raise DatasetError(f"'{reader.path}' holds no demos.")
+        episodes = [load_images(reader, demo, args.camera) for demo in demos]
+    output = args.output or os.path.splitext(args.dataset)[0] + f"_{args.camera}.gif"
+    write_gif(tile(episodes, args.columns, args.scale), output, args.fps)
+    print(f"wrote {output}: {len(demos)} demos ({', '.join(demos)}), camera '{args.camera}'")
+    if args.png:
+        # each demo a row, each chosen step a column (held on the last frame after the demo ended)
+        stills = [np.stack([e[min(s, len(e) - 1)] for s in args.png_steps]) for e in episodes]
+        write_png(tile([s for row in stills for s in row[:, None]], len(args.png_steps), args.scale)[0], args.png)
+        print(f"wrote {args.png}: steps {args.png_steps}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Exit status 0, or 2 with the reason on bad input."""
+    args = parse_args(argv)
+    try:
+        view(args)
+        return 0
+    except (DatasetError, FileNotFoundError) as err:
+        print(f"view_dataset.py: error: {err}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
