@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 import torch
+import warp as wp
 
 TensorTree = Mapping[str, "torch.Tensor | TensorTree"]
 """A dict whose values are tensors or dicts of the same kind."""
@@ -38,13 +39,17 @@ def select_rows(tree: TensorTree, env_ids: torch.Tensor) -> dict:
     return rows
 
 
-def flatten_tree(tree: TensorTree, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], torch.Tensor]]:
-    """The leaves of ``tree`` with their key paths, depth first in insertion order."""
-    for key, value in tree.items():
-        if isinstance(value, Mapping):
+def flatten_tree(tree: TensorTree | torch.Tensor | wp.array, path: tuple[str, ...] = ()
+                 ) -> Iterator[tuple[tuple[str, ...], torch.Tensor]]:
+    """The leaves of ``tree`` with their key paths, depth first in insertion order (warp arrays viewed as
+    tensors; a bare tensor is the one leaf of path ``path``)."""
+    if isinstance(tree, Mapping):
+        for key, value in tree.items():
             yield from flatten_tree(value, (*path, key))
-        else:
-            yield (*path, key), value
+    elif isinstance(tree, wp.array):
+        yield path, wp.to_torch(tree)
+    else:
+        yield path, tree
 
 
 def unflatten_tree(leaves: Mapping[tuple[str, ...], torch.Tensor]) -> dict:
@@ -56,3 +61,13 @@ def unflatten_tree(leaves: Mapping[tuple[str, ...], torch.Tensor]) -> dict:
             node = node.setdefault(key, {})
         node[path[-1]] = value
     return tree
+
+
+def flatten_names(tree: TensorTree, sep: str = "/") -> dict[str, torch.Tensor]:
+    """The leaves of ``tree`` by their key paths joined with ``sep`` (``group/term``, as the wire names them)."""
+    return {sep.join(path): value for path, value in flatten_tree(tree)}
+
+
+def unflatten_names(flat: Mapping[str, torch.Tensor], sep: str = "/") -> dict:
+    """The inverse of :func:`flatten_names`."""
+    return unflatten_tree({tuple(name.split(sep)): value for name, value in flat.items()})

@@ -19,8 +19,13 @@ Examples::
     tools/run.sh python scripts/eval.py --checkpoint outputs/bc/push_cube.pt \\
         --compare any,hold,partial_batch,global_clock,auto --desync
 
-    # a policy served by scripts/serve_policy.py (task and H from the server)
+    # a policy served by scripts/serve_policy.py (task and H from the server), or with openpi's protocol
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --compare global_clock,async --desync
+    tools/run.sh python scripts/eval.py --remote openpi://127.0.0.1:8000 --chunk 16 \\
+        --openpi_keys observation/state=policy --prompt "balance the pole"
+
+    # shard 2 of 4 (seed + 2, files <stem>-shard2of4.*); scripts/merge_shards.py merges the shards' results
+    tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --shard 2/4 --results outputs/eval.json
 """
 
 from __future__ import annotations
@@ -32,7 +37,6 @@ import sys
 from tqdm import tqdm
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, ChunkTimeline, EpisodeOutcomes
 from isaaclab_suspend.policies import plot_timelines, stats_table
 
@@ -41,6 +45,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser)
     cli.add_policy_args(parser, latency_args=True)
+    cli.add_shard_args(parser, results=True)
     parser.add_argument("--compare", default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
     parser.add_argument("--steps", type=cli.positive_int, default=600)
@@ -55,8 +60,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [s for s in args.schedules if s not in SCHEDULES]
     if unknown:
         parser.error(f"unknown schedules {unknown}; choose from {sorted(SCHEDULES)}")
+    cli.apply_shard(parser, args, files=("record", "results", "timeline"))
     try:
-        for path, what in ((args.timeline, "--timeline"), (args.log_dir, "--log_dir"), (args.record, "--record")):
+        for path, what in ((args.timeline, "--timeline"), (args.log_dir, "--log_dir"), (args.record, "--record"),
+                           (args.results, "--results")):
             if path:
                 cli.check_writable(path, what)
     except ValueError as err:
@@ -65,18 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def recorder_cfg(path: str, schedule: str, several: bool) -> DatasetRecorderManagerCfg:
-    """Recorder of replayable HDF5 episodes (active env-steps only) at ``path``; with several schedules, one
-    file per schedule, ``<stem>_<schedule>.hdf5``."""
-    directory, name = os.path.split(os.path.abspath(path))
-    stem = name[: -len(".hdf5")] if name.endswith(".hdf5") else name
-    return DatasetRecorderManagerCfg(dataset_export_dir_path=directory,
-                                     dataset_filename=f"{stem}_{schedule}" if several else stem)
-
-
 def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
     """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
-    recording = {"recorders": recorder_cfg(args.record, schedule, len(args.schedules) > 1)} if args.record else {}
+    suffix = f"_{schedule}" if len(args.schedules) > 1 else ""  # one file per schedule
+    recording = {"recorders": cli.dataset_recorder_cfg(args.record, suffix)} if args.record else {}
     with cli.open_env(args, *((RuntimeError,) if args.remote else ()), **recording) as env:
         policy = ActionChunkingPolicy(
             cli.make_chunk_model(args, env), env, chunk_length=args.chunk, schedule=schedule,
@@ -102,11 +101,14 @@ def evaluate(args: argparse.Namespace) -> None:
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
         results[schedule], timelines[schedule] = run(args, schedule)
     latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
+    desync = ", desynchronised episodes" if args.desync else ""
     header = (f"{args.task}, {cli.describe_policy(args)}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk},"
-              f" seed {args.seed}{', desynchronised episodes' if args.desync else ''}{latency}")
+              f" seed {args.seed}{cli.describe_shard(args)}{desync}{latency}")
     print(f"\n{header}\n{stats_table(results)}")
     first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
     print(f"Episodes scored: those that started and ended in the run{first}.")
+    if args.results:
+        print(f"Figures written to {cli.write_results(args.results, header, results)}")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")

@@ -24,8 +24,12 @@ Examples::
     tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy bc \\
         --checkpoint outputs/bc/push_cube.pt --schedule hold --num_envs 16 --episodes 64 --desync
 
-    # a chunk policy served by scripts/serve_policy.py (H: the server's)
+    # a chunk policy served by scripts/serve_policy.py (H: the server's), or with openpi's protocol
     tools/run.sh python scripts/record.py --policy remote --remote 127.0.0.1:5555 --episodes 64 --desync
+    tools/run.sh python scripts/record.py --remote openpi://127.0.0.1:8000 --chunk 16 --episodes 64
+
+    # shard 1 of 4: 16 of the 64 episodes, seed + 1, datasets/cartpole-shard1of4.hdf5 (scripts/merge_shards.py)
+    tools/run.sh python scripts/record.py --episodes 64 --shard 1/4 --output datasets/cartpole.hdf5
 """
 
 from __future__ import annotations
@@ -38,41 +42,30 @@ import time
 import torch
 from tqdm import tqdm
 
-from isaaclab.managers import DatasetExportMode
-
 from isaaclab_suspend import cli
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.utils import StopAfterStep
-
-EXPORT_MODES = {
-    "all": DatasetExportMode.EXPORT_ALL,
-    "succeeded": DatasetExportMode.EXPORT_SUCCEEDED_ONLY,
-    "separate": DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES,
-}
-"""``--export`` choices: Isaac Lab's export modes."""
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser)
     cli.add_policy_args(parser, policies=cli.POLICIES)
+    cli.add_shard_args(parser)
     parser.add_argument("--episodes", type=cli.positive_int, default=32,
                         help="episodes to write (successes only with --export succeeded)")
     parser.add_argument("--output", default=None, help="dataset file (default: outputs/datasets/<task>.hdf5)")
-    parser.add_argument("--export", default="all", choices=sorted(EXPORT_MODES),
+    parser.add_argument("--export", default="all", choices=sorted(cli.EXPORT_MODES),
                         help="'all' episodes, 'succeeded' only, or succeeded and failed in 'separate' files")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset file")
     parser.add_argument("--max_steps", type=cli.positive_int, default=100_000,
                         help="stop after this many steps in any case")
     args = parser.parse_args(argv)
     cli.resolve_policy(parser, args)
-    output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
-    if not output.endswith(".hdf5"):
-        parser.error(f"--output must end with .hdf5, got '{output}'")
-    args.recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=os.path.dirname(output),
-                                               dataset_filename=os.path.basename(output)[: -len(".hdf5")],
-                                               dataset_export_mode=EXPORT_MODES[args.export])
+    args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
+    if not args.output.endswith(".hdf5"):
+        parser.error(f"--output must end with .hdf5, got '{args.output}'")
+    cli.apply_shard(parser, args, files=("output",), episodes=True)
+    args.recorders = cli.dataset_recorder_cfg(args.output, export=args.export)
     try:
         args.paths = cli.check_new_datasets(args.recorders, args.overwrite)
     except ValueError as err:
@@ -109,9 +102,10 @@ def record(args: argparse.Namespace) -> None:
     if written() < args.episodes:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {written()} of {args.episodes} episodes written.")
     chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
-    print(f"\n{args.task}: {args.num_envs} envs, policy {cli.describe_policy(args)}{chunks}, {steps} steps in"
-          f" {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written()} episodes"
-          f" written ({args.episodes} requested; episodes ending in the same step are all kept), open ones dropped.")
+    print(f"\n{args.task}{cli.describe_shard(args)}: {args.num_envs} envs, policy {cli.describe_policy(args)}{chunks},"
+          f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
+          f" {written()} episodes written ({args.episodes} requested; episodes ending in the same step are all kept),"
+          " open ones dropped.")
     print(cli.dataset_table(args.paths))
 
 

@@ -33,7 +33,7 @@ from tqdm import tqdm
 from isaaclab.app.sim_launcher import launch_simulation
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-from isaaclab_suspend.cli_types import device, existing_file, float_in, int_in
+from isaaclab_suspend.cli import device, existing_file, float_in, int_in
 from isaaclab_suspend.datasets import (
     MAX_REPLAY_ENVS,
     DatasetError,

@@ -47,7 +47,7 @@ CASES = [
     ("eval", ["--seed", "-1"], "argument --seed: -1 is out of range: must be >= 0"),
     ("eval", ["--latency", "garbage"], "Cannot parse latency 'garbage'"),
     ("eval", ["--latency", "-0.2"], "Latencies must be finite and >= 0"),
-    ("eval", ["--refill_threshold", "-1"], "argument --refill_threshold: -1 is out of range: must lie in [0, 1]"),
+    ("eval", ["--refill_threshold", "-1"], "argument --refill_threshold: -1 is out of range: must be a finite number in [0, 1]"),
     ("eval", ["--refill_threshold", "nan"], "argument --refill_threshold: nan is out of range"),
     ("eval", ["--timeline_envs", "-1"], "argument --timeline_envs: -1 is out of range"),
     ("eval", ["--timeline", "{under_file}/t.png"], "is a file, not a folder"),

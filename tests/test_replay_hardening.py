@@ -115,11 +115,11 @@ def test_corrupt_file_exits_2_naming_demo_and_field(case, dataset, script, tmp_p
 
 
 BAD_ARGUMENTS = {
-    ("--tolerance", "nan"): "argument --tolerance: nan is not a finite number in [0, inf]",
-    ("--tolerance", "inf"): "argument --tolerance: inf is not a finite number",
-    ("--tolerance", "-0.5"): "argument --tolerance: -0.5 is not a finite number in [0, inf]",
-    ("--num_envs", "0"): "argument --num_envs: 0 is not in [1, 16384]",
-    ("--num_envs", "99999999"): "argument --num_envs: 99999999 is not in [1, 16384]",
+    ("--tolerance", "nan"): "argument --tolerance: nan is out of range: must be a finite number >= 0",
+    ("--tolerance", "inf"): "argument --tolerance: inf is out of range: must be a finite number >= 0",
+    ("--tolerance", "-0.5"): "argument --tolerance: -0.5 is out of range: must be a finite number >= 0",
+    ("--num_envs", "0"): "argument --num_envs: 0 is out of range: must be in [1, 16384]",
+    ("--num_envs", "99999999"): "argument --num_envs: 99999999 is out of range: must be in [1, 16384]",
     ("--device", "cuda:7"): "argument --device: 'cuda:7'",
     ("--demos", "demo_0", "demo_9"): "has no demos ['demo_9']; it holds 2 demos",
     ("--task", "Isaac-Nope-v0"): "was recorded on task 'Isaac-Cartpole-Suspendable', not on 'Isaac-Nope-v0'",
@@ -157,4 +157,4 @@ def test_replay_cli_exit_codes_end_to_end(dataset, tmp_path):
     assert [process.returncode for process in processes] == [2, 2], nan_err + tolerance_err
     assert f"demo 'demo_1': '{STATE}' holds a non-finite value (nan) at sample 7" in nan_err
     assert "Traceback" not in nan_err and nan_err.strip().splitlines()[-1].startswith("replay.py: error:"), nan_err
-    assert "--tolerance: nan is not a finite number" in tolerance_err
+    assert "--tolerance: nan is out of range: must be a finite number" in tolerance_err

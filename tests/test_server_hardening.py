@@ -337,15 +337,15 @@ def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
 
 
 SERVE_ARGS = {
-    ("--port", "70000"): "argument --port: 70000 is not in [0, 65535]",
-    ("--chunk", "0"): "argument --chunk: 0 is not in [1, 4096]",
+    ("--port", "70000"): "argument --port: 70000 is out of range: must be in [0, 65535]",
+    ("--chunk", "0"): "argument --chunk: 0 is out of range: must be in [1, 4096]",
     ("--max_connections", "x"): "argument --max_connections: 'x' is not an integer",
-    ("--read_timeout", "nan"): "argument --read_timeout: nan is not a finite number in (0, 3600]",
-    ("--max_message_mb", "0"): "argument --max_message_mb: 0 is not a finite number in (0, 65536]",
+    ("--read_timeout", "nan"): "argument --read_timeout: nan is out of range: must be a finite number in (0, 3600]",
+    ("--max_message_mb", "0"): "argument --max_message_mb: 0 is out of range: must be a finite number in (0, 65536]",
     ("--checkpoint", "/nonexistent.pt"): "argument --checkpoint: '/nonexistent.pt' is not a readable file",
     ("--device", "tpu:0"): "argument --device: 'tpu:0'",
     ("--host", "0.0.0.0"): "beyond loopback, without a token",
-    ("--host", "203.0.113.1", "--insecure_no_token"): "serve_policy.py: error: [Errno 99]",
+    ("--host", "203.0.113.1", "--insecure_no_token"): "error: [Errno 99]",
 }
 
 

@@ -1,25 +1,41 @@
-"""Argument types with ranges and the env arguments every script shares: a bad value stops ``parse_args`` with
-exit status 2 and one line, before any env is built."""
+"""The scripts' argument types (ranges, files, devices, addresses, shards) and the env arguments every script
+shares: a bad value stops ``parse_args`` with exit status 2 and one line, before any env is built."""
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Callable
 
+import torch
+
 from ..policies.latency import LatencyCfg
-from ..policies.remote import RemoteChunkModelCfg
+from ..policies.remote_address import parse_address
+from ..shards import Shard
 
 
-def _number(kind: type, low: float, high: float = math.inf, what: str = "") -> Callable[[str], int | float]:
-    """An argparse type: ``kind(text)``, finite and within ``[low, high]``."""
+def _bound(value: float) -> str:
+    return f"{value:g}"
+
+
+def _number(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], int | float]:
+    """An argparse type: ``kind(text)``, finite and within ``[low, high]`` (``(low, high]`` with ``low_open``).
+
+    A bad value is a one-line usage error naming the range, e.g. ``0 is out of range: must be >= 1``.
+    """
+    if high == math.inf:
+        bounds = f"{'>' if low_open else '>='} {_bound(low)}"
+    else:
+        bounds = f"in {'(' if low_open else '['}{_bound(low)}, {_bound(high)}]"
+    what = f"must be {'a finite number ' if kind is float else ''}{bounds}"
 
     def parse(text: str) -> int | float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"'{text}' is not {'an integer' if kind is int else 'a number'}") from None
-        if not (low <= value <= high) or (kind is float and not math.isfinite(value)):
+        if not (low <= value <= high) or (low_open and value == low) or (kind is float and not math.isfinite(value)):
             raise argparse.ArgumentTypeError(f"{text} is out of range: {what}")
         return value
 
@@ -27,34 +43,77 @@ def _number(kind: type, low: float, high: float = math.inf, what: str = "") -> C
     return parse
 
 
-positive_int = _number(int, 1, what="must be >= 1")
+def int_in(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type: an integer in ``[low, high]`` (no upper bound when ``high`` is None)."""
+    return _number(int, low, math.inf if high is None else high)
+
+
+def float_in(low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite float in ``[low, high]`` (``(low, high]`` with ``low_open``)."""
+    return _number(float, low, high, low_open)
+
+
+positive_int = int_in(1)
 """An integer >= 1."""
-non_negative_int = _number(int, 0, what="must be >= 0")
+non_negative_int = int_in(0)
 """An integer >= 0."""
-non_negative_float = _number(float, 0.0, what="must be a finite number >= 0")
+non_negative_float = float_in(0.0)
 """A finite float >= 0."""
-fraction = _number(float, 0.0, 1.0, what="must lie in [0, 1]")
+fraction = float_in(0.0, 1.0)
 """A float in [0, 1]."""
 
 
-def _accepted_by(parse: Callable[[str], object], what: str) -> Callable[[str], str]:
-    """An argparse type: the text itself, once ``parse(text)`` accepts it (its ``ValueError`` is the message)."""
+def existing_file(text: str) -> str:
+    """An argparse type: the absolute path of a readable file."""
+    path = os.path.abspath(text)
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise argparse.ArgumentTypeError(f"'{path}' is not a readable file")
+    return path
 
-    def check(text: str) -> str:
+
+def device(text: str) -> str:
+    """An argparse type: a torch device this machine has (``cpu``, ``cuda``, ``cuda:1``)."""
+    try:
+        parsed = torch.device(text)
+    except RuntimeError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a torch device (e.g. cpu, cuda:0)") from None
+    if parsed.type not in ("cpu", "cuda"):
+        raise argparse.ArgumentTypeError(f"'{text}': only cpu and cuda devices are supported")
+    if parsed.type == "cuda" and (not torch.cuda.is_available() or (parsed.index or 0) >= torch.cuda.device_count()):
+        raise argparse.ArgumentTypeError(f"'{text}': this machine has {torch.cuda.device_count()} CUDA devices")
+    return text
+
+
+def _parsed_by(parse: Callable[[str], object], what: str, keep_text: bool = False) -> Callable[[str], object]:
+    """An argparse type: ``parse(text)`` (or, with ``keep_text``, the text itself once ``parse`` accepts it); its
+    ``ValueError`` is the message."""
+
+    def check(text: str) -> object:
         try:
-            parse(text)
+            value = parse(text)
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
-        return text
+        return text if keep_text else value
 
     check.__name__ = what
     return check
 
 
-latency = _accepted_by(LatencyCfg.parse, "latency")
+def _key_pair(text: str) -> tuple[str, str]:
+    key, _, path = text.partition("=")
+    if not key or not path:
+        raise ValueError(f"'{text}' is not OPENPI_KEY=PATH (e.g. observation/state=policy)")
+    return key, path
+
+
+latency = _parsed_by(LatencyCfg.parse, "latency", keep_text=True)
 """An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
-address = _accepted_by(RemoteChunkModelCfg.parse, "address")
-"""A ``host:port`` policy server address."""
+address = _parsed_by(parse_address, "address", keep_text=True)
+"""A policy server address: ``host:port`` or ``openpi://host:port``."""
+key_pair = _parsed_by(_key_pair, "key pair")
+"""``OPENPI_KEY=PATH`` as ``(key, path)``: an openpi request key and the env's observation path it holds."""
+shard = _parsed_by(Shard.parse, "shard")
+"""``I/K`` as a :class:`~isaaclab_suspend.shards.Shard`."""
 
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,

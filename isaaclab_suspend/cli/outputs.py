@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 import h5py
 from prettytable import PrettyTable
 
+from isaaclab.managers import DatasetExportMode
+
+from ..datasets import DatasetRecorderManagerCfg
 from ..managers.recorder_manager import dataset_file_paths
 
 if TYPE_CHECKING:
@@ -34,6 +37,22 @@ def check_writable(path: str, what: str) -> str:
     if not os.access(parent, os.W_OK | os.X_OK):
         raise ValueError(f"{what} '{path}': the folder '{parent}' is not writable; choose another path.")
     return path
+
+
+EXPORT_MODES = {
+    "all": DatasetExportMode.EXPORT_ALL,
+    "succeeded": DatasetExportMode.EXPORT_SUCCEEDED_ONLY,
+    "separate": DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES,
+}
+"""``--export`` choices of ``record.py``: Isaac Lab's export modes."""
+
+
+def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all") -> DatasetRecorderManagerCfg:
+    """The recorder of replayable HDF5 episodes (active env-steps only) into ``<stem><suffix>.hdf5`` beside
+    ``path`` (``<stem>.hdf5`` or ``<stem>``), exporting as :data:`EXPORT_MODES` ``[export]``."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return DatasetRecorderManagerCfg(dataset_export_dir_path=directory, dataset_filename=name.removesuffix(".hdf5")
+                                     + suffix, dataset_export_mode=EXPORT_MODES[export])
 
 
 def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str = "--output") -> list[str]:

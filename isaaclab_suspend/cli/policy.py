@@ -8,7 +8,9 @@ policy     chunk model                                                          
 ========== ===================================================================== ====================
 chunk      the task's embedded planner (its ``chunk_model_entry_point``)        ``--chunk`` (16)
 bc         a chunk policy of ``scripts/train_chunk_policy.py`` (``--checkpoint``) the checkpoint's
-remote     the policy served at ``--remote`` by ``scripts/serve_policy.py``     the server's
+remote     the policy served at ``--remote``: ``HOST:PORT`` of                  the server's (openpi:
+           ``scripts/serve_policy.py``, ``openpi://HOST:PORT`` of an openpi     ``--chunk`` or the
+           server (``--openpi_keys``, ``--prompt``)                             metadata's)
 checkpoint an rsl_rl / skrl actor (``--checkpoint``, default the shipped expert)  1 (closed loop)
 random     uniform actions in [-1, 1], no chunk model (``record.py``)           -
 ========== ===================================================================== ====================
@@ -26,11 +28,11 @@ import gymnasium as gym
 import torch
 
 from ..learning import load_chunk_policy
-from ..policies import AGGREGATORS, SCHEDULES, LatencyCfg, LatencyEmulator, RemoteChunkModel, RemoteChunkModelCfg
+from ..policies import AGGREGATORS, OPENPI_SCHEME, SCHEDULES, LatencyCfg, LatencyEmulator, connect_remote
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import shipped_checkpoint
-from .arguments import address, fraction, latency, positive_int
+from .arguments import address, fraction, key_pair, latency, positive_int
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
@@ -46,8 +48,8 @@ POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
 
 def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
                     latency_args: bool = False) -> None:
-    """``--policy --checkpoint --remote --chunk --schedule --aggregator --refill_threshold`` (and, if
-    ``latency_args``, ``--latency --virtual_latency``)."""
+    """``--policy --checkpoint --remote --openpi_keys --prompt --chunk --schedule --aggregator --refill_threshold``
+    (and, if ``latency_args``, ``--latency --virtual_latency``)."""
     parser.add_argument("--policy", default=None, choices=policies,
                         help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
                              " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")
@@ -55,7 +57,12 @@ def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] =
                         help="'bc': chunk policy checkpoint of scripts/train_chunk_policy.py; 'checkpoint': rsl_rl or"
                              " skrl checkpoint (default: the task's shipped expert)")
     parser.add_argument("--remote", default=None, type=address, metavar="HOST:PORT",
-                        help="'remote': address of a scripts/serve_policy.py server")
+                        help="'remote': address of a scripts/serve_policy.py server, or openpi://HOST:PORT of an"
+                             " openpi server (openpi's serve_policy.py, or ours with --protocol openpi)")
+    parser.add_argument("--openpi_keys", nargs="+", type=key_pair, default=None, metavar="OPENPI_KEY=PATH",
+                        help="--remote openpi://: observation paths (group or group/term) sent under openpi keys,"
+                             " e.g. observation/state=policy (default: the paths themselves)")
+    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
     parser.add_argument("--chunk", type=positive_int, default=None,
                         help=f"actions per chunk H (default {DEFAULT_CHUNK}; a trained or served policy's own H)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
@@ -79,6 +86,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--policy remote needs --remote HOST:PORT (a server of scripts/serve_policy.py)")
     if args.remote is not None and args.policy != "remote":
         parser.error("--remote needs --policy remote")
+    if (args.openpi_keys or args.prompt is not None) and not (args.remote or "").startswith(OPENPI_SCHEME):
+        parser.error(f"--openpi_keys and --prompt are options of --remote {OPENPI_SCHEME}HOST:PORT")
     if args.policy == "bc" and args.checkpoint is None:
         parser.error("--policy bc needs --checkpoint (a chunk policy checkpoint of scripts/train_chunk_policy.py)")
     if args.checkpoint is not None and args.policy not in ("bc", "checkpoint"):
@@ -89,7 +98,7 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             args.model = load_chunk_policy(args.checkpoint, args.device)
             args.task = args.task or args.model.task or None
         elif args.policy == "remote":
-            args.model = RemoteChunkModel(RemoteChunkModelCfg.parse(args.remote))
+            args.model = connect_remote(args.remote, args.chunk, dict(args.openpi_keys or ()), args.prompt)
             args.task = args.task or args.model.metadata.get("task")
         args.task = args.task or DEFAULT_TASK
         if args.task not in gym.registry:

@@ -12,7 +12,7 @@ import torch
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
-from ..managers.episode_buffers import flatten_tree
+from ..tensor_tree import flatten_tree
 
 StatePath = tuple[str, ...]
 """Path of one state tensor in a scene state, e.g. ``("articulation", "robot", "joint_position")``."""

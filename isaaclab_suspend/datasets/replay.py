@@ -11,7 +11,7 @@ import torch
 
 from isaaclab.managers import EventTermCfg
 
-from ..managers.episode_buffers import flatten_tree, unflatten_tree
+from ..tensor_tree import flatten_tree, unflatten_tree
 from ..utils import make_env_cfg
 from .reader import DatasetError, DatasetReader, Demo, StatePath, available_memory_bytes
 

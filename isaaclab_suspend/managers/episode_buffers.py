@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import torch
 import warp as wp
+
+from ..tensor_tree import flatten_tree, unflatten_tree
 
 EpisodeTree = dict[str, "torch.Tensor | EpisodeTree"]
 """A nested dict of tensors, as Isaac Lab's recorder terms return them and :class:`EpisodeData` stores them."""
@@ -263,30 +265,6 @@ class EpisodeBuffers:
         return stream
 
 
-def flatten_tree(
-    value: torch.Tensor | wp.array | Mapping, path: tuple[str, ...] = ()
-) -> Iterator[tuple[tuple[str, ...], torch.Tensor]]:
-    """Leaves of a nested dict of tensors (warp arrays are viewed as tensors), with their key paths."""
-    if isinstance(value, Mapping):
-        for key, sub in value.items():
-            yield from flatten_tree(sub, (*path, key))
-    elif isinstance(value, wp.array):
-        yield path, wp.to_torch(value)
-    else:
-        yield path, value
-
-
 def _leaves(value: torch.Tensor | wp.array | Mapping) -> dict[tuple[str, ...], torch.Tensor]:
     """The leaves of a recorded value by path (a plain tensor, the common case, without walking a tree)."""
     return {(): value} if isinstance(value, torch.Tensor) else dict(flatten_tree(value))
-
-
-def unflatten_tree(leaves: Mapping[tuple[str, ...], torch.Tensor]) -> EpisodeTree:
-    """The nested dict of tensors whose leaves and key paths are ``leaves`` (the inverse of :func:`flatten_tree`)."""
-    tree: EpisodeTree = {}
-    for path, value in leaves.items():
-        node = tree
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = value
-    return tree

@@ -23,7 +23,7 @@ from .model import ChunkModel
 from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
 from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
-from .remote_address import add_openpi_arguments, connect_remote, parse_key_pairs
+from .remote_address import OPENPI_SCHEME, connect_remote, parse_address
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 from .wire import ProtocolError, WireLimitsCfg
 
@@ -67,6 +67,7 @@ __all__ = [
     "InferenceCostModel",
     "LatencyCfg",
     "LatencyEmulator",
+    "OPENPI_SCHEME",
     "OpenpiChunkModel",
     "OpenpiChunkModelCfg",
     "OpenpiPolicyServer",
@@ -83,12 +84,11 @@ __all__ = [
     "SchedulePlan",
     "StepStatus",
     "WireLimitsCfg",
-    "add_openpi_arguments",
     "blend",
     "connect_remote",
     "make_default_model",
     "make_schedule",
-    "parse_key_pairs",
+    "parse_address",
     "plot_timelines",
     "replace",
     "resolve_aggregator",

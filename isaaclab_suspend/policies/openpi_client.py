@@ -10,6 +10,7 @@ are stacked in ``env_ids`` order.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -21,9 +22,9 @@ from websockets.asyncio.client import ClientConnection, connect
 
 from isaaclab.utils import configclass
 
+from ..tensor_tree import flatten_names
 from . import msgpack_arrays
-from .remote import RemoteChunkModel
-from .wire import flatten
+from .remote import TOKEN_ENV, RemoteChunkModel
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -95,7 +96,7 @@ class OpenpiChunkModel:
         Raises:
             KeyError: If an observation path of ``cfg.keys`` is not in ``obs_rows``.
         """
-        flat = {path: value.detach().cpu().numpy() for path, value in flatten(obs_rows).items()}
+        flat = {path: value.detach().cpu().numpy() for path, value in flatten_names(obs_rows).items()}
         keys = self.cfg.keys or {path: path for path in flat}
         missing = sorted(set(keys.values()) - set(flat))
         if missing:
@@ -148,8 +149,10 @@ class OpenpiChunkModel:
 
     async def _connect(self) -> tuple[ClientConnection, object]:
         try:
+            token = self.cfg.token or os.environ.get(TOKEN_ENV)
             connection = await connect(f"ws://{self._address}", compression=None,
-                                       open_timeout=self.cfg.connect_timeout_s, max_size=self.cfg.max_message_bytes)
+                                       open_timeout=self.cfg.connect_timeout_s, max_size=self.cfg.max_message_bytes,
+                                       additional_headers={"Authorization": f"Api-Key {token}"} if token else None)
         except (OSError, TimeoutError, websockets.InvalidHandshake) as err:
             raise ConnectionError(
                 f"No openpi policy server at {self._address} ({type(err).__name__}: {err}): start one, e.g."
@@ -232,6 +235,8 @@ class OpenpiChunkModelCfg:
     "policy"}``; None: every observation path under its own name."""
     prompt: str | None = None
     """Text sent as ``prompt`` with every observation (None: no prompt)."""
+    token: str | None = None
+    """Token the server requires, sent as openpi's ``api_key`` (None: ``$ISAACLAB_SUSPEND_POLICY_TOKEN`` if set)."""
     connections: int = 64
     """Most connections open at once, hence most requests in flight; a batch of more rows queues for them."""
     timeout_s: float = 30.0

@@ -5,6 +5,9 @@ The protocol is openpi's ``WebsocketPolicyServer``'s: on connect the server send
 metadata; each binary frame is then ONE observation (no batch dim) in :mod:`.msgpack_arrays` encoding, answered
 with ``{"actions": (H, action_dim), "server_timing": {...}, "policy_timing": {...}}``; an error is sent back as
 the traceback in a text frame, then the connection is closed with code 1011. ``GET /healthz`` answers 200.
+With :attr:`~PolicyServerCfg.token` set, a handshake must carry ``Authorization: Api-Key <token>`` (what
+``WebsocketClientPolicy(api_key=...)`` sends), else it is refused with 401; the wire limits, connection cap,
+time-outs and the loopback rule are :class:`PolicyServerCfg`'s.
 
 A request's keys are observation paths of the model (``group`` or ``group/term``; e.g. ``{"policy": float32
 (obs_dim,)}`` for Cartpole), or openpi keys renamed by :attr:`OpenpiPolicyServerCfg.keys`. Strings (the
@@ -15,6 +18,7 @@ A request's keys are observation paths of the model (``group`` or ``group/term``
 from __future__ import annotations
 
 import asyncio
+import hmac
 import http
 import threading
 import time
@@ -30,11 +34,11 @@ from websockets.http11 import Request, Response
 
 from isaaclab.utils import configclass
 
+from ..tensor_tree import flatten_names, unflatten_names
 from . import msgpack_arrays
 from .batching import BatchingCfg, BatchingChunkModel
 from .model import ChunkModel
 from .remote import PolicyServerCfg
-from .wire import flatten, unflatten
 
 
 class OpenpiPolicyServer:
@@ -48,6 +52,7 @@ class OpenpiPolicyServer:
     """
 
     def __init__(self, model: ChunkModel, cfg: OpenpiPolicyServerCfg):
+        cfg.validate()
         self.cfg = cfg
         """The server configuration."""
         self.batcher = BatchingChunkModel(model, cfg.batching or BatchingCfg(max_wait_s=0.0, max_rows=1))
@@ -61,6 +66,12 @@ class OpenpiPolicyServer:
             self._server = self._run(self._listen())
         except BaseException:
             self._stop_loop()
+            self.batcher.close()
+            raise
+        try:
+            cfg.check_exposure(self.address[0])
+        except ValueError:
+            self.close()
             raise
 
     @property
@@ -100,7 +111,8 @@ class OpenpiPolicyServer:
 
     async def _listen(self):
         return await serve(self._handle, self.cfg.host, self.cfg.port, compression=None,
-                           max_size=self.cfg.limits.max_message_bytes, process_request=self._process_request)
+                           max_size=self.cfg.limits.max_message_bytes, open_timeout=self.cfg.read_timeout_s,
+                           backlog=self.cfg.backlog, process_request=self._process_request)
 
     def _run(self, coroutine):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result()
@@ -111,9 +123,14 @@ class OpenpiPolicyServer:
         self._stopped.set()
 
     def _process_request(self, connection: ServerConnection, request: Request) -> Response | None:
-        """``/healthz`` answers 200; beyond ``max_connections`` clients a handshake is refused with 503."""
+        """``/healthz`` answers 200; a handshake without the token is refused with 401, beyond ``max_connections``
+        clients with 503."""
         if request.path == "/healthz":
             return connection.respond(http.HTTPStatus.OK, "OK\n")
+        if self.cfg.token:
+            sent = request.headers.get("Authorization", "").encode()
+            if not hmac.compare_digest(sent, f"Api-Key {self.cfg.token}".encode()):
+                return connection.respond(http.HTTPStatus.UNAUTHORIZED, "Wrong or missing token (api_key).\n")
         if self._connections >= self.cfg.max_connections:
             return connection.respond(http.HTTPStatus.SERVICE_UNAVAILABLE,
                                       f"The server holds its maximum of {self.cfg.max_connections} connections.\n")
@@ -167,7 +184,7 @@ class OpenpiPolicyServer:
             KeyError: If a key of ``cfg.keys`` is missing.
             ValueError: If nothing in the observation is an array or a number.
         """
-        flat = flatten(observation)
+        flat = flatten_names(observation)
         if self.cfg.keys:
             missing = sorted(set(self.cfg.keys) - set(flat))
             if missing:
@@ -177,7 +194,7 @@ class OpenpiPolicyServer:
                 for path, value in flat.items() if not isinstance(value, (str, bytes))}
         if not rows:
             raise ValueError(f"The observation holds no arrays (keys {sorted(flat)}).")
-        return unflatten(rows)
+        return unflatten_names(rows)
 
 
 @configclass

@@ -134,13 +134,7 @@ class PolicyServer:
         self._server = _TCPServer(self, cfg)
         try:
             self._server.server_bind()
-            host = self.address[0]
-            if not cfg.token and not cfg.insecure_no_token and not _is_loopback(host):
-                raise ValueError(
-                    f"The policy server would listen on {host}, beyond loopback, without a token: set"
-                    f" PolicyServerCfg.token (serve_policy.py: ${TOKEN_ENV} or --token_file), or"
-                    " insecure_no_token=True (--insecure_no_token) on a trusted network."
-                )
+            cfg.check_exposure(self.address[0])
             self._server.server_activate()
         except BaseException:
             self._server.server_close()
@@ -331,6 +325,16 @@ class PolicyServerCfg:
                 raise ValueError(f"PolicyServerCfg.{name} must be a positive number of seconds, got {value!r}.")
         if self.token is not None and (not isinstance(self.token, str) or not self.token):
             raise ValueError("PolicyServerCfg.token must be a non-empty string or None.")
+
+    def check_exposure(self, host: str) -> None:
+        """Raise a ``ValueError`` if a server bound to ``host`` would listen beyond loopback without a token (and
+        :attr:`insecure_no_token` is not set)."""
+        if not self.token and not self.insecure_no_token and not _is_loopback(host):
+            raise ValueError(
+                f"The policy server would listen on {host}, beyond loopback, without a token: set"
+                f" PolicyServerCfg.token (serve_policy.py: ${TOKEN_ENV} or --token_file), or"
+                " insecure_no_token=True (--insecure_no_token) on a trusted network."
+            )
 
 
 class RemoteChunkModel:

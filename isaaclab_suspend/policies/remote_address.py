@@ -1,8 +1,6 @@
-"""One address option for every served policy: ``host:port`` (the project's protocol) or ``openpi://host:port``."""
+"""One address for every served policy: ``host:port`` (the project's protocol) or ``openpi://host:port``."""
 
 from __future__ import annotations
-
-import argparse
 
 from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
 from .remote import RemoteChunkModel, RemoteChunkModelCfg
@@ -11,28 +9,15 @@ OPENPI_SCHEME = "openpi://"
 """Prefix of the address of a server speaking openpi's websocket protocol."""
 
 
-def add_openpi_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--openpi_keys`` and ``--prompt``, the options of ``--remote openpi://HOST:PORT``, to a script's parser
-    (read them with :func:`parse_key_pairs` and pass them to :func:`connect_remote`)."""
-    parser.add_argument("--openpi_keys", nargs="+", default=None, metavar="OPENPI_KEY=PATH",
-                        help="--remote openpi://: observation paths sent under openpi keys (default: the paths)")
-    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
-
-
-def parse_key_pairs(items) -> dict[str, str]:
-    """``["observation/state=policy", ...]`` as ``{"observation/state": "policy", ...}``.
+def parse_address(address: str) -> RemoteChunkModelCfg | OpenpiChunkModelCfg:
+    """The client cfg of the server at ``address`` (nothing is connected).
 
     Raises:
-        ValueError: If an item is not ``OPENPI_KEY=PATH``.
+        ValueError: If ``address`` is neither ``host:port`` nor ``openpi://host:port``.
     """
-    pairs = {}
-    for item in items:
-        key, _, path = item.partition("=")
-        if not key or not path:
-            raise ValueError(f"Observation keys are OPENPI_KEY=PATH pairs (e.g. observation/state=policy), got"
-                             f" '{item}'.")
-        pairs[key] = path
-    return pairs
+    if address.startswith(OPENPI_SCHEME):
+        return OpenpiChunkModelCfg.parse(address)
+    return RemoteChunkModelCfg.parse(address)
 
 
 def connect_remote(address: str, chunk_length: int | None = None, keys: dict[str, str] | None = None,
@@ -49,9 +34,10 @@ def connect_remote(address: str, chunk_length: int | None = None, keys: dict[str
         ValueError: If the address is malformed, or openpi options are given for the project's protocol.
         ConnectionError, TimeoutError, RuntimeError: If no compatible server answers (see each model).
     """
-    if address.startswith(OPENPI_SCHEME):
-        return OpenpiChunkModel(OpenpiChunkModelCfg.parse(address, chunk_length=chunk_length, keys=keys or None,
-                                                          prompt=prompt))
+    cfg = parse_address(address)
+    if isinstance(cfg, OpenpiChunkModelCfg):
+        cfg.chunk_length, cfg.keys, cfg.prompt = chunk_length, keys or None, prompt
+        return OpenpiChunkModel(cfg)
     if keys or prompt is not None:
-        raise ValueError(f"Observation keys and a prompt are openpi options: use --remote openpi://{address}.")
-    return RemoteChunkModel(RemoteChunkModelCfg.parse(address))
+        raise ValueError(f"Observation keys and a prompt are openpi options: use --remote {OPENPI_SCHEME}{address}.")
+    return RemoteChunkModel(cfg)

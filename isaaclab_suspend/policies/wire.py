@@ -23,6 +23,8 @@ import torch
 
 from isaaclab.utils import configclass
 
+from ..tensor_tree import flatten_names, unflatten_names
+
 _LENGTH = struct.Struct(">I")
 
 ALLOWED_DTYPES = frozenset(np.dtype(t).str for t in (
@@ -117,33 +119,9 @@ def check_array_specs(specs: object, limits: WireLimitsCfg, budget: int) -> list
     return checked
 
 
-def flatten(tree: Mapping, prefix: str = "") -> dict[str, torch.Tensor]:
-    """Nested groups of tensors as one dict named ``group/term``."""
-    flat = {}
-    for key, value in tree.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, Mapping):
-            flat.update(flatten(value, f"{name}/"))
-        else:
-            flat[name] = value
-    return flat
-
-
-def unflatten(flat: Mapping[str, torch.Tensor]) -> dict:
-    """The inverse of :func:`flatten`."""
-    tree: dict = {}
-    for name, value in flat.items():
-        *groups, leaf = name.split("/")
-        node = tree
-        for group in groups:
-            node = node.setdefault(group, {})
-        node[leaf] = value
-    return tree
-
-
 def encode_message(header: dict, arrays: Mapping[str, torch.Tensor] | None = None) -> bytes:
     """``header`` and the (possibly nested) ``arrays`` as the bytes of one message."""
-    arrays = {name: value.detach().cpu().contiguous().numpy() for name, value in flatten(arrays or {}).items()}
+    arrays = {name: value.detach().cpu().contiguous().numpy() for name, value in flatten_names(arrays or {}).items()}
     header = {**header, "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()]}
     encoded = json.dumps(header).encode()
     return b"".join([_LENGTH.pack(len(encoded)), encoded, *(a.tobytes() for a in arrays.values())])
@@ -215,4 +193,4 @@ def receive_message(
     for name, dtype, shape in specs:
         data = receive_exactly(sock, dtype.itemsize * math.prod(shape), deadline)
         arrays[name] = torch.from_numpy(np.frombuffer(data, dtype=dtype).reshape(shape)).to(device)
-    return header, unflatten(arrays)
+    return header, unflatten_names(arrays)

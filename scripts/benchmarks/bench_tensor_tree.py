@@ -24,7 +24,7 @@ from prettytable import PrettyTable
 from tensordict import TensorDict
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.tensor_tree import flatten_tree, select_rows, unflatten_tree
+from isaaclab_suspend.tensor_tree import flatten_names, flatten_tree, select_rows, unflatten_tree
 
 
 def observation(num_envs: int) -> dict:
@@ -35,7 +35,7 @@ def observation(num_envs: int) -> dict:
 
 def candidates(obs: dict, env_ids: torch.Tensor) -> dict[str, tuple[Callable, Callable]]:
     """Per operation: (hand-written, tensordict), each returning plain dicts as the callers need them."""
-    n, flat = len(next(iter(obs.values()))), {"/".join(path): value for path, value in flatten_tree(obs)}
+    n, flat = len(next(iter(obs.values()))), flatten_names(obs)
     paths = dict(flatten_tree(obs))
     return {
         "select rows": (lambda: select_rows(obs, env_ids),
@@ -43,7 +43,7 @@ def candidates(obs: dict, env_ids: torch.Tensor) -> dict[str, tuple[Callable, Ca
         "select rows (apply)": (lambda: select_rows(obs, env_ids),
                                 lambda: TensorDict(obs, batch_size=[n]).apply(
                                     lambda t: t.index_select(0, env_ids), batch_size=[len(env_ids)]).to_dict()),
-        "flatten": (lambda: {"/".join(path): value for path, value in flatten_tree(obs)},
+        "flatten": (lambda: flatten_names(obs),
                     lambda: TensorDict(obs, batch_size=[]).flatten_keys("/").to_dict()),
         "unflatten": (lambda: unflatten_tree(paths),
                       lambda: TensorDict(flat, batch_size=[]).unflatten_keys("/").to_dict()),

@@ -1,0 +1,54 @@
+"""``--shard I/K`` (and ``--results``): one run split into K processes, merged by ``scripts/merge_shards.py``.
+
+Shard ``i/K`` runs with seed ``seed + i`` and writes ``<stem>-shard<i>of<K><ext>`` files; a recording shard writes
+its part of ``--episodes`` (see :mod:`isaaclab_suspend.shards`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from ..shards import Shard
+from .arguments import shard
+
+
+def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:
+    """``--shard`` and, if ``results``, ``--results``."""
+    parser.add_argument("--shard", type=shard, default=Shard(), metavar="I/K",
+                        help="run shard I of K (0 <= I < K): seed + I, files <stem>-shardIofK.* (merge them with"
+                             " scripts/merge_shards.py)")
+    if results:
+        parser.add_argument("--results", default=None,
+                            help="JSON file of the figures per schedule (scripts/merge_shards.py merges the shards')")
+
+
+def apply_shard(parser: argparse.ArgumentParser, args: argparse.Namespace, files: tuple[str, ...] = (),
+                episodes: bool = False) -> None:
+    """Give ``args`` the shard's seed, its name of each file argument in ``files`` and, if ``episodes``, its part
+    of ``args.episodes`` (``parser.error`` if that is none)."""
+    if args.seed is not None:
+        args.seed = args.shard.seed(args.seed)
+    for name in files:
+        if getattr(args, name):
+            setattr(args, name, args.shard.path(getattr(args, name)))
+    if episodes:
+        if args.episodes < args.shard.count:
+            parser.error(f"--episodes {args.episodes} leaves shard {args.shard.index}/{args.shard.count} no episode:"
+                         " record at least one episode per shard")
+        args.episodes = args.shard.episodes(args.episodes)
+
+
+def describe_shard(args: argparse.Namespace) -> str:
+    """``", shard i/K"`` for the scripts' reports (empty for one shard)."""
+    return f", shard {args.shard.index}/{args.shard.count}" if args.shard.count > 1 else ""
+
+
+def write_results(path: str, header: str, results: dict) -> str:
+    """Write ``{"header": header, "schedules": results}`` as JSON to ``path``; returns its absolute path."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as file:
+        json.dump({"header": header, "schedules": results}, file, indent=1)
+    return path
