@@ -32,6 +32,7 @@ from isaaclab_suspend.policies import (
     make_default_model,
 )
 from isaaclab_suspend.policies import WireLimitsCfg, msgpack_arrays
+from isaaclab_suspend.policies.remote import TOKEN_ENV
 from isaaclab_suspend.utils import open_env
 
 H = 8
@@ -117,6 +118,32 @@ def test_server_answers_the_real_openpi_client():
         with pytest.raises(websockets.ConnectionClosed) as closed:  # no request for idle_timeout_s
             connection.recv(timeout=10)
         assert closed.value.rcvd.code == CloseCode.NORMAL_CLOSURE and "idle" in closed.value.rcvd.reason
+
+
+def test_server_takes_the_token_as_openpi_api_key_and_keeps_to_loopback_without_one(monkeypatch):
+    """The hardened server's rules on openpi's protocol: the token is the real client's ``api_key`` (our chunk
+    model sends ``$ISAACLAB_SUSPEND_POLICY_TOKEN``), a handshake without it is refused with 401, and a server
+    beyond loopback needs a token."""
+    model = make_default_model(TASK, H)
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    cfg = OpenpiPolicyServerCfg(port=0, chunk_length=H, action_dim=1, task=TASK, token="s3cret")
+    with OpenpiPolicyServer(model, cfg) as server:
+        host, port = server.address
+        state = {"policy": np.zeros(4, np.float32)}
+        assert WebsocketClientPolicy(host, port, api_key="s3cret").infer(state)["actions"].shape == (H, 1)
+        for api_key in (None, "wrong"):
+            with pytest.raises(websockets.InvalidStatus, match="401"):
+                WebsocketClientPolicy(host, port, api_key=api_key)
+        with pytest.raises(ConnectionError, match="401"):
+            _client(server, chunk_length=H)
+        monkeypatch.setenv(TOKEN_ENV, "s3cret")
+        client = _client(server, chunk_length=H)
+        assert client({"policy": torch.zeros(2, 4)}, torch.arange(2)).shape == (2, H, 1)
+        client.close()
+    with pytest.raises(ValueError, match="beyond loopback, without a token"):
+        OpenpiPolicyServer(model, OpenpiPolicyServerCfg(host="0.0.0.0", port=0, token=None))
+    with pytest.raises(ValueError, match="must be a positive"):
+        OpenpiPolicyServer(model, OpenpiPolicyServerCfg(port=0, max_connections=0))
 
 
 def test_chunk_model_sends_one_observation_per_env_concurrently_in_order():
