@@ -345,6 +345,11 @@ SERVE_ARGS = {
     ("--checkpoint", "/nonexistent.pt"): "argument --checkpoint: '/nonexistent.pt' is not a readable file",
     ("--device", "tpu:0"): "argument --device: 'tpu:0'",
     ("--host", "0.0.0.0"): "beyond loopback, without a token",
+    ("--protocol", "openpi", "--host", "0.0.0.0"): "beyond loopback, without a token",
+    ("--keys", "observation/state=policy"): "--keys needs --protocol openpi",
+    ("--protocol", "openpi", "--keys", "state"): "argument --keys: 'state' is not OPENPI_KEY=PATH",
+    ("--expert", "--checkpoint", __file__): "--checkpoint and --expert both name the policy",
+    ("--batch_wait_ms", "-1"): "argument --batch_wait_ms: -1 is out of range",
     ("--host", "203.0.113.1", "--insecure_no_token"): "error: [Errno 99]",
 }
 
