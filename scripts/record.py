@@ -102,7 +102,7 @@ def record(args: argparse.Namespace) -> None:
     if written() < args.episodes:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {written()} of {args.episodes} episodes written.")
     chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
-    print(f"\n{args.task}{cli.describe_shard(args)}: {args.num_envs} envs, policy {cli.describe_policy(args)}{chunks},"
+    print(f"\n{args.task}{cli.describe_shard(args)}: {args.num_envs} envs, {cli.describe_policy(args)}{chunks},"
           f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
           f" {written()} episodes written ({args.episodes} requested; episodes ending in the same step are all kept),"
           " open ones dropped.")

@@ -149,7 +149,7 @@ def describe_policy(args: argparse.Namespace) -> str:
     """The policy of the resolved ``args`` in a few words, for the scripts' reports."""
     return {"chunk": "embedded model", "bc": f"chunk policy {args.checkpoint}",
             "remote": f"remote policy {args.remote}", "checkpoint": f"checkpoint {args.checkpoint}",
-            "random": "random"}[args.policy]
+            "random": "random actions"}[args.policy]
 
 
 class RandomPolicy:
