@@ -207,6 +207,7 @@ def main(read_fd: int, write_fd: int) -> None:
     writer = None
     try:
         writer = _Writer(conn_in, conn_out, conn_in.recv())
+        writer.answer(("opened",))
         writer.run()
     except BaseException as err:  # noqa: BLE001 - reported to the recording process
         code = err.errno if isinstance(err, OSError) else None

@@ -145,6 +145,9 @@ class EpisodeWriter:
             compression = {"default": _options(cfg.compression), "uint8": _options(cfg.uint8_compression),
                            "by_key": {key: _options(c) for key, c in cfg.compression_by_key.items()}}
         self._send_message(("open", paths, env_name, compression))
+        # the file exists when the recorder does (as with Isaac Lab's), and a path that cannot be created fails here
+        if self._receive(wait=True) != "opened":
+            self._raise_error()
 
     def written_count(self, success: bool, env_id: int | None = None) -> int:
         """Episodes of that success flushed (or dropped by the export mode), of ``env_id`` or of all envs."""
