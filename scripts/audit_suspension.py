@@ -123,6 +123,7 @@ def main() -> int:
 
     table = PrettyTable(["env", "quantity", "first active step", "max error", "likely cause"])
     table.align["quantity"] = "l"
+    scratch: set[str] = set()
     for e in range(args.num_envs):
         first: dict[str, tuple[int, float]] = {}
         for i, state in enumerate(ours[e]):
@@ -134,12 +135,20 @@ def main() -> int:
                     first[name] = (step, max(worst, error))
         cause = "shared random generator" if drawn else "leak"
         for name, (step, error) in sorted(first.items(), key=lambda x: x[1][0]):
-            table.add_row([e, name, step, f"{error:.3g}", cause])
+            if step >= args.suspend_at:
+                table.add_row([e, name, step, f"{error:.3g}", cause])
+            elif name.startswith("state."):  # both runs did the same so far: memory nothing wrote yet
+                scratch.add(name)
+            else:
+                table.add_row([e, name, step, f"{error:.3g}", "nondeterministic (before the suspension)"])
     compared = len(reference[0][0])
     print(f"Task {args.task}: env {args.env} suspended at step {args.suspend_at} for {args.suspend_steps} steps,"
           f" {args.num_envs} envs, {args.steps} steps, {compared} quantities per env and step.")
     print("Global torch generator drawn after suspension by: " + (", ".join(f"{k} ({v} steps)" for k, v in drawn.items())
                                                                   or "nothing (a divergence is a leak)"))
+    if scratch:
+        print("Not compared: buffers that already differ before the suspension, where both runs did the same (scratch"
+              " memory allocated uninitialized, e.g. Warp's wp.empty): " + ", ".join(sorted(scratch)))
     if not table.rows:
         print("No divergence: suspended-then-resumed envs retrace the never-suspended run bit for bit.")
         return 0

@@ -60,12 +60,6 @@ def test_suspended_images_are_frozen(runs):
     assert torch.equal(frozen, images[SUSPEND_AT, SUSPENDED].unsqueeze(0).expand_as(frozen))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="image_rgb's frame stack (a CircularBuffer inside the class-based term) is pushed with the frozen frame "
-    "while suspended, so a resumed env's stack holds that frame twice; the suspension manager must freeze "
-    "class-based observation terms' buffers",
-)
 def test_resumed_images_equal_never_suspended_run(runs):
     (reference, _), (images, active) = runs
     for env_id in range(NUM_ENVS):

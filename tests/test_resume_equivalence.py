@@ -33,7 +33,7 @@ def _rollout(task: str, preset: str, suspend: bool, **attrs) -> dict[str, torch.
     if "PushCube" in task:
         # interval events draw from the shared RNG at schedule-dependent times; success would end the window
         attrs.update(events__nudge_cube=None, terminations__success=None)
-        if preset == "newton_featherstone":  # the cube is thrown up there (test_physics_presets.py)
+        if preset == "newton_featherstone":  # the shipped expert, trained on MuJoCo-Warp, pushes past x = 2.5 there
             attrs.update(terminations__cube_out_of_bounds=None)
     with open_env(task, NUM_ENVS, overrides=[f"presets={preset}"], **attrs) as env:
         if "PushCube" in task:  # the shipped expert: a closed-loop, state-only policy that pushes the cube

@@ -3,6 +3,7 @@
 import torch
 
 from isaaclab.utils.buffers import CircularBuffer, DelayBuffer
+from isaaclab.utils.images import CameraFrameStack
 
 from isaaclab_suspend.managers import discover
 
@@ -20,6 +21,8 @@ class _Part:
         self.nested = {"timers": [torch.zeros(N)]}
         self.history = CircularBuffer(max_len=3, batch_size=N, device="cpu")
         self.delay = DelayBuffer(history_length=2, batch_size=N, device="cpu")
+        # a class-based image term's frame stack: a ring stacked along the channel dim keeps its envs on dim 0
+        self.frames = CameraFrameStack(N, "cpu", frame_stack=3)
 
 
 def test_discovers_layouts_and_names_what_it_cannot_classify():
@@ -31,6 +34,8 @@ def test_discovers_layouts_and_names_what_it_cannot_classify():
     assert layouts["part.nested.timers.0"] == ("rows", 0, 1)
     assert layouts["part.history._buffer"] == ("dim1", 1, 1)  # allocated on the first append
     assert layouts["part.delay._buffer"] == ("ring", 1, 1)
+    assert layouts["part.frames._buffer._buffer"] == ("rows", 0, 1)
+    assert layouts["part.frames._buffer._num_pushes"] == ("rows", 0, 1)
     assert "part.constant" not in layouts
     assert set(unknown) == {"part.odd", "part.flat", "part.flat_per_env"}
     # getters re-resolve the path: an owner that rebinds its buffer is followed
@@ -39,3 +44,5 @@ def test_discovers_layouts_and_names_what_it_cannot_classify():
     assert getter() is part.rows
     part.history.append(torch.ones(N, 2))
     assert next(f for f in found if f.name == "part.history._buffer").getter().shape == (3, N, 2)
+    part.frames(torch.zeros(N, 4, 4, 3, dtype=torch.uint8))
+    assert next(f for f in found if f.name == "part.frames._buffer._buffer").getter().shape == (N, 4, 4, 3, 3)

@@ -23,7 +23,7 @@ from isaaclab_suspend.assets import CUBE_USD, GROUND_USD, PUSHER_USD
 from isaaclab_suspend.assets.params import CUBE, PUSHER
 from isaaclab_suspend.envs.suspendable_env_cfg import SuspendCfg
 
-from ..physics_cfg import NewtonPhysicsCfg
+from ..physics_cfg import ContactPhysicsCfg
 from . import mdp
 
 CUBE_START_X = 0.4
@@ -135,4 +135,4 @@ class PushCubeEnvCfg(ManagerBasedRLEnvCfg):
         self.episode_length_s = 5.0
         self.sim.dt = 1 / 120
         self.sim.render_interval = self.decimation
-        self.sim.physics = NewtonPhysicsCfg()
+        self.sim.physics = ContactPhysicsCfg()
