@@ -70,9 +70,8 @@ def _script(path: str):
 def test_hold_records_junk_and_global_clock_none(tmp_path):
     """The same desynchronised push-cube recording under both schedules (record.py): hold's episodes that start
     mid-chunk open with samples of the held zero action; global_clock's envs wait suspended and record none.
-    Junk is counted as bench_junk_bc.py counts it, from the file."""
+    Junk is counted as bench_junk_bc.py counts it, from the file (ChunkDataset.junk)."""
     record = _script("record.py")
-    junk_samples = _script("benchmarks/bench_junk_bc.py").junk_samples
     junk = {}
     for schedule in ("hold", "global_clock"):
         output = tmp_path / f"{schedule}.hdf5"
@@ -81,7 +80,7 @@ def test_hold_records_junk_and_global_clock_none(tmp_path):
         assert record.main(args) == 0
         dataset = ChunkDataset(str(output), H)
         assert len(dataset.episode_lengths) >= 8
-        junk[schedule] = junk_samples(dataset)
+        junk[schedule] = dataset.junk()
     samples, episodes = junk["hold"]
     assert episodes >= 2 and samples >= 2 * episodes, junk
     assert junk["global_clock"] == (0, 0), junk

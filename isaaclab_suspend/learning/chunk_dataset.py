@@ -85,6 +85,13 @@ class ChunkDataset:
         """Action dim."""
         return self.actions.shape[1]
 
+    def junk(self) -> tuple[int, int]:
+        """Junk samples and junk episodes: the leading exactly-zero actions of each demo (an env reset mid-chunk
+        under ``hold`` records the zero action it holds until the next tick)."""
+        zero = (self.actions == 0).all(dim=1)
+        leading = torch.stack([z.long().cumprod(0).sum() for z in zero.split(self.episode_lengths.tolist())])
+        return int(leading.sum()), int((leading > 0).sum())
+
     def inputs(self, index: torch.Tensor, device: str | torch.device) -> torch.Tensor:
         """The network inputs of samples ``index``: their observations. Shape: (B, obs_dim)."""
         return self.obs[index].to(device)

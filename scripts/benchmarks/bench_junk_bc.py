@@ -44,19 +44,19 @@ SCHEDULES = ("hold", "global_clock")
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=tasks_with_chunk_model())
-    parser.add_argument("--num_envs", type=int, default=16, help="envs of the recordings")
-    parser.add_argument("--episodes", type=int, default=64, help="demos kept in each dataset (held equal)")
-    parser.add_argument("--chunk", type=int, default=16, help="H of the expert and of the trained policy")
+    parser.add_argument("--num_envs", type=cli.positive_int, default=16, help="envs of the recordings")
+    parser.add_argument("--episodes", type=cli.positive_int, default=64, help="demos kept in each dataset (held equal)")
+    parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the expert and of the trained policy")
     parser.add_argument("--expert_checkpoint", default=None,
                         help="chunk policy checkpoint of scripts/train_chunk_policy.py to use as the expert (recorded"
                              " with record.py --policy bc; its task must be --task and its H --chunk); default: the"
                              " task's embedded chunk model")
-    parser.add_argument("--seed", type=int, default=42, help="seed of the recordings and of the evaluations")
-    parser.add_argument("--train_seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seed", type=cli.non_negative_int, default=42, help="seed of the recordings and of the evaluations")
+    parser.add_argument("--train_seeds", type=cli.non_negative_int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
-    parser.add_argument("--train_steps", type=int, default=3000, help="gradient steps per training run")
-    parser.add_argument("--eval_envs", type=int, default=32)
-    parser.add_argument("--eval_steps", type=int, default=600)
+    parser.add_argument("--train_steps", type=cli.positive_int, default=3000, help="gradient steps per training run")
+    parser.add_argument("--eval_envs", type=cli.positive_int, default=32)
+    parser.add_argument("--eval_steps", type=cli.positive_int, default=600)
     parser.add_argument("--out_dir", default="outputs/bench_junk_bc", help="datasets and checkpoints")
     parser.add_argument("--plot", default="outputs/bench_junk_bc/bc_junk.png", help="PNG path ('' for none)")
     args = parser.parse_args(argv)
@@ -86,17 +86,6 @@ def record(args: argparse.Namespace, schedule: str) -> str:
     return path
 
 
-def junk_samples(dataset: ChunkDataset) -> tuple[int, int]:
-    """Junk samples and junk episodes: leading exactly-zero actions of each demo."""
-    zero = (dataset.actions == 0).all(dim=1)
-    samples, episodes = 0, 0
-    for ep_zero in zero.split(dataset.episode_lengths.tolist()):
-        leading = int(ep_zero.long().cumprod(0).sum())
-        samples += leading
-        episodes += leading > 0
-    return samples, episodes
-
-
 def evaluate(args: argparse.Namespace, model, label: str) -> dict:
     """Run ``model`` under ``global_clock`` on a fresh env (seeded, desynchronised starts); outcomes and calls."""
     with open_env(args.task, args.eval_envs, seed=args.seed) as env:
@@ -123,7 +112,7 @@ def main() -> None:
         if len(with_all.demo_names) < args.episodes:
             raise RuntimeError(f"{path} holds {len(with_all.demo_names)} demos, fewer than --episodes {args.episodes}.")
         datasets[schedule] = ChunkDataset(path, args.chunk, demos=with_all.demo_names[: args.episodes])
-        junk, junk_episodes = junk_samples(datasets[schedule])
+        junk, junk_episodes = datasets[schedule].junk()
         figures[schedule] = {"samples": datasets[schedule].num_samples, "junk": junk, "junk_episodes": junk_episodes}
     expert = evaluate(args, args.expert or make_default_model(args.task, args.chunk), "expert")
     rows = []
