@@ -1,0 +1,193 @@
+"""Suspension audit: does a suspended-then-resumed env retrace the run that never suspended it?
+
+The task runs twice in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` (never suspended; one env
+suspended for a while, then resumed), each env's action a function of its own active-step count, and every
+observation term, reward term and per-env buffer the suspension manager froze (physics, actuators, sensors,
+manager terms) is compared per env and active step. Isaac Lab draws randomness from one global torch generator:
+a suspended env that skips a draw shifts the others' draws, so the audit records which managers drew from it
+after the suspension began; a divergence without such a draw is a leak. ``scripts/audit_suspension.py`` is its
+command line.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from prettytable import PrettyTable
+
+from isaaclab.utils import configclass
+
+from .managers.frozen_rows import bits
+from .managers.suspension_manager import PARTS
+from .utils import open_env
+
+
+@configclass
+class SuspensionAuditCfg:
+    """What :func:`audit_suspension` runs."""
+
+    task: str = "Isaac-PushCube-Suspendable"
+    """Gym task id (any ``ManagerBasedRLEnvCfg`` task; import the module that registers it first)."""
+    num_envs: int = 4
+    """Envs of each run (at least 2, so that an env that is never suspended is compared too)."""
+    steps: int = 40
+    """Env steps of each run."""
+    suspend_at: int = 5
+    """Step at which :attr:`env` is suspended."""
+    suspend_steps: int = 13
+    """Steps it stays suspended."""
+    env: int = 0
+    """The env suspended."""
+    device: str = "cpu"
+    """Device of the env."""
+    unfrozen: list[str] = []
+    """Parts left unfrozen (:attr:`SuspendCfg.unfrozen_parts`), to see what each part's freeze does."""
+    overrides: list[str] = []
+    """Hydra-style cfg overrides, e.g. ``presets=newton_featherstone``."""
+
+    def check(self) -> None:
+        """Raise a ``ValueError`` saying which setting is out of range."""
+        if self.num_envs < 2 or not 0 <= self.env < self.num_envs:
+            raise ValueError(f"need num_envs >= 2 and 0 <= env < num_envs (got {self.num_envs}, {self.env}).")
+        if set(self.unfrozen) - set(PARTS):
+            raise ValueError(f"unknown unfrozen parts {sorted(set(self.unfrozen) - set(PARTS))}; known: {list(PARTS)}.")
+        if not 0 < self.suspend_at < self.suspend_at + self.suspend_steps < self.steps:
+            raise ValueError("need 0 < suspend_at < suspend_at + suspend_steps < steps.")
+
+
+@dataclass
+class SuspensionAudit:
+    """What :func:`audit_suspension` found."""
+
+    cfg: SuspensionAuditCfg
+    divergences: list[tuple[int, str, int, float, str]] = field(default_factory=list)
+    """(env, quantity, first active step, max error, likely cause) of each diverging quantity."""
+    drawn: dict[str, int] = field(default_factory=dict)
+    """Manager calls that drew from the global torch generator after the suspension began, with their counts."""
+    not_compared: set[str] = field(default_factory=set)
+    """Buffers that already differ before the suspension where both runs did the same (uninitialised scratch)."""
+    compared: int = 0
+    """Quantities compared per env and step."""
+
+    @property
+    def passed(self) -> bool:
+        """Whether every env retraced the never-suspended run bit for bit."""
+        return not self.divergences
+
+    def __str__(self) -> str:
+        c = self.cfg
+        lines = [f"Task {c.task}: env {c.env} suspended at step {c.suspend_at} for {c.suspend_steps} steps,"
+                 f" {c.num_envs} envs, {c.steps} steps, {self.compared} quantities per env and step.",
+                 "Global torch generator drawn after suspension by: "
+                 + (", ".join(f"{k} ({v} steps)" for k, v in self.drawn.items()) or "nothing (a divergence is a leak)")]
+        if self.not_compared:
+            lines.append("Not compared: buffers that already differ before the suspension, where both runs did the"
+                         " same (scratch memory allocated uninitialized, e.g. Warp's wp.empty): "
+                         + ", ".join(sorted(self.not_compared)))
+        if self.passed:
+            lines.append("No divergence: suspended-then-resumed envs retrace the never-suspended run bit for bit.")
+        else:
+            table = PrettyTable(["env", "quantity", "first active step", "max error", "likely cause"])
+            table.align["quantity"] = "l"
+            for env, name, step, error, cause in self.divergences:
+                table.add_row([env, name, step, f"{error:.3g}", cause])
+            lines.append(str(table))
+        return "\n".join(lines)
+
+
+def audit_suspension(cfg: SuspensionAuditCfg) -> SuspensionAudit:
+    """Run :attr:`SuspensionAuditCfg.task` never suspended and suspended-then-resumed, and compare them.
+
+    Raises:
+        ValueError: If a setting is out of range or the task cannot be built.
+    """
+    cfg.check()
+    torch.use_deterministic_algorithms(True, warn_only=True)  # torch.empty buffers hold NaN, not garbage
+    reference, _ = _rollout(cfg, suspend=False)
+    ours, drawn = _rollout(cfg, suspend=True)
+    audit = SuspensionAudit(cfg, drawn=drawn, compared=len(reference[0][0]))
+    cause = "shared random generator" if drawn else "leak"
+    for e in range(cfg.num_envs):
+        first: dict[str, tuple[int, float]] = {}
+        for i, state in enumerate(ours[e]):
+            for name, value in state.items():
+                ref = reference[e][i][name]
+                if not torch.equal(bits(value), bits(ref)):
+                    error = float((value.double() - ref.double()).abs().nan_to_num(math.inf).max())
+                    step, worst = first.get(name, (i, 0.0))
+                    first[name] = (step, max(worst, error))
+        for name, (step, error) in sorted(first.items(), key=lambda x: x[1][0]):
+            if step >= cfg.suspend_at:
+                audit.divergences.append((e, name, step, error, cause))
+            elif name.startswith("state."):  # both runs did the same so far: memory nothing wrote yet
+                audit.not_compared.add(name)
+            else:
+                audit.divergences.append((e, name, step, error, "nondeterministic (before the suspension)"))
+    return audit
+
+
+_WATCHED = (("action_manager", "process_action"), ("command_manager", "compute"), ("event_manager", "apply"),
+            ("observation_manager", "compute"))
+
+
+def _watch_randomness(env, drawn: dict[str, int]) -> None:
+    """Count, per manager call, the calls that advanced the global torch generator."""
+    for owner_name, method in _WATCHED:
+        owner = getattr(env, owner_name)
+        call = getattr(owner, method)
+
+        def wrapped(*args, _call=call, _label=f"{owner_name}.{method}", **kwargs):
+            before = torch.random.get_rng_state()
+            out = _call(*args, **kwargs)
+            if not torch.equal(before, torch.random.get_rng_state()):
+                label = _label + (f"({kwargs['mode']})" if "mode" in kwargs else "")
+                drawn[label] = drawn.get(label, 0) + 1
+            return out
+
+        setattr(owner, method, wrapped)
+
+
+def _split_obs(env, obs: dict) -> dict[str, torch.Tensor]:
+    """Observation per term (concatenated groups split by term width)."""
+    om, out = env.observation_manager, {}
+    for group, terms in om.active_terms.items():
+        value = obs[group]
+        if not isinstance(value, torch.Tensor):
+            out.update({f"obs.{group}.{t}": v for t, v in value.items()})
+            continue
+        widths = [math.prod(d) for d in om.group_obs_term_dim[group]]
+        if sum(widths) != value.shape[-1]:
+            out[f"obs.{group}"] = value
+            continue
+        out.update({f"obs.{group}.{t}": v for t, v in zip(terms, value.split(widths, dim=-1))})
+    return out
+
+
+def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]], dict[str, int]]:
+    """Per env, the compared quantities of each of its active steps; and the generator draws after suspension."""
+    attrs = {"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {}
+    with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True, **attrs) as env:
+        obs, _ = env.reset()
+        drawn: dict[str, int] = {}
+        sm, rm = env.suspension_manager, env.reward_manager
+        count = torch.zeros(env.num_envs, device=env.device)
+        phase = torch.arange(env.action_manager.total_action_dim, device=env.device)
+        trajectory = [[] for _ in range(env.num_envs)]
+        for step in range(args.steps):
+            if suspend and step == args.suspend_at:
+                env.suspend_envs([args.env])
+                _watch_randomness(env, drawn)
+            if suspend and step == args.suspend_at + args.suspend_steps:
+                env.resume_envs([args.env])
+            active = env.active_mask.cpu()
+            obs, _, _, _, _ = env.step(0.5 * torch.sin(0.37 * count.unsqueeze(1) + 0.9 * phase))
+            terms = _split_obs(env, obs)
+            terms.update({f"reward.{t}": rm._step_reward[:, i] for i, t in enumerate(rm.active_terms)})
+            for e in torch.nonzero(active).flatten().tolist():
+                state = {f"state.{k}": v for k, v in sm.env_state(e).items()}
+                state.update({k: v[e].clone() for k, v in terms.items()})
+                trajectory[e].append(state)
+            count += active.to(env.device)
+        return trajectory, drawn
