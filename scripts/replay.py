@@ -30,8 +30,6 @@ import gymnasium as gym
 from prettytable import PrettyTable
 from tqdm import tqdm
 
-from isaaclab.app.sim_launcher import launch_simulation
-
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.cli import device, existing_file, float_in, int_in
 from isaaclab_suspend.datasets import (
@@ -43,6 +41,7 @@ from isaaclab_suspend.datasets import (
     make_replay_env_cfg,
 )
 from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
+from isaaclab_suspend.utils import open_env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,27 +77,17 @@ def replay(args: argparse.Namespace) -> int:
         num_envs = args.num_envs or reader.recorded_num_envs or 16
         check_replay_fits(num_envs, demos, "--num_envs" if args.num_envs else f"'{reader.path}' (sim_args.num_envs)")
         cfg = make_replay_env_cfg(task, num_envs, args.device)
-        error = None
-        with launch_simulation(cfg, {}):
-            env = gym.make(task, cfg=cfg).unwrapped
-            try:
-                replayer = (ImageCheckingReplayer if args.check_images else DatasetReplayer)(
-                    env, reader, list(demos), demos)
-                if replayer.num_at_other_origins:
-                    print(f"[WARN] {replayer.num_at_other_origins} demos run about another env origin than recorded"
-                          f" (no env of the {num_envs} has theirs): float32 positions round differently there, which"
-                          " contact-rich tasks amplify. Replay with --num_envs equal to the recording's for exactness.")
-                if reader.interval_events and any(d.pre_step_states is None for d in replayer.demos.values()):
-                    print(f"[WARN] The recording ran interval events {reader.interval_events} but stored no pre-step"
-                          " states: their effect cannot be re-applied and the replay drifts from the first one on.")
-                with tqdm(total=len(replayer.demos), desc="demos", unit="demo") as progress:
-                    results = replayer.run(on_done=lambda _: progress.update())
-            except DatasetError as err:  # raised here, launch_simulation would print its traceback
-                error = err
-            finally:
-                env.close()
-        if error is not None:
-            raise error
+        with open_env(task, cfg=cfg) as env:  # an error inside is re-raised after the launcher closed, no traceback
+            replayer = (ImageCheckingReplayer if args.check_images else DatasetReplayer)(env, reader, list(demos), demos)
+            if replayer.num_at_other_origins:
+                print(f"[WARN] {replayer.num_at_other_origins} demos run about another env origin than recorded"
+                      f" (no env of the {num_envs} has theirs): float32 positions round differently there, which"
+                      " contact-rich tasks amplify. Replay with --num_envs equal to the recording's for exactness.")
+            if reader.interval_events and any(d.pre_step_states is None for d in replayer.demos.values()):
+                print(f"[WARN] The recording ran interval events {reader.interval_events} but stored no pre-step"
+                      " states: their effect cannot be re-applied and the replay drifts from the first one on.")
+            with tqdm(total=len(replayer.demos), desc="demos", unit="demo") as progress:
+                results = replayer.run(on_done=lambda _: progress.update())
     table = PrettyTable(["demo", "samples", "max state error", "worst state", "env", "at recorded origin", "events"])
     for r in results:
         origin = "unknown" if r.at_recorded_origin is None else ("yes" if r.at_recorded_origin else "no")
