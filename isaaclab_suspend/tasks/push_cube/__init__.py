@@ -1,8 +1,16 @@
-"""Push-cube: an articulation pushing a free rigid cube, with per-env suspension and a scripted chunk model."""
+"""Push-cube: an articulation pushing a free rigid cube, with per-env suspension and a scripted chunk model;
+camera variants add an ``images`` observation group."""
 
 import gymnasium as gym
 
 from . import agents
+
+_AGENTS = {
+    "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:PushCubePPORunnerCfg",
+    "chunk_model_entry_point": f"{__name__}.chunk_model:PushCubeChunkCfg",
+}
+"""Entry points every variant shares: the camera variants act on the same ``policy`` group, so the state expert
+and the scripted planner drive them too."""
 
 gym.register(
     id="Isaac-PushCube-Suspendable",
@@ -10,10 +18,9 @@ gym.register(
     disable_env_checker=True,
     kwargs={
         "env_cfg_entry_point": f"{__name__}.push_cube_env_cfg:PushCubeEnvCfg",
-        "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:PushCubePPORunnerCfg",
         "skrl_cfg_entry_point": f"{agents.__name__}:skrl_ppo_cfg.yaml",
         "default_agent": "rsl_rl",
-        "chunk_model_entry_point": f"{__name__}.chunk_model:PushCubeChunkCfg",
+        **_AGENTS,
     },
 )
 
@@ -22,10 +29,5 @@ for _id, _cfg in (("Camera", "PushCubeCameraEnvCfg"), ("TwoCamera", "PushCubeTwo
         id=f"Isaac-PushCube-{_id}-Suspendable",
         entry_point="isaaclab_suspend.envs:SuspendableManagerBasedRLEnv",
         disable_env_checker=True,
-        kwargs={
-            "env_cfg_entry_point": f"{__name__}.push_cube_camera_env_cfg:{_cfg}",
-            # the state expert acts on the same 'policy' group
-            "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:PushCubePPORunnerCfg",
-            "chunk_model_entry_point": f"{__name__}.chunk_model:PushCubeChunkCfg",
-        },
+        kwargs={"env_cfg_entry_point": f"{__name__}.push_cube_camera_env_cfg:{_cfg}", **_AGENTS},
     )
