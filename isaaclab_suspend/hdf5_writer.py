@@ -12,7 +12,10 @@ Messages (pickled tuples), from the recording process:
   ``{"default": options, "uint8": options, "by_key": {path prefix: options}}``, options None (raw) or as
   for ``create_dataset`` (``compression``, ``compression_opts``, ``shuffle``);
 * ``("env_args", dict)``: merge into every file's ``data.attrs["env_args"]``;
-* ``("demos", [(file index, demo id | None, {path: array}, success, num_samples, seed | None, env id)])``;
+* ``("demos", {path: (dtype, shape, bytes)}, {path: samples}, [(row, file index, demo id | None, success,
+  num_samples, seed | None, env id)])``: each array (its numpy dtype string, shape and raw bytes) holds one
+  demo per row, padded (shape (demos, max samples, ...)), and ``samples[path][row]`` says how many of a row's
+  samples are the demo's (0: the demo has no such dataset);
 * ``("fault", point, nth, action)``: for tests, act at the ``nth`` time the writer reaches ``point``
   (``"demo"``, ``"datasets"``, ``"flush"``): ``"sigkill"`` kills the recording process group, ``"enospc"``
   raises a disk-full error, ``"pause"`` creates ``<first file>.paused`` and waits until it is removed (10 s
@@ -105,8 +108,11 @@ class _Writer:
                 merged.update(message[1])
                 file.data.attrs["env_args"] = json.dumps(merged)
         elif kind == "demos":
-            for file_index, demo_id, arrays, success, num_samples, seed, env_id in message[1]:
-                self.write_demo(self.files[file_index], demo_id, arrays, success, num_samples, seed)
+            _, raw, samples, demos = message
+            arrays = {path: np.frombuffer(data, dtype).reshape(shape) for path, (dtype, shape, data) in raw.items()}
+            for row, file_index, demo_id, success, num_samples, seed, env_id in demos:
+                demo = {path: array[row, : samples[path][row]] for path, array in arrays.items() if samples[path][row]}
+                self.write_demo(self.files[file_index], demo_id, demo, success, num_samples, seed)
                 self.written.append((success, env_id))
         elif kind == "fault":
             self.fault = message[1:]

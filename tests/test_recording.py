@@ -11,7 +11,7 @@ from isaaclab.managers import DatasetExportMode
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
-from isaaclab_suspend.managers import SuspendableRecorderManager
+from isaaclab_suspend.managers import EpisodeBuffers, SuspendableRecorderManager
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import make_default_model
 from isaaclab_suspend.utils import open_env
@@ -206,3 +206,24 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         monkeypatch.undo()
         assert len(manager.get_episode(0).data["actions"]) == calls_before + 40, "the spied hooks recorded"
     assert spy.calls == [], f"host syncs in the recorder step hooks: {sorted(set(spy.calls))}"
+
+
+def test_take_copies_only_the_samples_since_the_last_clear():
+    """An export copies each episode up to the samples appended since its env was last emptied by host ids
+    (not up to the longest open episode of any env), with the right samples; a clear by device ids only
+    keeps the bound loose, never wrong."""
+    buffers = EpisodeBuffers(num_envs=3, capacity=64, device="cpu")
+    for t in range(30):
+        buffers.append("actions", torch.full((3, 2), float(t)), env_mask=None)
+    buffers.clear(torch.tensor([0]), [0])
+    buffers.clear(torch.tensor([1]))  # device ids only: env 1's bound stays 30
+    for t in range(30, 35):
+        buffers.append("actions", torch.full((3, 2), float(t)), env_mask=torch.tensor([True, True, False]))
+
+    rows = buffers.take(torch.tensor([0]), [0])
+    assert rows.leaves["actions"].shape == (1, 5, 2) and rows.counts.tolist() == [[5]]
+    assert rows.leaves["actions"][0, :, 0].tolist() == [30.0, 31.0, 32.0, 33.0, 34.0]
+    rows = buffers.take(torch.tensor([1, 2]), [1, 2])
+    assert rows.leaves["actions"].shape == (2, 35, 2) and rows.counts.tolist() == [[5, 30]]
+    assert rows.leaves["actions"][0, :5, 0].tolist() == [30.0, 31.0, 32.0, 33.0, 34.0]
+    assert rows.leaves["actions"][1, :30, 0].tolist() == [float(t) for t in range(30)]

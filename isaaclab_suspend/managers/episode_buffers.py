@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import warp as wp
 
@@ -16,19 +17,20 @@ EpisodeTree = dict[str, "torch.Tensor | EpisodeTree"]
 
 @dataclass
 class EpisodeRows:
-    """Episodes taken out of :class:`EpisodeBuffers`: copies, padded to a common number of samples."""
+    """Episodes taken out of :class:`EpisodeBuffers`: copies, padded to a common number of samples; device
+    tensors, or numpy arrays when the buffers are on the CPU."""
 
-    leaves: dict[str, torch.Tensor]
+    leaves: dict[str, torch.Tensor | np.ndarray]
     """Samples by dataset path (``states/articulation/robot/joint_position``); row b holds episode b, of which
     only the first ``counts[key_of[path], b]`` samples are valid. Shape: (B, samples, ...)."""
     keys: list[str]
     """Recorded key (``actions``, ``initial_state``, ...) of each row of :attr:`counts`."""
     key_of: dict[str, int]
     """Row of :attr:`counts` of each path of :attr:`leaves`."""
-    per_step: torch.Tensor
+    per_step: np.ndarray
     """Whether each key is recorded every step; an episode without such a sample was reset before it
-    stepped. Shape: (K,), bool, on the host."""
-    counts: torch.Tensor
+    stepped. Shape: (K,), bool."""
+    counts: torch.Tensor | np.ndarray
     """Samples of each key (row) and episode (column). Shape: (K, B)."""
 
 
@@ -56,6 +58,8 @@ class _Stream:
         """Flat row of each env's next sample, its write index: ``row_start + count``. Shape: (num_envs,)."""
         self.bound = 0
         """Host-side upper bound of ``count.max()``: the device is read only when it reaches :attr:`capacity`."""
+        self.index: int
+        """Row of the key in the per-key tensors :class:`EpisodeBuffers` shares between all keys."""
 
     @property
     def count(self) -> torch.Tensor:
@@ -125,6 +129,11 @@ class EpisodeBuffers:
         """Write index of each key (in creation order) and env. Shape: (num_keys, num_envs)."""
         self._row_starts = torch.zeros(0, num_envs, dtype=torch.long, device=device)
         """First row of each key and env. Shape: (num_keys, num_envs)."""
+        self._appends = np.zeros(0, dtype=np.int64)
+        """Samples appended to each key so far (host side): each raised every count by at most one."""
+        self._appends_at_clear = np.zeros((0, num_envs), dtype=np.int64)
+        """:attr:`_appends` when each env's episode was last emptied by host ids, so that ``_appends[k] -
+        _appends_at_clear[k, i]`` bounds env i's count of key k from the host. Shape: (num_keys, num_envs)."""
         self._leaf_keys: dict[tuple[str, ...], str] = {}
         """Key owning each full leaf path, to refuse two keys writing the same dataset."""
 
@@ -176,6 +185,7 @@ class EpisodeBuffers:
         else:
             stream.row += env_mask
         stream.bound += 1
+        self._appends[stream.index] += 1
 
     def append_rows(self, key: str, value: torch.Tensor | wp.array | Mapping, env_ids: torch.Tensor) -> None:
         """Append one sample to the open episode of each env in ``env_ids`` (reads the device once).
@@ -197,10 +207,18 @@ class EpisodeBuffers:
         stream.write(leaves, rows)
         stream.row.index_copy_(0, env_ids, rows + 1)
         stream.bound += 1
+        self._appends[stream.index] += 1
 
-    def clear(self, env_ids: torch.Tensor | slice) -> None:
-        """Empty the open episodes of ``env_ids`` (a 1-D integer tensor on the device, or a slice)."""
+    def clear(self, env_ids: torch.Tensor | slice, host_ids: Sequence[int] | slice | None = None) -> None:
+        """Empty the open episodes of ``env_ids`` (a 1-D integer tensor on the device, or a slice).
+
+        ``host_ids``, the same ids known on the host (or the slice), tightens the host-side bounds of their
+        counts that :meth:`take` copies up to; without them the bounds stay valid, only looser.
+        """
         self._rows[:, env_ids] = self._row_starts[:, env_ids]
+        if host_ids is not None:
+            host_ids = host_ids if isinstance(host_ids, slice) else np.asarray(host_ids, dtype=np.int64)
+            self._appends_at_clear[:, host_ids] = self._appends[:, None]
 
     def episode(self, env_id: int) -> EpisodeTree:
         """A copy of the open episode of ``env_id``, tensors of shape (num_samples, ...); ``{}`` before it steps.
@@ -218,25 +236,35 @@ class EpisodeBuffers:
             for path, leaf in stream.leaves.items()
         })
 
-    def take(self, env_ids: torch.Tensor) -> EpisodeRows:
+    def take(self, env_ids: torch.Tensor, host_ids: Sequence[int]) -> EpisodeRows:
         """Copies of the open episodes of ``env_ids``, without a host sync (:meth:`clear` empties them).
 
         Each leaf is copied in one gather of the rows of ``env_ids``, up to the host-side bound of the samples
-        an episode may hold; the copies are the caller's (the buffers never write them).
+        these episodes may hold (the samples appended since they were last cleared by host ids); the copies
+        are the caller's (the buffers never write them). On the CPU the gathers are numpy's, on views of the
+        buffers: a quarter of the time of torch's indexing for the few rows an export takes.
 
         Args:
             env_ids: Unique env ids. Shape: (B,), integer, on the device.
+            host_ids: The same ids, on the host.
         """
         streams = list(self._streams.values())
+        host_ids = np.asarray(host_ids, dtype=np.int64)
         leaves, key_of = {}, {}
+        on_cpu = self._rows.device.type == "cpu"
+        cleared = self._appends_at_clear[:, host_ids].min(axis=1) if host_ids.size else self._appends
+        since_clear = (self._appends - cleared).tolist()
         for k, stream in enumerate(streams):
-            samples = min(stream.bound, stream.capacity)
+            samples = min(stream.bound, stream.capacity, since_clear[k])
             for path, leaf in stream.leaves.items():
                 name = "/".join((stream.key, *path))
-                leaves[name] = leaf[env_ids, :samples]
+                leaves[name] = leaf.numpy()[host_ids, :samples] if on_cpu else leaf[env_ids, :samples]
                 key_of[name] = k
-        counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
-        per_step = torch.tensor([stream.per_step for stream in streams], dtype=torch.bool)
+        if on_cpu:
+            counts = self._rows.numpy()[:, host_ids] - self._row_starts.numpy()[:, host_ids]
+        else:
+            counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
+        per_step = np.array([stream.per_step for stream in streams], dtype=bool)
         return EpisodeRows(leaves, [stream.key for stream in streams], key_of, per_step, counts)
 
     """
@@ -252,8 +280,10 @@ class EpisodeBuffers:
             start = torch.arange(self.num_envs, device=self.device).unsqueeze(0) * capacity
             self._row_starts = torch.cat((self._row_starts, start))
             self._rows = torch.cat((self._rows, start))
+            self._appends = np.append(self._appends, 0)
+            self._appends_at_clear = np.concatenate((self._appends_at_clear, np.zeros((1, self.num_envs), np.int64)))
             for k, s in enumerate(self._streams.values()):
-                s.row, s.row_start = self._rows[k], self._row_starts[k]
+                s.index, s.row, s.row_start = k, self._rows[k], self._row_starts[k]
         for path, leaf in leaves.items():
             if path in stream.leaves:
                 continue

@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+import numpy as np
 import torch
 
 from isaaclab.managers import DatasetExportMode
@@ -161,7 +162,7 @@ class EpisodeWriter:
     def put(self, batch: EpisodeBatch) -> None:
         """Hand over the episodes of ``batch``; waits while the queue is full. Raises the writer's error, if any."""
         size = len(batch.env_ids)
-        self.check()
+        self._raise_error()  # the writer's answers are taken by check(), every step, and below when full
         while self.pending > 0 and self.pending + size > self.cfg.queue_size:
             self._send_copied(wait=True)  # then every pending episode is with the process, which will flush
             self._write_out(wait=True)
@@ -214,9 +215,21 @@ class EpisodeWriter:
     """
 
     def _send_message(self, message: tuple) -> None:
-        """Frame ``message`` as ``multiprocessing.connection`` does and write what the pipe takes now."""
+        """Frame ``message`` as ``multiprocessing.connection`` does and write what the pipe takes now (the
+        pickle is copied into the outbox only if the pipe does not take it whole)."""
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-        self._outbox += struct.pack("!i", len(data)) + data
+        header = struct.pack("!i", len(data))
+        if not self._outbox and self.error is None:
+            try:
+                written = os.writev(self._fd, (header, data))
+            except OSError:  # a full pipe, or the process is gone (which _write_out reports)
+                written = 0
+            if written == len(header) + len(data):
+                return
+            self._outbox += (header + data)[written:]
+        else:
+            self._outbox += header
+            self._outbox += data
         self._write_out(wait=False)
 
     def _write_out(self, wait: bool) -> None:
@@ -242,18 +255,18 @@ class EpisodeWriter:
                     return
                 event.synchronize()
             self._copying.popleft()
-            demos, dropped = self._demos(batch)
+            message, dropped = self._demos(batch)
             for succeeded, env_id in dropped:
                 self.written[succeeded][env_id] = self.written[succeeded].get(env_id, 0) + 1
-            self.pending -= len(batch.env_ids) - len(demos)
-            if demos:
-                self._send_message(("demos", demos))
+            self.pending -= len(batch.env_ids) - (len(message[-1]) if message else 0)
+            if message:
+                self._send_message(message)
 
     def _receive(self, wait: bool) -> str | None:
         """Handle the writer's answers (one at least if ``wait``); returns the kind of the last one."""
         kind = None
         try:
-            while (wait and kind is None) or self._recv.poll():
+            while (wait and kind is None) or select.select([self._recv], [], [], 0)[0]:
                 message = self._recv.recv()
                 kind = message[0]
                 if kind in ("flushed", "error"):
@@ -269,22 +282,23 @@ class EpisodeWriter:
             self.error = self.error or RuntimeError(f"the writer process ended (exit status {self._process.poll()})")
         return kind
 
-    def _demos(self, batch: EpisodeBatch) -> tuple[list[tuple], list[tuple[bool, int]]]:
-        """The demos of ``batch`` to send (file index, demo id, arrays by path, success, num_samples, seed, env),
-        and the (success, env) of the episodes the export mode drops. Episodes without a step sample are
-        neither. Shape of ``batch``'s tensors: on the host."""
+    def _demos(self, batch: EpisodeBatch) -> tuple[tuple | None, list[tuple[bool, int]]]:
+        """The ``"demos"`` message of ``batch`` (None if it has no demo to write) and the (success, env) of the
+        episodes the export mode drops. The message carries each tensor once for all demos, padded, with the
+        samples of each (the writer process cuts the demos out): the step thread builds nothing per demo and
+        per tensor. Episodes without a step sample are neither written nor dropped. Shape of ``batch``'s
+        tensors: on the host."""
         rows = batch.rows
         if not rows.per_step.any():
-            return [], []
-        step_counts = rows.counts[rows.per_step]
-        has_steps = (step_counts > 0).any(dim=0).tolist()
+            return None, []
+        counts = np.asarray(rows.counts)
+        step_counts = counts[rows.per_step]
+        has_steps = (step_counts > 0).any(axis=0).tolist()
         # Isaac Lab's num_samples is the number of actions
-        num_samples = (rows.counts[rows.keys.index("actions")] if "actions" in rows.keys else step_counts.amax(0))
+        num_samples = (counts[rows.keys.index("actions")] if "actions" in rows.keys else step_counts.max(axis=0))
         num_samples = num_samples.tolist()
         success = batch.success.tolist()
-        arrays = {path: leaf.numpy() for path, leaf in rows.leaves.items()}
-        counts = rows.counts.tolist()
-        demos, dropped = [], []
+        demos, dropped, kept = [], [], []
         for b, env_id in enumerate(batch.env_ids):
             if not has_steps[b]:
                 continue
@@ -292,14 +306,18 @@ class EpisodeWriter:
             if file_index is None:
                 dropped.append((success[b], env_id))
                 continue
-            demo = {}
-            for path, array in arrays.items():
-                n = counts[rows.key_of[path]][b]
-                if n > 0:
-                    demo[path] = array[b, :n]
             demo_id = None if batch.demo_ids is None else batch.demo_ids[b]
-            demos.append((file_index, demo_id, demo, success[b], num_samples[b], self.seed, env_id))
-        return demos, dropped
+            demos.append((len(kept), file_index, demo_id, success[b], num_samples[b], self.seed, env_id))
+            kept.append(b)
+        if not demos:
+            return None, dropped
+        arrays = {path: np.asarray(leaf) for path, leaf in rows.leaves.items()}
+        if len(kept) < len(batch.env_ids):
+            counts, arrays = counts[:, kept], {path: array[kept] for path, array in arrays.items()}
+        # raw bytes pickle in a fraction of the time of the arrays themselves
+        arrays = {path: (array.dtype.str, array.shape, array.tobytes()) for path, array in arrays.items()}
+        samples = {path: counts[k].tolist() for path, k in rows.key_of.items()}
+        return ("demos", arrays, samples, demos), dropped
 
     def _file_index(self, success: bool) -> int | None:
         if self.mode == DatasetExportMode.EXPORT_ALL:
@@ -361,7 +379,10 @@ def _start_process() -> tuple[subprocess.Popen, int, Connection]:
         except OSError:  # above /proc/sys/fs/pipe-max-size: the default (64 KiB) stays
             pass
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    code = f"import sys; sys.path.insert(0, {root!r}); from isaaclab_suspend.hdf5_writer import main; main(*map(int, sys.argv[1:]))"
+    # main() returns with the files closed; os._exit skips the interpreter's teardown (about 40 ms), which
+    # close() would otherwise wait for
+    code = (f"import os, sys; sys.path.insert(0, {root!r}); from isaaclab_suspend.hdf5_writer import main;"
+            " main(*map(int, sys.argv[1:])); os._exit(0)")
     process = subprocess.Popen([sys.executable, "-c", code, str(from_parent), str(to_parent)],
                                pass_fds=(from_parent, to_parent))
     os.close(from_parent)

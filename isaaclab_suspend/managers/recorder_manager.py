@@ -184,8 +184,11 @@ class SuspendableRecorderManager(RecorderManager):
             return {}
         for term in self._terms.values():
             term.reset(env_ids=env_ids)
-        ids = slice(None) if env_ids is None or isinstance(env_ids, slice) else self._ids_tensor(env_ids)
-        self.buffers.clear(ids)
+        if env_ids is None or isinstance(env_ids, slice):
+            ids = host_ids = slice(None) if env_ids is None else env_ids
+        else:  # device ids (the env's resets) stay on the device: the host-side bounds stay loose
+            ids, host_ids = self._ids_tensor(env_ids), None if isinstance(env_ids, torch.Tensor) else env_ids
+        self.buffers.clear(ids, host_ids)
         self._success[ids] = False
         return {}
 
@@ -232,9 +235,9 @@ class SuspendableRecorderManager(RecorderManager):
             self.writer.add_env_args(self.get_ep_meta())
             self._env_args_written = True
         ids = self._ids_tensor(env_list)
-        self.writer.put(EpisodeBatch(self.buffers.take(ids), self._success[ids], env_list, demo_ids))
+        self.writer.put(EpisodeBatch(self.buffers.take(ids, env_list), self._success[ids], env_list, demo_ids))
         # emptied once handed over: an interrupt before leaves them open (dropped at close), never lost unseen
-        self.buffers.clear(ids)
+        self.buffers.clear(ids, env_list)
         self._success[ids] = False
 
     def close(self) -> None:

@@ -17,6 +17,10 @@ Example::
     # a 16-action chunk policy cloned from the rsl_rl expert as the expert
     tools/run.sh python scripts/benchmarks/bench_junk_bc.py --task Isaac-PushCube-Suspendable --episodes 64 \\
         --expert_checkpoint outputs/bc_rl/push_cube_rl_bc.pt --out_dir outputs/bench_junk_bc_learned_expert
+
+    # on pixels: image chunk policies trained from the scene camera's frames
+    tools/run.sh python scripts/benchmarks/bench_junk_bc.py --task Isaac-PushCube-Camera-Suspendable \\
+        --camera scene_camera --expert_checkpoint outputs/bc_rl/push_cube_camera_state_bc.pt --batch_size 128
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from prettytable import PrettyTable
 from isaaclab_suspend import cli
 from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, load_chunk_policy, save_chunk_policy
 from isaaclab_suspend.learning import train_bc
+from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
+from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
 from isaaclab_suspend.policies.evaluation.runs_plot import plot_runs
 from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
@@ -54,6 +60,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=cli.non_negative_int, default=42, help="seed of the recordings and of the evaluations")
     parser.add_argument("--train_seeds", type=cli.non_negative_int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
+    parser.add_argument("--camera", default=None, help="train image chunk policies on this camera's frames (camera tasks)")
+    parser.add_argument("--batch_size", type=cli.positive_int, default=256)
     parser.add_argument("--train_steps", type=cli.positive_int, default=3000, help="gradient steps per training run")
     parser.add_argument("--eval_envs", type=cli.positive_int, default=32)
     parser.add_argument("--eval_steps", type=cli.positive_int, default=600)
@@ -111,16 +119,19 @@ def main() -> None:
         with_all = ChunkDataset(path, args.chunk)
         if len(with_all.demo_names) < args.episodes:
             raise RuntimeError(f"{path} holds {len(with_all.demo_names)} demos, fewer than --episodes {args.episodes}.")
-        datasets[schedule] = ChunkDataset(path, args.chunk, demos=with_all.demo_names[: args.episodes])
+        demos = with_all.demo_names[: args.episodes]
+        datasets[schedule] = (ImageChunkDataset(path, args.chunk, args.camera, demos) if args.camera
+                              else ChunkDataset(path, args.chunk, demos=demos))
         junk, junk_episodes = datasets[schedule].junk()
         figures[schedule] = {"samples": datasets[schedule].num_samples, "junk": junk, "junk_episodes": junk_episodes}
     expert = evaluate(args, args.expert or make_default_model(args.task, args.chunk), "expert")
     rows = []
+    policy_cfg = (ImageChunkPolicyCfg(chunk_length=args.chunk, camera=args.camera) if args.camera
+                  else ChunkPolicyCfg(chunk_length=args.chunk, arch=args.arch))
     for schedule in SCHEDULES:
         for seed in args.train_seeds:
-            cfg = BCTrainerCfg(epochs=10**6, max_steps=args.train_steps, seed=seed)
-            net, history = train_bc(datasets[schedule], ChunkPolicyCfg(chunk_length=args.chunk, arch=args.arch), cfg,
-                                    progress=False)
+            cfg = BCTrainerCfg(epochs=10**6, max_steps=args.train_steps, batch_size=args.batch_size, seed=seed)
+            net, history = train_bc(datasets[schedule], policy_cfg, cfg, progress=False)
             ckpt = os.path.join(args.out_dir, args.task, f"bc_{schedule}_seed{seed}.pt")
             save_chunk_policy(ckpt, net, datasets[schedule].task, {"val_loss": history.val_loss[-1]})
             result = evaluate(args, load_chunk_policy(ckpt), f"{schedule} data, seed {seed}")
@@ -150,8 +161,9 @@ def report(args: argparse.Namespace, figures: dict, rows: list[dict], expert: di
                                              for v, f in columns)])
     expert_source = f"chunk policy {args.expert_checkpoint}" if args.expert is not None else "embedded chunk model"
     print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed"
-          f" {args.seed}, desynchronised starts, first {args.episodes} demos of each file; BC {args.arch},"
-          f" {args.train_steps} steps per seed; evaluated under global_clock, {args.eval_envs} envs,"
+          f" {args.seed}, desynchronised starts, first {args.episodes} demos of each file; BC"
+          f" {f'image ({args.camera})' if args.camera else args.arch}, batch {args.batch_size}, {args.train_steps}"
+          f" steps per seed; evaluated under global_clock, {args.eval_envs} envs,"
           f" {args.eval_steps} steps, desynchronised starts, episodes that started and ended in the run.\n{table}"
           f"\n{means}")
     if args.plot:

@@ -121,7 +121,8 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         write = (seconds["hdf5"] + seconds["drain"]) / steps
         total = hooks + ends + write
         rows.append({"num_envs": num_envs, "manager": name, "hooks_ms": 1e3 * hooks, "ends_ms": 1e3 * ends,
-                     "write_ms": 1e3 * write, "share": write / total, "total_ms": 1e3 * total,
+                     "write_ms": 1e3 * write, "drain_ms": 1e3 * seconds["drain"] / steps, "share": write / total,
+                     "total_ms": 1e3 * total,
                      "writer_ms": 1e3 * seconds["writer"] / steps, "episodes": resets})
     stock, ours = rows
     for key in ("hooks", "total"):
@@ -140,11 +141,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as out_dir:
         rows = [row for n in args.num_envs for row in measure(args.task, n, args.steps, args.warmup, out_dir)]
     table = PrettyTable(["num_envs", "recorder", "step hooks", "stock / ours", "episode ends", "HDF5 write",
-                         "write share", "total", "stock / ours ", "writer process"])
+                         "of it final drain", "write share", "total", "stock / ours ", "writer process"])
     for r in rows:
         ours = "hooks_x" in r
         table.add_row([r["num_envs"], r["manager"], f"{r['hooks_ms']:.3f}", f"{r['hooks_x']:.1f}x" if ours else "",
-                       f"{r['ends_ms']:.3f}", f"{r['write_ms']:.3f}", f"{100 * r['share']:.0f} %",
+                       f"{r['ends_ms']:.3f}", f"{r['write_ms']:.3f}", f"{r['drain_ms']:.3f}" if ours else "",
+                       f"{100 * r['share']:.0f} %",
                        f"{r['total_ms']:.3f}", f"{r['total_x']:.1f}x" if ours else "",
                        f"{r['writer_ms']:.3f}" if ours else ""])
     episodes = [r["episodes"] for r in rows[::2]]
