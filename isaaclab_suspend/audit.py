@@ -133,15 +133,23 @@ _WATCHED = (("action_manager", "process_action"), ("command_manager", "compute")
 
 
 def _watch_randomness(env, drawn: dict[str, int]) -> None:
-    """Count, per manager call, the calls that advanced the global torch generator."""
+    """Count, per manager call, the calls that advanced the global torch generator (of the env's device too)."""
+    device = torch.device(env.device)
+
+    def rng_state() -> list[torch.Tensor]:
+        state = [torch.random.get_rng_state()]
+        if device.type == "cuda":
+            state.append(torch.cuda.get_rng_state(device))
+        return state
+
     for owner_name, method in _WATCHED:
         owner = getattr(env, owner_name)
         call = getattr(owner, method)
 
         def wrapped(*args, _call=call, _label=f"{owner_name}.{method}", **kwargs):
-            before = torch.random.get_rng_state()
+            before = rng_state()
             out = _call(*args, **kwargs)
-            if not torch.equal(before, torch.random.get_rng_state()):
+            if not all(torch.equal(a, b) for a, b in zip(before, rng_state())):
                 label = _label + (f"({kwargs['mode']})" if "mode" in kwargs else "")
                 drawn[label] = drawn.get(label, 0) + 1
             return out

@@ -35,7 +35,7 @@ def main() -> int:
     parser.add_argument("--suspend_at", type=cli.positive_int, default=5)
     parser.add_argument("--suspend_steps", type=cli.positive_int, default=13)
     parser.add_argument("--env", type=cli.non_negative_int, default=0, help="env to suspend")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=cli.device, default="cpu")
     parser.add_argument("--unfrozen", nargs="*", default=[], help="parts left unfrozen (SuspendCfg.unfrozen_parts)")
     parser.add_argument("overrides", nargs="*", help="Hydra-style cfg overrides, e.g. presets=newton_featherstone")
     args = parser.parse_args()

@@ -55,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--record", default=None,
                         help="HDF5 file of the completed episodes, active env-steps only (one file per schedule"
                              " with --compare: <stem>_<schedule>.hdf5)")
+    parser.add_argument("--overwrite", action="store_true", help="replace existing --record files")
     args = parser.parse_args(argv)
     args.schedules = args.compare.split(",") if args.compare else [args.schedule]
     unknown = [s for s in args.schedules if s not in SCHEDULES]
@@ -66,6 +67,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                            (args.results, "--results")):
             if path:
                 cli.check_writable(path, what)
+        for schedule in args.schedules if args.record else ():
+            suffix = f"_{schedule}" if len(args.schedules) > 1 else ""
+            cli.check_new_datasets(cli.dataset_recorder_cfg(args.record, suffix), args.overwrite, "--record")
     except ValueError as err:
         parser.error(str(err))
     cli.resolve_policy(parser, args)

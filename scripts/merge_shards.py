@@ -31,6 +31,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("nothing to merge: pass --results and/or --datasets")
     if args.datasets and not args.output:
         parser.error("--datasets needs --output, the merged dataset")
+    if args.output and not args.output.endswith(".hdf5"):
+        args.output += ".hdf5"  # as Isaac Lab's file handler names it
+    if args.output and any(os.path.abspath(path) == os.path.abspath(args.output) for path in args.datasets):
+        parser.error(f"--output '{args.output}' is one of the --datasets: write the merge to a new file")
     if args.output and os.path.exists(args.output) and not args.overwrite:
         parser.error(f"'{args.output}' exists: pass --overwrite to replace it")
     return args

@@ -47,7 +47,7 @@ from isaaclab_suspend.utils import open_env
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("dataset", type=existing_file, help="HDF5 dataset file")
-    parser.add_argument("--task", default=None, help="task id (default: the one the dataset was recorded on)")
+    parser.add_argument("--task", default=None, help="task id, for a dataset that does not name one (else it must be the recorded one)")
     parser.add_argument("--num_envs", type=int_in(1, MAX_REPLAY_ENVS), default=None,
                         help="replay envs (default: as many as the recording had, so every demo finds its origin)")
     parser.add_argument("--demos", nargs="+", default=None, help="demo names to replay (default: all)")
@@ -66,7 +66,8 @@ def replay(args: argparse.Namespace) -> int:
         reader.check_task(task)
         if task not in gym.registry:
             known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
-            raise DatasetError(f"'{reader.path}': task '{task}' is not registered (registered: {known}): pass --task.")
+            raise DatasetError(f"'{reader.path}': task '{task}' is not registered (registered: {known}); replay.py"
+                               " replays the tasks this package registers.")
         if not reader.demo_names:
             raise DatasetError(f"'{reader.path}' holds no demos.")
         unknown = sorted(set(args.demos or ()) - set(reader.demo_names))

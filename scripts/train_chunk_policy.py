@@ -14,7 +14,7 @@ Example::
         --epochs 50 --output outputs/bc/cartpole.pt
     tools/run.sh python scripts/eval.py --checkpoint outputs/bc/cartpole.pt --compare any,global_clock --desync
     # from the images of a camera task's dataset (conv encoder + chunk head)
-    tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/push_cube_camera.hdf5 \
+    tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/push_cube_camera.hdf5 \\
         --camera scene_camera --output outputs/bc/push_cube_camera.pt
 """
 
@@ -49,9 +49,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--seed", type=cli.non_negative_int, default=0)
     parser.add_argument("--output", default=None, help="checkpoint (default: outputs/bc/<dataset stem>.pt)")
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (default: beside the checkpoint)")
-    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--device", type=cli.device, default="cpu")
     parser.add_argument("--quiet", action="store_true", help="no progress bar nor per-epoch lines")
     args = parser.parse_args(argv)
+    if args.camera and args.arch != "mlp":
+        parser.error(f"--arch {args.arch}: the image policy (--camera) has an MLP chunk head only")
     if args.val_fraction == 1.0:
         parser.error("--val_fraction must lie in [0, 1): some episodes must be left to train on")
     stem = os.path.splitext(os.path.basename(args.dataset))[0]

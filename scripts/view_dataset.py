@@ -18,6 +18,7 @@ import sys
 
 import numpy as np
 
+from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetError, DatasetReader
 from isaaclab_suspend.datasets.image_frames import load_images, tile, write_gif, write_png
 
@@ -33,10 +34,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fps", type=float, default=30.0, help="GIF frame rate (the task steps at 60 Hz)")
     parser.add_argument("--output", default=None, help="GIF path (default: next to the dataset, .gif)")
     parser.add_argument("--png", default=None, help="also write a PNG: one row per demo, one column per --png_steps")
-    parser.add_argument("--png_steps", type=int, nargs="+", default=[0, 30, 60, 90], help="steps shown in the PNG")
+    parser.add_argument("--png_steps", type=cli.non_negative_int, nargs="+", default=[0, 30, 60, 90],
+                        help="steps shown in the PNG")
     args = parser.parse_args(argv)
     if args.columns < 1 or args.scale < 1 or args.fps <= 0 or args.max_demos < 1:
         parser.error("--columns, --scale, --max_demos and --fps must be positive")
+    try:
+        for path, what, suffix in ((args.output, "--output", ".gif"), (args.png, "--png", ".png")):
+            if path and not path.lower().endswith(suffix):
+                parser.error(f"{what} '{path}' must end with {suffix}")
+            if path:
+                cli.check_writable(path, what)
+    except ValueError as err:
+        parser.error(str(err))
     return args
 
 
@@ -62,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         view(args)
         return 0
-    except (DatasetError, FileNotFoundError) as err:
+    except (DatasetError, OSError) as err:  # a missing file, or one that cannot be written
         print(f"view_dataset.py: error: {err}", file=sys.stderr)
     return 2
 

@@ -7,28 +7,32 @@ import torch
 
 from isaaclab_suspend.policies import ActionChunkingPolicy
 
-SYNC_METHODS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero", "numpy")
-"""Tensor methods that copy a value to the host."""
+SYNC_METHODS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero", "numpy", "cpu")
+"""Tensor methods that copy a value to the host (``cpu`` too: a device-to-host copy on a GPU)."""
+SYNC_FUNCTIONS = ("equal", "allclose", "is_nonzero")
+"""torch functions that return a Python bool read from the device."""
 
 
 @contextlib.contextmanager
 def spy_forbids_syncs():
-    """Fail on any :data:`SYNC_METHODS` call while inside (the CPU stand-in for CUDA's sync debug mode)."""
-    originals = {name: getattr(torch.Tensor, name) for name in SYNC_METHODS}
+    """Fail on any :data:`SYNC_METHODS` or :data:`SYNC_FUNCTIONS` call while inside (the CPU stand-in for CUDA's
+    sync debug mode)."""
+    originals = [(torch.Tensor, name, getattr(torch.Tensor, name)) for name in SYNC_METHODS]
+    originals += [(torch, name, getattr(torch, name)) for name in SYNC_FUNCTIONS]
 
     def forbidden(name):
-        def method(self, *args, **kwargs):
-            raise AssertionError(f"host sync: Tensor.{name}()")
+        def call(*args, **kwargs):
+            raise AssertionError(f"host sync: {name}()")
 
-        return method
+        return call
 
-    for name in SYNC_METHODS:
-        setattr(torch.Tensor, name, forbidden(name))
+    for owner, name, _ in originals:
+        setattr(owner, name, forbidden(f"{owner.__name__}.{name}"))
     try:
         yield
     finally:
-        for name, original in originals.items():
-            setattr(torch.Tensor, name, original)
+        for owner, name, original in originals:
+            setattr(owner, name, original)
 
 
 @contextlib.contextmanager

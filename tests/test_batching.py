@@ -38,19 +38,27 @@ class Recording:
 
 def _clients_in_threads(call, clients: int, rounds: int) -> list[list[torch.Tensor]]:
     results = [[] for _ in range(clients)]
+    errors = []
     barrier = threading.Barrier(clients)
 
     def client(k):
-        for r in range(rounds):
-            barrier.wait()
-            rows = {"x": torch.full((3 + k, 2), float(100 * k + r))}
-            results[k].append(call(rows, torch.arange(3 + k)))
+        try:
+            for r in range(rounds):
+                barrier.wait()
+                rows = {"x": torch.full((3 + k, 2), float(100 * k + r))}
+                results[k].append(call(rows, torch.arange(3 + k)))
+        except BaseException as err:  # noqa: BLE001 - reported below; the others must not wait for this client
+            errors.append(err)
+            barrier.abort()
 
     threads = [threading.Thread(target=client, args=(k,)) for k in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(timeout=30)
+    assert not any(thread.is_alive() for thread in threads), "a client hung"
+    assert errors == [], f"clients failed: {errors}"
+    assert all(len(r) == rounds for r in results)
     return results
 
 
@@ -91,6 +99,13 @@ def test_max_rows_max_wait_structures_and_errors():
         with pytest.raises(ValueError, match="negative observation"):
             future.result(5)
     assert torch.all(batcher({"x": torch.ones(1, 2)}, torch.arange(1)) == 1)  # the worker lives on
+    # a malformed request is refused at submit, so it can neither fail nor shift the rows of a shared call
+    calls = len(model.batches)
+    with pytest.raises(ValueError, match="'x' must have one row per env id \\(2\\), got shape \\(3, 2\\)"):
+        batcher.submit({"x": torch.ones(3, 2)}, torch.arange(2))
+    with pytest.raises(ValueError, match="env_ids must be a 1-D integer tensor, got torch.float32"):
+        batcher.submit({"x": torch.ones(2, 2)}, torch.arange(2.0))
+    assert len(model.batches) == calls
     batcher.close()
 
 

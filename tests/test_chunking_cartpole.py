@@ -408,8 +408,10 @@ def test_no_host_sync_between_ticks(env, schedule):
     """act() and observe() read the device only on steps that infer (ticks, refills, collects) or follow a reset
     or an inference (to refresh the refill mirror): every other step, predicted beforehand, runs with every
     host read of a tensor raising (tests/test_cuda_host_syncs.py does the same under CUDA's sync debug mode)."""
-    with pytest.raises(AssertionError, match="host sync"), spy_forbids_syncs():
-        bool(torch.ones(1).sum() > 0)  # the guard sees a host read
+    x = torch.ones(1)
+    for host_read in (lambda: bool(x.sum() > 0), lambda: torch.equal(x, x), lambda: torch.allclose(x, x), lambda: x.cpu()):
+        with pytest.raises(AssertionError, match="host sync"), spy_forbids_syncs():
+            host_read()  # the guard sees each kind of host read
     assert check_quiet_steps(env, RecordingZeroModel(), schedule, H, 60, spy_forbids_syncs) >= 10
 
 

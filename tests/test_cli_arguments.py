@@ -32,7 +32,9 @@ def paths(tmp_path_factory) -> dict:
     checkpoint = str(root / "h4.pt")
     save_chunk_policy(checkpoint, ChunkPolicyNet(ChunkPolicyCfg(chunk_length=4, hidden_dims=[8]), 4, 1),
                       "Isaac-Cartpole-Suspendable")
-    return {"under_file": str(root / "file" / "out"), "checkpoint": checkpoint, "missing": str(root / "none.pt")}
+    (root / "existing.hdf5").write_bytes(b"")
+    return {"under_file": str(root / "file" / "out"), "checkpoint": checkpoint, "missing": str(root / "none.pt"),
+            "existing": str(root / "existing.hdf5")}
 
 
 CASES = [
@@ -53,6 +55,7 @@ CASES = [
     ("eval", ["--timeline_envs", "-1"], "argument --timeline_envs: -1 is out of range"),
     ("eval", ["--timeline", "{under_file}/t.png"], "is a file, not a folder"),
     ("eval", ["--record", "{under_file}/r.hdf5"], "is a file, not a folder"),
+    ("eval", ["--record", "{existing}"], "exists: pass --overwrite to replace it"),
     ("eval", ["--compare", "any,nope"], "unknown schedules ['nope']"),
     ("eval", ["--schedule", "nope"], "argument --schedule: invalid choice: 'nope'"),
     ("eval", ["--task", "Isaac-Nope"], "unknown task 'Isaac-Nope'"),
@@ -82,7 +85,13 @@ CASES = [
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--chunk", "0"], "argument --chunk: 0 is out of range"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--val_fraction", "1"], "--val_fraction must lie in [0, 1)"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--output", "{under_file}/p.pt"], "is a file, not a folder"),
+    ("train_chunk_policy", ["--dataset", "d.hdf5", "--camera", "c", "--arch", "transformer"], "MLP chunk head only"),
+    ("train_chunk_policy", ["--dataset", "d.hdf5", "--device", "gpu"], "argument --device: 'gpu' is not a torch device"),
+    ("eval", ["--device", "cuda:7"], "argument --device: 'cuda:7': this machine has"),
+    ("merge_shards", ["--datasets", "a.hdf5", "b.hdf5", "--output", "b"], "--output 'b.hdf5' is one of the --datasets"),
     ("demo_suspend", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
+    ("view_dataset", ["d.hdf5", "--output", "frames"], "--output 'frames' must end with .gif"),
+    ("view_dataset", ["d.hdf5", "--png_steps", "-1"], "argument --png_steps: -1 is out of range"),
     ("benchmarks/bench_schedules", ["--chunks", "8", "0"], "argument --chunks: 0 is out of range"),
 ]
 

@@ -22,6 +22,7 @@ from websockets.asyncio.server import serve
 from websockets.frames import CloseCode
 from websockets.sync.client import connect
 
+from isaaclab_suspend.cli.serving import load_expert
 from isaaclab_suspend.policies import (
     ActionChunkingPolicy,
     OpenpiChunkModel,
@@ -71,6 +72,11 @@ def test_codec_speaks_openpi_msgpack_numpy_both_ways():
         msgpack_arrays.unpackb(short)
     with pytest.raises(ValueError, match="Not a msgpack message"):
         msgpack_arrays.unpackb(b"\xc1")
+    # a forged message of empty maps would decode one Python object per byte: containers are capped
+    with pytest.raises(ValueError, match="at most 1024 maps and lists"):
+        msgpack_arrays.unpackb(msgpack_numpy.packb([[{}] * 1000] * 2))
+    with pytest.raises(ValueError, match="exceeds max_map_len"):
+        msgpack_arrays.unpackb(msgpack_numpy.packb({str(i): 0 for i in range(2000)}))
     with pytest.raises(TypeError, match="type Tensor"):
         msgpack_arrays.packb({"x": torch.zeros(1)})
 
@@ -306,6 +312,10 @@ def test_serve_policy_serves_the_rl_expert_to_the_real_openpi_client():
         upright, tilted = (client.infer({"observation/state": np.array(s, np.float32)})["actions"]
                            for s in ([0, 0, 0, 0], [0, 0, 0.2, 0]))
         assert upright.shape == tilted.shape == (1, 1) and not np.array_equal(upright, tilted)
+        expert, _ = load_expert("", TASK)  # the same shipped actor, in this process: the same actions, bit for bit
+        for state, served in (([0, 0, 0, 0], upright), ([0, 0, 0.2, 0], tilted)):
+            local = expert({"policy": torch.tensor([state], dtype=torch.float32)}, torch.arange(1))[0]
+            assert np.array_equal(served, local.numpy())
         server.send_signal(signal.SIGINT)
         assert server.wait(30) == 0
     finally:

@@ -154,10 +154,25 @@ def test_export_modes_follow_the_success_term(tmp_path):
     assert len(set(counts.values())) == 1
 
 
+def test_export_refuses_bad_env_ids_and_keeps_recording(tmp_path):
+    """Repeated, negative or out-of-range env ids get a clear error (not a second demo of one episode, nor another
+    env's episode under a wrapped id); the recorder goes on."""
+    recorders = ActionStateRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="ids")
+    with open_env(TASK, 2, recorders=recorders) as env:
+        env.reset()
+        env.step(torch.zeros(2, 1))
+        for bad in ([0, 0], [2], [-1]):
+            with pytest.raises(ValueError, match=r"export_episodes takes unique env ids in \[0, 2\), got"):
+                env.recorder_manager.export_episodes(bad)
+        env.recorder_manager.export_episodes([1])
+    with h5py.File(tmp_path / "ids.hdf5") as f:
+        assert list(f["data"]) == ["demo_0"] and f["data/demo_0"].attrs["num_samples"] == 1
+
+
 class SyncSpy:
     """Records the tensor methods that copy a value to the host on the main thread while it is armed."""
 
-    NAMES = ("item", "tolist", "nonzero", "numpy", "__bool__", "__int__", "__float__", "__index__")
+    NAMES = ("item", "tolist", "nonzero", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__")
 
     def __init__(self, monkeypatch):
         self.armed = False

@@ -77,7 +77,7 @@ def test_any_bytes_give_a_message_or_a_protocol_error_within_the_limits(data):
         try:
             header, arrays = receive_message(b, limits, 1.0, 1.0)
             assert isinstance(header, dict) and isinstance(arrays, dict)
-        except (ProtocolError, EOFError, ConnectionError, TimeoutError):
+        except (ProtocolError, EOFError, ConnectionError):  # not TimeoutError: every byte is there, then EOF
             pass
         finally:
             _, peak = tracemalloc.get_traced_memory()

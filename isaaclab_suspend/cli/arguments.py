@@ -123,9 +123,9 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
     ``--task`` defaults to None: the script (or the policy it loads) chooses; ``tasks`` restricts the choices.
     """
     parser.add_argument("--task", default=None, choices=tasks,
-                        help="task id (default: the policy's, else Isaac-Cartpole-Suspendable)")
+                        help="task id (default: the policy's, else the script's)")
     parser.add_argument("--num_envs", type=positive_int, default=num_envs, help="parallel envs")
-    parser.add_argument("--device", default="cpu", help="simulation and policy device")
+    parser.add_argument("--device", type=device, default="cpu", help="simulation and policy device")
     parser.add_argument("--seed", type=non_negative_int, default=seed, help="env (and policy) seed")
     parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
                         help="Isaac Lab cfg presets, e.g. newton_featherstone (default: the task's, newton_mjwarp)")

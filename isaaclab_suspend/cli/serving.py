@@ -90,14 +90,14 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
             parser.error(f"--token_file '{args.token_file}' is empty")
 
 
-def load_expert(path: str, task: str):
+def load_expert(path: str, task: str, device: str = "cpu"):
     """The rsl_rl or skrl expert at ``path`` (empty: the task's shipped one), built on a one-env instance of
-    ``task``, and its action dim."""
+    ``task`` on ``device`` (where the served requests' observations go), and its action dim."""
     from ..rl import load_checkpoint_policy
     from ..rl.checkpoint_policy import shipped_checkpoint
     from ..utils import open_env
 
-    with open_env(task, 1) as env:
+    with open_env(task, 1, device=device) as env:
         model = load_checkpoint_policy(path or shipped_checkpoint(task), env, task=task)
         return model, env.action_manager.total_action_dim
 
@@ -114,7 +114,7 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer:
         model = load_chunk_policy(args.checkpoint, args.device)
         cfg.chunk_length, cfg.action_dim, cfg.task = model.chunk_length, model.net.action_dim, model.task or None
     elif args.expert is not None:
-        model, cfg.action_dim = load_expert(args.expert, args.task)
+        model, cfg.action_dim = load_expert(args.expert, args.task, args.device)
         cfg.chunk_length, cfg.task = 1, args.task
     else:
         model = make_default_model(args.task, args.chunk)

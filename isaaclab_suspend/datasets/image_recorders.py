@@ -13,7 +13,7 @@ class PreStepImageObservationsRecorder(RecorderTerm):
     flat policy observations).
 
     Images keep their dtype (uint8 RGB, Shape: (num_envs, H, W, 3) per camera), so the HDF5 export stores one
-    byte per channel and compresses them with the handler's gzip filter. Tasks without the group record nothing.
+    byte per channel and compresses them (``EpisodeWriterCfg.uint8_compression``: gzip level 1). Tasks without the group record nothing.
     """
 
     def record_pre_step(self) -> tuple[str | None, dict | None]:

@@ -77,9 +77,11 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
     def close(self):
         """Close the env; the recorder first, so that every exported episode is in the file when this returns
         (the parent only drops its reference, which closes nothing while a caller holds one)."""
-        if not self._is_closed and isinstance(getattr(self, "recorder_manager", None), SuspendableRecorderManager):
-            self.recorder_manager.close()
-        super().close()
+        try:
+            if not self._is_closed and isinstance(getattr(self, "recorder_manager", None), SuspendableRecorderManager):
+                self.recorder_manager.close()
+        finally:  # the sim is released even if the last write failed (its error is raised after)
+            super().close()
 
     """
     Properties.
@@ -199,7 +201,10 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self._check_action(action)
         if self.suspension_manager is None or not self.suspension_manager.maybe_suspended:
             return super().step(action)
-        return self._step_with_suspended(action)
+        try:
+            return self._step_with_suspended(action)
+        finally:
+            self._in_step = False  # also after an error raised inside the step (e.g. the writer's OSError)
 
     def _step_with_suspended(self, action: torch.Tensor) -> VecEnvStepReturn:
         """:meth:`ManagerBasedRLEnv.step` with the suspension manager's hooks between the phases.

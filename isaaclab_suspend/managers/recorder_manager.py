@@ -214,18 +214,23 @@ class SuspendableRecorderManager(RecorderManager):
         """Hand the open episodes of ``env_ids`` (all envs if None) to the writer and empty them.
 
         The writer routes them by export mode and success and writes them in a child process (episodes without
-        a step sample are not written). No host sync; waits only while the writer's queue is full.
+        a step sample are not written). Device ids are read once on the host (exports run at resets, which read them
+        already); the episodes are not: no other host sync. Waits only while the writer's queue is full.
 
         Args:
             env_ids: The env ids; None for all envs.
             demo_ids: Custom demo numbers (``demo_{id}``), one per env id; None for the file's next ones.
 
         Raises:
+            ValueError: If the env ids are not unique ids of envs, or ``demo_ids`` are not one unique id per env.
             OSError: If the writer could not write (disk full, file removed); the episodes written before stay.
         """
         if len(self.active_terms) == 0:
             return
         env_list = self._ids_list(env_ids)
+        n = self._env.num_envs
+        if env_list and (min(env_list) < 0 or max(env_list) >= n or len(set(env_list)) != len(env_list)):
+            raise ValueError(f"export_episodes takes unique env ids in [0, {n}), got {env_list}.")
         if demo_ids is not None:
             demo_ids = demo_ids.tolist() if isinstance(demo_ids, torch.Tensor) else list(demo_ids)
             if len(demo_ids) != len(env_list) or len(set(demo_ids)) != len(demo_ids):
@@ -243,9 +248,14 @@ class SuspendableRecorderManager(RecorderManager):
     def close(self) -> None:
         """Write every exported episode, close the file(s), then close the terms as the parent does.
 
+        Idempotent (the env closes it, and the parent's ``__del__`` again).
+
         Raises:
             OSError: If the writer could not write and no earlier call raised it.
         """
+        if getattr(self, "_closed", False):
+            return
+        self._closed = True
         try:
             if self.writer is not None:
                 self.writer.close()

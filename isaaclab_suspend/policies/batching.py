@@ -23,6 +23,7 @@ import torch
 
 from isaaclab.utils import configclass
 
+from ..tensor_tree import flatten_names
 from .model import ChunkModel
 
 
@@ -79,7 +80,20 @@ class BatchingChunkModel:
             self._cond.notify()
 
     def submit(self, obs_rows: Mapping, env_ids: torch.Tensor) -> Future:
-        """Queue a request; the future's result is its chunk. Shape: (len(env_ids), H, action_dim)."""
+        """Queue a request; the future's result is its chunk. Shape: (len(env_ids), H, action_dim).
+
+        Raises:
+            ValueError: If ``env_ids`` is not a 1-D integer tensor or an observation leaf has not one row per id:
+                refused here, so that it cannot fail (or shift the rows of) the other requests of its batch.
+        """
+        if not isinstance(env_ids, torch.Tensor) or env_ids.ndim != 1 or env_ids.dtype.is_floating_point \
+                or env_ids.dtype == torch.bool:
+            raise ValueError(f"env_ids must be a 1-D integer tensor, got {getattr(env_ids, 'dtype', type(env_ids))}"
+                             f" of shape {tuple(getattr(env_ids, 'shape', ()))}.")
+        for name, leaf in flatten_names(obs_rows).items():
+            if not isinstance(leaf, torch.Tensor) or leaf.ndim == 0 or leaf.shape[0] != env_ids.shape[0]:
+                raise ValueError(f"Observation '{name}' must have one row per env id ({env_ids.shape[0]}), got"
+                                 f" shape {tuple(getattr(leaf, 'shape', ()))}.")
         request = _Request(obs_rows, env_ids)
         with self._cond:
             if self._closed:

@@ -63,13 +63,29 @@ def packb(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_encode)
 
 
+MAX_CONTAINERS = 1024
+"""Most maps and lists one message may hold, each of at most as many entries: a few per array in a real
+observation, while a forged message of empty maps would otherwise decode one Python object per byte."""
+
+
 def unpackb(data: bytes) -> Any:
     """Decode a message of :func:`packb` (or of openpi's ``msgpack_numpy``); arrays come back read-only.
 
     Raises:
-        ValueError: If the message is not msgpack, or an array is malformed or of a refused dtype.
+        ValueError: If the message is not msgpack, holds more than :data:`MAX_CONTAINERS` maps and lists (or one
+            with more entries), or an array is malformed or of a refused dtype.
     """
+    containers = 0
+
+    def count(obj):
+        nonlocal containers
+        containers += 1
+        if containers > MAX_CONTAINERS:
+            raise ValueError(f"A message may hold at most {MAX_CONTAINERS} maps and lists (msgpack_arrays.MAX_CONTAINERS).")
+        return obj
+
     try:
-        return msgpack.unpackb(data, object_hook=_decode)
+        return msgpack.unpackb(data, object_hook=lambda obj: _decode(count(obj)), list_hook=count,
+                               max_map_len=MAX_CONTAINERS, max_array_len=MAX_CONTAINERS)
     except (msgpack.UnpackException, msgpack.ExtraData, TypeError, KeyError) as err:
         raise ValueError(f"Not a msgpack message of arrays: {type(err).__name__}: {err}") from None

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 import websockets
 from websockets.asyncio.client import ClientConnection, connect
+from websockets.protocol import State
 
 from isaaclab.utils import configclass
 
@@ -64,6 +65,12 @@ class OpenpiChunkModel:
         except BaseException:
             self.close()
             raise
+        for key in ("chunk_length", "action_dim"):
+            value = self.metadata.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                self.close()
+                raise ValueError(f"The openpi server at {self._address} sends {key} = {value!r} in its metadata, not"
+                                 " a positive integer.")
         self.chunk_length: int = cfg.chunk_length or self.metadata.get("chunk_length") or 0
         """Actions per chunk H taken from each reply."""
         if self.chunk_length < 1:
@@ -160,10 +167,15 @@ class OpenpiChunkModel:
                 " address."
             ) from None
         try:
-            metadata = msgpack_arrays.unpackb(await connection.recv())
-        except (websockets.ConnectionClosed, ValueError) as err:
+            metadata = msgpack_arrays.unpackb(
+                await asyncio.wait_for(connection.recv(), self.cfg.connect_timeout_s))
+        except (websockets.ConnectionClosed, ValueError, TimeoutError) as err:
             await self._drop(connection)
-            raise ConnectionError(f"The server at {self._address} sent no openpi metadata frame: {err}.") from None
+            raise ConnectionError(f"The server at {self._address} sent no openpi metadata frame within"
+                                  f" {self.cfg.connect_timeout_s:g} s: {type(err).__name__} {err}.") from None
+        except BaseException:  # cancelled (the batch's time-out): the connection is not kept
+            await self._drop(connection)
+            raise
         return connection, metadata
 
     async def _first_connection(self) -> dict:
@@ -175,8 +187,11 @@ class OpenpiChunkModel:
     async def _infer_all(self, messages: list[bytes]) -> list:
         missing = min(len(messages), self.cfg.connections) - len(self._idle)
         if missing > 0:  # open them first, so that the server sees every request of the batch as one wave
-            opened = await asyncio.gather(*(self._connect() for _ in range(missing)))
-            self._idle += [connection for connection, _ in opened]
+            opened = await asyncio.gather(*(self._connect() for _ in range(missing)), return_exceptions=True)
+            self._idle += [result[0] for result in opened if not isinstance(result, BaseException)]
+            errors = [result for result in opened if isinstance(result, BaseException)]
+            if errors:  # the ones that opened stay in the pool for the next call
+                raise errors[0]
         results = await asyncio.gather(*(self._infer(message) for message in messages), return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
@@ -185,7 +200,12 @@ class OpenpiChunkModel:
 
     async def _infer(self, message: bytes):
         async with self._slot:
-            connection = self._idle.pop() if self._idle else (await self._connect())[0]
+            connection = self._idle.pop() if self._idle else None
+            if connection is not None and connection.state is not State.OPEN:  # closed by the server while idle
+                await self._drop(connection)
+                connection = None
+            if connection is None:
+                connection = (await self._connect())[0]
             try:
                 await connection.send(message)
                 reply = await connection.recv()

@@ -110,7 +110,9 @@ class OpenpiPolicyServer:
         self.close()
 
     async def _listen(self):
-        return await serve(self._handle, self.cfg.host, self.cfg.port, compression=None,
+        # max_queue=1: the protocol is request-reply, so a client never has more than one frame in flight and the
+        # server holds at most one message of max_size per connection
+        return await serve(self._handle, self.cfg.host, self.cfg.port, compression=None, max_queue=1,
                            max_size=self.cfg.limits.max_message_bytes, open_timeout=self.cfg.read_timeout_s,
                            backlog=self.cfg.backlog, process_request=self._process_request)
 

@@ -30,7 +30,7 @@ import torch
 from isaaclab.utils import configclass
 
 from .batching import BatchingCfg, BatchingChunkModel
-from .latency import ChunkModel
+from .model import ChunkModel
 from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
 
 if TYPE_CHECKING:
