@@ -200,3 +200,20 @@ def test_full_queue_makes_the_step_wait(tmp_path):
     assert seconds and max(seconds) > 0.5, "a step must have waited for the paused writer"
     assert 0 < max(pending) <= QUEUE_SIZE  # above NUM_ENVS, so that the bound is the queue's, not one export's
     assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count
+
+
+def test_small_shared_memory_grows_wraps_and_loses_nothing(tmp_path):
+    """Exports through a shared memory that starts smaller than one export and wraps many times: every ended
+    episode is written, and each replays exactly."""
+    gen = torch.Generator().manual_seed(4)
+    ended = 0
+    writer = EpisodeWriterCfg(staging_bytes=4096, flush_interval_s=0.0)
+    with open_env(TASK, NUM_ENVS, episode_length_s=0.3, recorders=_recorders(tmp_path, writer=writer)) as env:
+        manager = env.recorder_manager
+        env.reset()
+        for _ in range(120):
+            ended += _step(env, gen)
+        grown = manager.writer._ring.size
+    assert 4096 < grown < 2**20
+    assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count > 10
+    _replay_passes(tmp_path / "run.hdf5")

@@ -11,7 +11,9 @@ from isaaclab.managers import DatasetExportMode
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
 from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
-from isaaclab_suspend.managers import EpisodeBuffers, SuspendableRecorderManager
+from isaaclab_suspend.managers import (EpisodeBatch, EpisodeBuffers, EpisodeWriter, EpisodeWriterCfg,
+                                       SuspendableRecorderManager)
+from isaaclab_suspend.managers.staging_ring import StagingRing
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import make_default_model
 from isaaclab_suspend.utils import open_env
@@ -223,11 +225,14 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
     assert spy.calls == [], f"host syncs in the recorder step hooks: {sorted(set(spy.calls))}"
 
 
-def test_take_copies_only_the_samples_since_the_last_clear():
-    """An export copies each episode up to the samples appended since its env was last emptied by host ids
-    (not up to the longest open episode of any env), with the right samples; a clear by device ids only
-    keeps the bound loose, never wrong."""
+@pytest.mark.parametrize("counts_on_host", [True, False])
+def test_take_copies_only_the_samples_of_the_episodes(counts_on_host):
+    """An export copies each episode up to the samples it may hold, with the right samples: on the CPU up to the
+    exact counts, read from the host; on a GPU (its path run here on CPU tensors) up to the samples appended
+    since its env was last emptied by host ids (not up to the longest open episode of any env); a clear by
+    device ids only keeps that bound loose, never wrong."""
     buffers = EpisodeBuffers(num_envs=3, capacity=64, device="cpu")
+    buffers._on_cpu = counts_on_host
     for t in range(30):
         buffers.append("actions", torch.full((3, 2), float(t)), env_mask=None)
     buffers.clear(torch.tensor([0]), [0])
@@ -239,6 +244,50 @@ def test_take_copies_only_the_samples_since_the_last_clear():
     assert rows.leaves["actions"].shape == (1, 5, 2) and rows.counts.tolist() == [[5]]
     assert rows.leaves["actions"][0, :, 0].tolist() == [30.0, 31.0, 32.0, 33.0, 34.0]
     rows = buffers.take(torch.tensor([1, 2]), [1, 2])
-    assert rows.leaves["actions"].shape == (2, 35, 2) and rows.counts.tolist() == [[5, 30]]
+    assert rows.leaves["actions"].shape == (2, 30 if counts_on_host else 35, 2)
+    assert rows.counts.tolist() == [[5, 30]]
     assert rows.leaves["actions"][0, :5, 0].tolist() == [30.0, 31.0, 32.0, 33.0, 34.0]
     assert rows.leaves["actions"][1, :30, 0].tolist() == [float(t) for t in range(30)]
+
+
+def test_staging_ring_reserves_in_order_wraps_and_grows_only_when_empty():
+    """Regions are reserved after the newest one, wrap to the start when the end has no room, never overlap a
+    region in use, and the ring grows only while empty."""
+    ring = StagingRing(1024)
+    try:
+        a, b, c = ring.reserve(400), ring.reserve(400), ring.reserve(400)
+        assert (a, b, c) == (0, 448, None)  # aligned to 64 bytes; no room for a third
+        ring.release(1)
+        assert ring.reserve(300) == 0  # wraps: [0, 320) is free again, [448, 896) is still in use
+        assert ring.reserve(200) is None  # [320, 448) is too small
+        with pytest.raises(RuntimeError, match="only while it is empty"):
+            ring.grow(4096)
+        ring.release(2)
+        assert ring.empty and ring.reserve(4096) is None
+        ring.grow(4096)
+        assert ring.size == 4096 and ring.reserve(4096) == 0
+        with pytest.raises(RuntimeError, match="released 2 regions"):
+            ring.release(2)
+    finally:
+        ring.close()
+
+
+def test_writer_copies_batches_not_gathered_into_its_memory(tmp_path):
+    """The hand-over of a GPU (episodes copied into the shared memory by the writer, not gathered there), run on
+    the CPU with a memory smaller than one batch: it grows, and every demo is written exactly."""
+    buffers = EpisodeBuffers(num_envs=3, capacity=8, device="cpu")
+    for t in range(5):
+        buffers.append("actions", torch.arange(6.0).reshape(3, 2) + 10 * t, env_mask=torch.tensor([True, True, t < 2]))
+        buffers.append("obs/policy", torch.full((3, 4), float(t)), env_mask=None)
+    rows = buffers.take(torch.tensor([0, 2]), [0, 2])
+    assert rows.offsets is None
+    path = tmp_path / "copied.hdf5"
+    writer = EpisodeWriter(EpisodeWriterCfg(staging_bytes=64), [str(path)], DatasetExportMode.EXPORT_ALL)
+    writer.put(EpisodeBatch(rows, torch.tensor([True, False]), [0, 2]))
+    writer.close()
+    with h5py.File(path, "r") as f:
+        demos = f["data"]
+        assert demos["demo_0"]["actions"][:].tolist() == [[10.0 * t, 10.0 * t + 1] for t in range(5)]
+        assert demos["demo_1"]["actions"][:].tolist() == [[4.0 + 10 * t, 5.0 + 10 * t] for t in range(2)]
+        assert demos["demo_1"]["obs/policy"].shape == (5, 4) and demos["demo_1"].attrs["success"] == False  # noqa: E712
+        assert demos.attrs["total"] == 7

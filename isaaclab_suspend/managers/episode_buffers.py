@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 import warp as wp
 
 from ..tensor_tree import flatten_tree, unflatten_tree
+from .staging_ring import aligned_offsets
 
 EpisodeTree = dict[str, "torch.Tensor | EpisodeTree"]
 """A nested dict of tensors, as Isaac Lab's recorder terms return them and :class:`EpisodeData` stores them."""
@@ -32,6 +34,8 @@ class EpisodeRows:
     stepped. Shape: (K,), bool."""
     counts: torch.Tensor | np.ndarray
     """Samples of each key (row) and episode (column). Shape: (K, B)."""
+    offsets: dict[str, int] | None = None
+    """Offset of each leaf in the memory :meth:`EpisodeBuffers.take` gathered it into, when it was given one."""
 
 
 class _Stream:
@@ -52,6 +56,9 @@ class _Stream:
         """Leaf buffers by path inside the value. Shape: (num_envs, capacity, ...)."""
         self.flat: dict[tuple[str, ...], torch.Tensor] = {}
         """The same buffers viewed as (num_envs * capacity, ...): sample t of env i is row ``i * capacity + t``."""
+        self._host: dict[tuple[str, ...], np.ndarray] = {}  # numpy views of the CPU buffers, made at first use
+        self.names: dict[tuple[str, ...], str] = {}
+        """Dataset path of each leaf (``key/path``)."""
         self.row_start: torch.Tensor
         """Flat row of each env's first sample, ``env_id * capacity``. Shape: (num_envs,)."""
         self.row: torch.Tensor
@@ -94,6 +101,15 @@ class _Stream:
     def _set(self, path: tuple[str, ...], buffer: torch.Tensor) -> None:
         self.leaves[path] = buffer
         self.flat[path] = buffer.view(-1, *buffer.shape[2:])
+        self.names[path] = "/".join((self.key, *path))
+        self._host.pop(path, None)
+
+    def host(self, path: tuple[str, ...]) -> np.ndarray:
+        """The buffer of a leaf viewed by numpy (a CPU buffer)."""
+        view = self._host.get(path)
+        if view is None:
+            view = self._host[path] = self.leaves[path].numpy()
+        return view
 
 
 class EpisodeBuffers:
@@ -124,11 +140,13 @@ class EpisodeBuffers:
         self.num_envs = num_envs
         self.capacity = capacity
         self.device = device
+        self._on_cpu = torch.device(device).type == "cpu"
         self._streams: dict[str, _Stream] = {}
         self._rows = torch.zeros(0, num_envs, dtype=torch.long, device=device)
         """Write index of each key (in creation order) and env. Shape: (num_keys, num_envs)."""
         self._row_starts = torch.zeros(0, num_envs, dtype=torch.long, device=device)
         """First row of each key and env. Shape: (num_keys, num_envs)."""
+        self._host_views: tuple[np.ndarray, np.ndarray] | None = None  # _rows, _row_starts by numpy (CPU)
         self._appends = np.zeros(0, dtype=np.int64)
         """Samples appended to each key so far (host side): each raised every count by at most one."""
         self._appends_at_clear = np.zeros((0, num_envs), dtype=np.int64)
@@ -215,7 +233,12 @@ class EpisodeBuffers:
         ``host_ids``, the same ids known on the host (or the slice), tightens the host-side bounds of their
         counts that :meth:`take` copies up to; without them the bounds stay valid, only looser.
         """
-        self._rows[:, env_ids] = self._row_starts[:, env_ids]
+        if self._on_cpu and host_ids is not None:  # numpy's indexing: a fraction of torch's
+            host_ids = host_ids if isinstance(host_ids, slice) else np.asarray(host_ids, dtype=np.int64)
+            rows, row_starts = self._host_rows()
+            rows[:, host_ids] = row_starts[:, host_ids]
+        else:
+            self._rows[:, env_ids] = self._row_starts[:, env_ids]
         if host_ids is not None:
             host_ids = host_ids if isinstance(host_ids, slice) else np.asarray(host_ids, dtype=np.int64)
             self._appends_at_clear[:, host_ids] = self._appends[:, None]
@@ -236,40 +259,68 @@ class EpisodeBuffers:
             for path, leaf in stream.leaves.items()
         })
 
-    def take(self, env_ids: torch.Tensor, host_ids: Sequence[int]) -> EpisodeRows:
+    def take(
+        self, env_ids: torch.Tensor, host_ids: Sequence[int], allocate: Callable[[int], tuple[np.ndarray, int]] | None = None
+    ) -> EpisodeRows:
         """Copies of the open episodes of ``env_ids``, without a host sync (:meth:`clear` empties them).
 
-        Each leaf is copied in one gather of the rows of ``env_ids``, up to the host-side bound of the samples
-        these episodes may hold (the samples appended since they were last cleared by host ids); the copies
-        are the caller's (the buffers never write them). On the CPU the gathers are numpy's, on views of the
-        buffers: a quarter of the time of torch's indexing for the few rows an export takes.
+        Each leaf is copied in one gather of the rows of ``env_ids``, up to the samples these episodes may hold;
+        the copies are the caller's (the buffers never write them). On a GPU that is the host-side bound of the
+        samples appended since they were last cleared by host ids. On the CPU it is their exact counts, read
+        from the host, and the gathers are numpy's (a quarter of the time of torch's indexing for the few rows an
+        export takes) which, with ``allocate``, write straight into the memory it returns.
 
         Args:
             env_ids: Unique env ids. Shape: (B,), integer, on the device.
             host_ids: The same ids, on the host.
+            allocate: On the CPU, where the copies go: called once with the bytes they need, it returns a uint8
+                array and the offset of a region of that many bytes in it; :attr:`EpisodeRows.offsets` says where
+                in the array each copy is. Ignored on other devices.
         """
         streams = list(self._streams.values())
         host_ids = np.asarray(host_ids, dtype=np.int64)
-        leaves, key_of = {}, {}
-        on_cpu = self._rows.device.type == "cpu"
-        cleared = self._appends_at_clear[:, host_ids].min(axis=1) if host_ids.size else self._appends
-        since_clear = (self._appends - cleared).tolist()
-        for k, stream in enumerate(streams):
-            samples = min(stream.bound, stream.capacity, since_clear[k])
-            for path, leaf in stream.leaves.items():
-                name = "/".join((stream.key, *path))
-                leaves[name] = leaf.numpy()[host_ids, :samples] if on_cpu else leaf[env_ids, :samples]
-                key_of[name] = k
-        if on_cpu:
-            counts = self._rows.numpy()[:, host_ids] - self._row_starts.numpy()[:, host_ids]
-        else:
+        keys, key_of, per_step = [s.key for s in streams], {}, np.array([s.per_step for s in streams], dtype=bool)
+        if not self._on_cpu:
+            cleared = self._appends_at_clear[:, host_ids].min(axis=1) if host_ids.size else self._appends
+            since_clear = (self._appends - cleared).tolist()
+            leaves = {}
+            for k, stream in enumerate(streams):
+                samples = min(stream.bound, stream.capacity, since_clear[k])
+                for path, leaf in stream.leaves.items():
+                    leaves[stream.names[path]] = leaf[env_ids, :samples]
+                    key_of[stream.names[path]] = k
             counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
-        per_step = np.array([stream.per_step for stream in streams], dtype=bool)
-        return EpisodeRows(leaves, [stream.key for stream in streams], key_of, per_step, counts)
+            return EpisodeRows(leaves, keys, key_of, per_step, counts)
+        rows, row_starts = self._host_rows()
+        counts = rows[:, host_ids] - row_starts[:, host_ids]
+        samples = counts.max(axis=1).tolist() if host_ids.size else [0] * len(streams)
+        sources = [(stream.names[path], k, stream.host(path), samples[k])
+                   for k, stream in enumerate(streams) for path in stream.leaves]
+        for name, k, _, _ in sources:
+            key_of[name] = k
+        if allocate is None:
+            leaves = {name: leaf[host_ids, :n] for name, _, leaf, n in sources}
+            return EpisodeRows(leaves, keys, key_of, per_step, counts)
+        shapes = [(host_ids.size, n, *leaf.shape[2:]) for _, _, leaf, n in sources]
+        starts, size = aligned_offsets([math.prod(shape) * leaf.itemsize
+                                        for shape, (_, _, leaf, _) in zip(shapes, sources)])
+        memory, offset = allocate(size)
+        leaves, offsets = {}, {}
+        for (name, _, leaf, n), shape, start in zip(sources, shapes, starts):
+            offsets[name] = offset + start
+            out = leaves[name] = np.ndarray(shape, leaf.dtype, memory, offset + start)
+            out[...] = leaf[host_ids, :n]
+        return EpisodeRows(leaves, keys, key_of, per_step, counts, offsets)
 
     """
     Internals.
     """
+
+    def _host_rows(self) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`_rows` and :attr:`_row_starts` viewed by numpy (CPU buffers)."""
+        if self._host_views is None:
+            self._host_views = (self._rows.numpy(), self._row_starts.numpy())
+        return self._host_views
 
     def _stream(self, key: str, leaves: dict[tuple[str, ...], torch.Tensor], per_step: bool) -> _Stream:
         """The stream of ``key``, created with its leaf buffers on first use."""
@@ -284,6 +335,7 @@ class EpisodeBuffers:
             self._appends_at_clear = np.concatenate((self._appends_at_clear, np.zeros((1, self.num_envs), np.int64)))
             for k, s in enumerate(self._streams.values()):
                 s.index, s.row, s.row_start = k, self._rows[k], self._row_starts[k]
+            self._host_views = None
         for path, leaf in leaves.items():
             if path in stream.leaves:
                 continue

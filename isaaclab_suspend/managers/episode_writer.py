@@ -10,6 +10,7 @@ import select
 import struct
 import subprocess
 import sys
+import time
 from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -23,6 +24,7 @@ from isaaclab.utils.datasets.hdf5_dataset_file_handler import DATASET_FORMAT_VER
 
 from .. import hdf5_writer
 from .episode_buffers import EpisodeRows
+from .staging_ring import StagingRing, aligned_offsets
 
 if hdf5_writer.FORMAT_VERSION != DATASET_FORMAT_VERSION:
     raise ImportError(f"hdf5_writer writes dataset format {hdf5_writer.FORMAT_VERSION}, Isaac Lab's is"
@@ -56,6 +58,16 @@ class EpisodeWriterCfg:
     waits (back-pressure); one export larger than it alone is taken whole once the writer is idle. It bounds
     what a killed process loses: ``max(queue_size, num_envs)`` episodes."""
 
+    flush_interval_s: float = 0.05
+    """The writer process flushes the file(s) at most this often while episodes keep coming, and as soon as it
+    is idle after that; it reports what it flushed then, and the recording process reads its reports at most
+    this often. Rarer flushes cost both processes less; what a killed run loses stays bounded by
+    :attr:`queue_size`."""
+
+    staging_bytes: int = 2**24
+    """Initial size of the shared memory exports are gathered into for the writer process (it doubles when an
+    export does not fit in it empty). An export waits while it holds no room for it (back-pressure)."""
+
     compression: CompressionCfg = CompressionCfg(filter=None)
     """Compression of the datasets that neither :attr:`uint8_compression` nor :attr:`compression_by_key` covers:
     none. State datasets of a few hundred samples do not compress (float32 physics state) and each chunk adds
@@ -77,8 +89,8 @@ class EpisodeBatch:
 
     rows: EpisodeRows
     """Their samples, by dataset path."""
-    success: torch.Tensor
-    """Success of each episode. Shape: (B,)."""
+    success: torch.Tensor | np.ndarray
+    """Success of each episode. Shape: (B,), bool."""
     env_ids: list[int]
     """Env of each episode."""
     demo_ids: list[int] | None = None
@@ -90,16 +102,19 @@ class EpisodeWriter:
     them over.
 
     :meth:`put` takes the episodes of one export (an :class:`EpisodeBatch` of tensors the caller will not touch
-    again), routes them by export mode and success, and sends them to the writer process
+    again), routes them by export mode and success, and hands them to the writer process
     (:mod:`isaaclab_suspend.hdf5_writer`), which keeps the file(s) open, writes every demo it has been sent
     (``data/demo_N`` with ``num_samples``, ``seed``, ``success`` and one dataset per tensor,
-    ``data.attrs["total"]``) and flushes once; the file is valid after every flush (``total`` and the demos
-    change together). On a GPU the batch is first copied to pinned host memory without waiting, and sent by
-    a later :meth:`put` (or :meth:`close`) once the copy is done, so the step thread never waits for the device.
-    The step thread waits only when :attr:`EpisodeWriterCfg.queue_size` episodes are handed over and not yet
-    flushed (back-pressure; nothing is dropped, nothing grows without bound). A process, not a thread, writes:
+    ``data.attrs["total"]``) and flushes at most every :attr:`EpisodeWriterCfg.flush_interval_s`; the file is
+    valid after every flush (``total`` and the demos change together). The tensors travel through shared
+    memory (:class:`StagingRing`): on the CPU the export gathers them straight into it (:meth:`allocate`), and
+    the pipe carries only where they are. On a GPU the batch is first copied to pinned host memory without
+    waiting, and copied into the shared memory by a later :meth:`put`, :meth:`check` or :meth:`close` once the
+    device copy is done, so the step thread never waits for the device. The step thread waits only when
+    :attr:`EpisodeWriterCfg.queue_size` episodes are handed over and not yet flushed, or the shared memory has
+    no room (back-pressure; nothing is dropped, nothing grows without bound). A process, not a thread, writes:
     h5py holds the GIL, and a writer thread stalls the step thread's Python code. No thread is added to the
-    recording process either: the writer's answers are read by :meth:`check`, once per step, without waiting.
+    recording process either: the writer's reports are read by :meth:`check`, without waiting.
 
     A write that fails (disk full, file removed) removes the demo it was writing, stops the writer and is raised
     by the next :meth:`put`, :meth:`check` or :meth:`close` on the caller's thread; the demos written before
@@ -125,6 +140,8 @@ class EpisodeWriter:
     ):
         if cfg.queue_size < 1:
             raise ValueError(f"EpisodeWriterCfg.queue_size must be at least 1, got {cfg.queue_size}.")
+        if not cfg.flush_interval_s >= 0.0:
+            raise ValueError(f"EpisodeWriterCfg.flush_interval_s must be at least 0, got {cfg.flush_interval_s}.")
         self.cfg = cfg
         self.mode = mode
         self.paths = paths
@@ -139,19 +156,24 @@ class EpisodeWriter:
         self._raised = False  # whether the error was raised on the caller's thread already
         self._closed = False
         self._copying: deque[tuple[EpisodeBatch, torch.cuda.Event | None]] = deque()  # device -> host copies
-        self._process, self._fd, self._recv = _start_process()
+        self._ring = StagingRing(cfg.staging_bytes)
+        self._process, self._fd, self._recv = _start_process(self._ring.fd)
+        self._next_poll = 0.0  # when check() next reads the writer's reports
         self._outbox = bytearray()  # framed messages the pipe had no room for yet
+        self._unsent: list[tuple] = []  # "demos" messages not framed yet: sent together, at most once per poll
         compression = {"default": None, "uint8": None, "by_key": {}}
         if compress:
             compression = {"default": _options(cfg.compression), "uint8": _options(cfg.uint8_compression),
                            "by_key": {key: _options(c) for key, c in cfg.compression_by_key.items()}}
-        self._send_message(("open", paths, env_name, compression))
+        self._send_message(("open", paths, env_name, compression, self._ring.size, cfg.flush_interval_s))
         # the file exists when the recorder does (as with Isaac Lab's), and a path that cannot be created fails here
         if self._receive(wait=True) != "opened":
             self._raise_error()
 
     def written_count(self, success: bool, env_id: int | None = None) -> int:
-        """Episodes of that success flushed (or dropped by the export mode), of ``env_id`` or of all envs."""
+        """Episodes of that success flushed (or dropped by the export mode), of ``env_id`` or of all envs, as of
+        the writer's last report."""
+        self._poll()
         counts = self.written[success]
         return counts.get(env_id, 0) if env_id is not None else sum(counts.values())
 
@@ -159,10 +181,21 @@ class EpisodeWriter:
         """Merge ``env_args`` into every file's ``data.attrs["env_args"]``."""
         self._send_message(("env_args", env_args))
 
+    def allocate(self, nbytes: int) -> tuple[np.ndarray, int]:
+        """A region of ``nbytes`` bytes of the shared memory the writer process reads, for the next :meth:`put`
+        to hand over: the memory (a uint8 array) and the region's offset in it. Waits while it has no room."""
+        self._raise_error()
+        if self._closed:
+            raise RuntimeError(f"The episode writer of {self.paths} is closed.")
+        offset = self._reserve(nbytes, wait=True)
+        return self._ring.buffer, offset
+
     def put(self, batch: EpisodeBatch) -> None:
-        """Hand over the episodes of ``batch``; waits while the queue is full. Raises the writer's error, if any."""
+        """Hand over the episodes of ``batch``; waits while the queue is full. Raises the writer's error, if any.
+
+        ``batch`` was gathered into the regions of :meth:`allocate` if ``batch.rows.offsets`` says where."""
         size = len(batch.env_ids)
-        self._raise_error()  # the writer's answers are taken by check(), every step, and below when full
+        self._raise_error()  # the writer's reports are taken by check(), and below when full
         while self.pending > 0 and self.pending + size > self.cfg.queue_size:
             self._send_copied(wait=True)  # then every pending episode is with the process, which will flush
             self._write_out(wait=True)
@@ -173,7 +206,7 @@ class EpisodeWriter:
             raise RuntimeError(f"The episode writer of {self.paths} is closed.")
         self.pending += size
         event = None
-        if batch.success.is_cuda:
+        if isinstance(batch.success, torch.Tensor) and batch.success.is_cuda:
             batch = _to_host(batch)
             event = torch.cuda.Event()
             event.record()
@@ -181,11 +214,9 @@ class EpisodeWriter:
         self._send_copied(wait=False)
 
     def check(self) -> None:
-        """Take the writer's answers and write what the pipe takes, without waiting (no tensor is touched: cheap
-        enough for every step); raise the writer's error."""
-        if self.error is None:
-            self._receive(wait=False)
-            self._write_out(wait=False)
+        """Take the writer's reports (at most every :attr:`EpisodeWriterCfg.flush_interval_s`) and send what is
+        ready, without waiting (no tensor is touched: cheap enough for every step); raise the writer's error."""
+        self._poll()
         self._raise_error()
 
     def inject_fault(self, point: str, nth: int, action: str) -> None:
@@ -207,6 +238,7 @@ class EpisodeWriter:
             os.close(self._fd)
             self._recv.close()
             self._process.wait()
+            self._ring.close()
         if not self._raised:
             self._raise_error()
 
@@ -214,9 +246,31 @@ class EpisodeWriter:
     Internals.
     """
 
+    def _poll(self) -> None:
+        """Take the writer's reports if :attr:`EpisodeWriterCfg.flush_interval_s` passed since the last look, and
+        send what is ready, without waiting."""
+        if self.error is None and not self._closed:
+            now = time.perf_counter()
+            if self._copying:
+                self._send_copied(wait=False)
+            if now >= self._next_poll:
+                self._next_poll = now + self.cfg.flush_interval_s
+                self._receive(wait=False)
+                if self._unsent:
+                    self._send_message(("many", self._take_unsent()))
+            if self._outbox:
+                self._write_out(wait=False)
+
+    def _take_unsent(self) -> list[tuple]:
+        unsent, self._unsent = self._unsent, []
+        return unsent
+
     def _send_message(self, message: tuple) -> None:
-        """Frame ``message`` as ``multiprocessing.connection`` does and write what the pipe takes now (the
-        pickle is copied into the outbox only if the pipe does not take it whole)."""
+        """Frame ``message`` (after the messages not sent yet, so that the writer sees them in order) as
+        ``multiprocessing.connection`` does and write what the pipe takes now (the pickle is copied into the
+        outbox only if the pipe does not take it whole)."""
+        if self._unsent:
+            message = ("many", [*self._take_unsent(), message])
         data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
         # as multiprocessing.connection frames it: a 64-bit length after -1 beyond 2 GiB
         header = struct.pack("!i", len(data)) if len(data) <= 0x7FFFFFFF else struct.pack("!iQ", -1, len(data))
@@ -234,8 +288,10 @@ class EpisodeWriter:
         self._write_out(wait=False)
 
     def _write_out(self, wait: bool) -> None:
-        """Write the outbox to the pipe (non-blocking), all of it if ``wait``: the step thread never waits on a
-        full pipe, only on a full queue."""
+        """Write the outbox to the pipe (non-blocking), all of it and every message not sent yet if ``wait``: the
+        step thread never waits on a full pipe, only on a full queue."""
+        if wait and self._unsent:
+            self._send_message(("many", self._take_unsent()))
         while self._outbox and self.error is None:
             try:
                 del self._outbox[: os.write(self._fd, self._outbox)]
@@ -255,13 +311,15 @@ class EpisodeWriter:
                 if not wait:
                     return
                 event.synchronize()
+            layout = self._layout(batch.rows, wait)
+            if layout is None:
+                return
             self._copying.popleft()
-            message, dropped = self._demos(batch)
+            message, dropped = self._demos(batch, layout)
             for succeeded, env_id in dropped:
                 self.written[succeeded][env_id] = self.written[succeeded].get(env_id, 0) + 1
-            self.pending -= len(batch.env_ids) - (len(message[-1]) if message else 0)
-            if message:
-                self._send_message(message)
+            self.pending -= len(batch.env_ids) - len(message[-1])
+            self._unsent.append(message)
 
     def _receive(self, wait: bool) -> str | None:
         """Handle the writer's answers (one at least if ``wait``); returns the kind of the last one."""
@@ -270,10 +328,13 @@ class EpisodeWriter:
             while (wait and kind is None) or select.select([self._recv], [], [], 0)[0]:
                 message = self._recv.recv()
                 kind = message[0]
+                if kind == "flushed":
+                    self._ring.release(message[2])
                 if kind in ("flushed", "error"):
-                    for succeeded, env_id in message[-1]:
+                    written = message[1] if kind == "flushed" else message[-1]
+                    for succeeded, env_id in written:
                         self.written[succeeded][env_id] = self.written[succeeded].get(env_id, 0) + 1
-                    self.pending -= len(message[-1])
+                    self.pending -= len(written)
                 if kind == "error":
                     code, text = message[1], message[2]
                     self.error = OSError(code, text) if code is not None else RuntimeError(text)
@@ -283,15 +344,15 @@ class EpisodeWriter:
             self.error = self.error or RuntimeError(f"the writer process ended (exit status {self._process.poll()})")
         return kind
 
-    def _demos(self, batch: EpisodeBatch) -> tuple[tuple | None, list[tuple[bool, int]]]:
-        """The ``"demos"`` message of ``batch`` (None if it has no demo to write) and the (success, env) of the
-        episodes the export mode drops. The message carries each tensor once for all demos, padded, with the
-        samples of each (the writer process cuts the demos out): the step thread builds nothing per demo and
-        per tensor. Episodes without a step sample are neither written nor dropped. Shape of ``batch``'s
-        tensors: on the host."""
+    def _demos(self, batch: EpisodeBatch, layout: dict) -> tuple[tuple, list[tuple[bool, int]]]:
+        """The ``"demos"`` message of ``batch``, whose tensors are in the shared memory at ``layout``, and the
+        (success, env) of the episodes the export mode drops. The message carries where each tensor is (once for
+        all demos, padded) and the samples of each demo: the writer process cuts the demos out, the step thread
+        builds nothing per demo and per tensor. Episodes without a step sample are neither written nor dropped.
+        It is sent even without a demo to write: the writer frees the memory in hand-over order."""
         rows = batch.rows
         if not rows.per_step.any():
-            return None, []
+            return ("demos", layout, {}, [], []), []
         counts = np.asarray(rows.counts)
         step_counts = counts[rows.per_step]
         has_steps = (step_counts > 0).any(axis=0).tolist()
@@ -299,7 +360,7 @@ class EpisodeWriter:
         num_samples = (counts[rows.keys.index("actions")] if "actions" in rows.keys else step_counts.max(axis=0))
         num_samples = num_samples.tolist()
         success = batch.success.tolist()
-        demos, dropped, kept = [], [], []
+        demos, dropped = [], []
         for b, env_id in enumerate(batch.env_ids):
             if not has_steps[b]:
                 continue
@@ -308,17 +369,40 @@ class EpisodeWriter:
                 dropped.append((success[b], env_id))
                 continue
             demo_id = None if batch.demo_ids is None else batch.demo_ids[b]
-            demos.append((len(kept), file_index, demo_id, success[b], num_samples[b], self.seed, env_id))
-            kept.append(b)
-        if not demos:
-            return None, dropped
-        arrays = {path: np.asarray(leaf) for path, leaf in rows.leaves.items()}
-        if len(kept) < len(batch.env_ids):
-            counts, arrays = counts[:, kept], {path: array[kept] for path, array in arrays.items()}
-        # raw bytes pickle in a fraction of the time of the arrays themselves
-        arrays = {path: (array.dtype.str, array.shape, array.tobytes()) for path, array in arrays.items()}
-        samples = {path: counts[k].tolist() for path, k in rows.key_of.items()}
-        return ("demos", arrays, samples, demos), dropped
+            demos.append((b, file_index, demo_id, success[b], num_samples[b], self.seed, env_id))
+        return ("demos", layout, rows.key_of, counts.tolist(), demos), dropped
+
+    def _layout(self, rows: EpisodeRows, wait: bool) -> dict[str, tuple[str, tuple, int]] | None:
+        """Where each tensor of ``rows`` is in the shared memory (numpy dtype string, shape, offset), copying them
+        there unless :meth:`EpisodeBuffers.take` gathered them there; None if it has no room and not ``wait``."""
+        if rows.offsets is not None:
+            return {path: (leaf.dtype.str, leaf.shape, rows.offsets[path]) for path, leaf in rows.leaves.items()}
+        arrays = [np.asarray(leaf) for leaf in rows.leaves.values()]
+        starts, size = aligned_offsets([array.nbytes for array in arrays])
+        offset = self._reserve(size, wait)
+        if offset is None:
+            return None
+        for array, start in zip(arrays, starts):
+            self._ring.array(offset + start, array.shape, array.dtype)[...] = array
+        return {path: (array.dtype.str, array.shape, offset + start)
+                for path, array, start in zip(rows.leaves, arrays, starts)}
+
+    def _reserve(self, nbytes: int, wait: bool) -> int | None:
+        """Offset of a region of the shared memory for a hand-over of ``nbytes`` bytes (None if it has no room
+        and not ``wait``); the memory grows when one hand-over does not fit in it empty."""
+        while True:
+            offset = self._ring.reserve(nbytes)
+            if offset is not None:
+                return offset
+            if self._ring.empty:
+                self._ring.grow(nbytes)
+                self._send_message(("ring", self._ring.size))
+            elif not wait:
+                return None
+            else:  # the regions in use are in messages sent: the writer frees them as it writes them
+                self._write_out(wait=True)
+                self._receive(wait=True)
+                self._raise_error()
 
     def _file_index(self, success: bool) -> int | None:
         if self.mode == DatasetExportMode.EXPORT_ALL:
@@ -369,9 +453,9 @@ def _options(cfg: CompressionCfg) -> dict | None:
     return options
 
 
-def _start_process() -> tuple[subprocess.Popen, int, Connection]:
-    """Start :func:`isaaclab_suspend.hdf5_writer.main` in a child process; returns it, the (non-blocking) file
-    descriptor to write to it and the connection to read its answers."""
+def _start_process(ring_fd: int) -> tuple[subprocess.Popen, int, Connection]:
+    """Start :func:`isaaclab_suspend.hdf5_writer.main` in a child process that maps the shared memory ``ring_fd``;
+    returns it, the (non-blocking) file descriptor to write to it and the connection to read its answers."""
     to_child, from_parent = os.pipe()[::-1]
     from_child, to_parent = os.pipe()
     if hasattr(fcntl, "F_SETPIPE_SZ"):  # Linux: room for many exports, so that a send never waits on a write
@@ -384,8 +468,8 @@ def _start_process() -> tuple[subprocess.Popen, int, Connection]:
     # close() would otherwise wait for
     code = (f"import os, sys; sys.path.insert(0, {root!r}); from isaaclab_suspend.hdf5_writer import main;"
             " main(*map(int, sys.argv[1:])); os._exit(0)")
-    process = subprocess.Popen([sys.executable, "-c", code, str(from_parent), str(to_parent)],
-                               pass_fds=(from_parent, to_parent))
+    process = subprocess.Popen([sys.executable, "-c", code, str(from_parent), str(to_parent), str(ring_fd)],
+                               pass_fds=(from_parent, to_parent, ring_fd))
     os.close(from_parent)
     os.close(to_parent)
     os.set_blocking(to_child, False)

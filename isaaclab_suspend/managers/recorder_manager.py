@@ -240,10 +240,16 @@ class SuspendableRecorderManager(RecorderManager):
             self.writer.add_env_args(self.get_ep_meta())
             self._env_args_written = True
         ids = self._ids_tensor(env_list)
-        self.writer.put(EpisodeBatch(self.buffers.take(ids, env_list), self._success[ids], env_list, demo_ids))
+        rows = self.buffers.take(ids, env_list, allocate=self.writer.allocate)
+        on_cpu = self._success.device.type == "cpu"  # numpy's indexing there: a fraction of torch's
+        success = self._success.numpy()[env_list] if on_cpu else self._success[ids]
+        self.writer.put(EpisodeBatch(rows, success, env_list, demo_ids))
         # emptied once handed over: an interrupt before leaves them open (dropped at close), never lost unseen
         self.buffers.clear(ids, env_list)
-        self._success[ids] = False
+        if on_cpu:
+            self._success.numpy()[env_list] = False
+        else:
+            self._success[ids] = False
 
     def close(self) -> None:
         """Write every exported episode, close the file(s), then close the terms as the parent does.

@@ -10,7 +10,8 @@ compression: gzip 2 for Isaac Lab's, none for ours on state data). Reported per 
   terms' own calls, e.g. ``scene.get_state``, plus the storing);
 * episode ends: ``record_pre_reset``, ``record_post_reset`` and ``reset``, without the HDF5 write;
 * HDF5 write on the step thread: Isaac Lab's ``HDF5DatasetFileHandler`` calls; for ours ``export_episodes``
-  (a gather per tensor handed to the writer, any wait for a full queue) and the final drain of the queue;
+  (a gather per tensor into the memory shared with the writer, the hand-over, any wait for a full queue),
+  the writer's ``check`` at each step (taken out of the step hooks) and the final drain of the queue;
 * writer process: its CPU time, beside the steps, warm-up included.
 
 The total is the step hooks plus the episode ends plus the HDF5 write on the step thread. Example::
@@ -95,6 +96,7 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         timed.time_calls("Isaac Lab RecorderManager", stock._dataset_file_handler,
                          ("add_env_args", "write_episode", "flush"), "hdf5")
         timed.time_calls("SuspendableRecorderManager", ours, ("export_episodes",), "hdf5")
+        timed.time_calls("SuspendableRecorderManager", ours.writer, ("check",), "check")  # inside record_pre_step
         children_cpu = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system seconds
         gen = torch.Generator().manual_seed(0)
         env.reset()
@@ -116,9 +118,9 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         managers["Isaac Lab RecorderManager"].close()
     rows = []
     for name, seconds in timed.seconds.items():
-        hooks = sum(seconds[h] for h in STEP_HOOKS) / steps
+        hooks = (sum(seconds[h] for h in STEP_HOOKS) - seconds["check"]) / steps
         ends = (sum(seconds[h] for h in RESET_HOOKS) - seconds["hdf5"]) / steps
-        write = (seconds["hdf5"] + seconds["drain"]) / steps
+        write = (seconds["hdf5"] + seconds["check"] + seconds["drain"]) / steps
         total = hooks + ends + write
         rows.append({"num_envs": num_envs, "manager": name, "hooks_ms": 1e3 * hooks, "ends_ms": 1e3 * ends,
                      "write_ms": 1e3 * write, "drain_ms": 1e3 * seconds["drain"] / steps, "share": write / total,
