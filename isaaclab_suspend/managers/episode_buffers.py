@@ -227,8 +227,9 @@ class EpisodeBuffers:
         stream.bound += 1
         self._appends[stream.index] += 1
 
-    def clear(self, env_ids: torch.Tensor | slice, host_ids: Sequence[int] | slice | None = None) -> None:
-        """Empty the open episodes of ``env_ids`` (a 1-D integer tensor on the device, or a slice).
+    def clear(self, env_ids: torch.Tensor | slice | None, host_ids: Sequence[int] | slice | None = None) -> None:
+        """Empty the open episodes of ``env_ids`` (a 1-D integer tensor on the device, or a slice; on the CPU
+        None with ``host_ids``, which are then the ones used).
 
         ``host_ids``, the same ids known on the host (or the slice), tightens the host-side bounds of their
         counts that :meth:`take` copies up to; without them the bounds stay valid, only looser.
@@ -260,7 +261,7 @@ class EpisodeBuffers:
         })
 
     def take(
-        self, env_ids: torch.Tensor, host_ids: Sequence[int], allocate: Callable[[int], tuple[np.ndarray, int]] | None = None
+        self, env_ids: torch.Tensor | None, host_ids: Sequence[int], allocate: Callable[[int], tuple[np.ndarray, int]] | None = None
     ) -> EpisodeRows:
         """Copies of the open episodes of ``env_ids``, without a host sync (:meth:`clear` empties them).
 
@@ -271,7 +272,7 @@ class EpisodeBuffers:
         export takes) which, with ``allocate``, write straight into the memory it returns.
 
         Args:
-            env_ids: Unique env ids. Shape: (B,), integer, on the device.
+            env_ids: Unique env ids. Shape: (B,), integer, on the device (on the CPU: unused, may be None).
             host_ids: The same ids, on the host.
             allocate: On the CPU, where the copies go: called once with the bytes they need, it returns a uint8
                 array and the offset of a region of that many bytes in it; :attr:`EpisodeRows.offsets` says where

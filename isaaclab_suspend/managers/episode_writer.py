@@ -58,7 +58,7 @@ class EpisodeWriterCfg:
     waits (back-pressure); one export larger than it alone is taken whole once the writer is idle. It bounds
     what a killed process loses: ``max(queue_size, num_envs)`` episodes."""
 
-    flush_interval_s: float = 0.05
+    flush_interval_s: float = 0.1
     """The writer process flushes the file(s) at most this often while episodes keep coming, and as soon as it
     is idle after that; it reports what it flushed then, and the recording process reads its reports at most
     this often. Rarer flushes cost both processes less; what a killed run loses stays bounded by

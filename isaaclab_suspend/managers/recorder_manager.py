@@ -239,9 +239,9 @@ class SuspendableRecorderManager(RecorderManager):
             self.writer.seed = getattr(self._env.cfg, "seed", None)
             self.writer.add_env_args(self.get_ep_meta())
             self._env_args_written = True
-        ids = self._ids_tensor(env_list)
+        on_cpu = self._success.device.type == "cpu"  # host ids and numpy's indexing there: a fraction of torch's
+        ids = None if on_cpu else self._ids_tensor(env_list)
         rows = self.buffers.take(ids, env_list, allocate=self.writer.allocate)
-        on_cpu = self._success.device.type == "cpu"  # numpy's indexing there: a fraction of torch's
         success = self._success.numpy()[env_list] if on_cpu else self._success[ids]
         self.writer.put(EpisodeBatch(rows, success, env_list, demo_ids))
         # emptied once handed over: an interrupt before leaves them open (dropped at close), never lost unseen
