@@ -20,7 +20,8 @@ class StagingRing:
     Regions are reserved in hand-over order and released in the same order, as the writer reports the messages
     it has written. The ring grows (doubling, at least to the region asked for) only when it is empty and a
     region does not fit: its size is bounded by twice the largest export, or by the bytes of the episodes the
-    writer's queue holds. Pages are committed as they are first written.
+    writer's queue holds. It is mapped populated: its pages are committed at once, so that an export does not
+    fault them in.
 
     Args:
         size: Initial size in bytes.
