@@ -291,3 +291,20 @@ def test_writer_copies_batches_not_gathered_into_its_memory(tmp_path):
         assert demos["demo_1"]["actions"][:].tolist() == [[4.0 + 10 * t, 5.0 + 10 * t] for t in range(2)]
         assert demos["demo_1"]["obs/policy"].shape == (5, 4) and demos["demo_1"].attrs["success"] == False  # noqa: E712
         assert demos.attrs["total"] == 7
+
+
+def test_a_region_never_handed_over_is_freed_by_the_next_allocation(tmp_path):
+    """An interrupt between an export's allocation and its hand-over leaves a region no message frees: the next
+    allocation frees it, so an export that needs the whole memory gets it instead of waiting forever."""
+    writer = EpisodeWriter(EpisodeWriterCfg(staging_bytes=4096), [str(tmp_path / "r.hdf5")],
+                           DatasetExportMode.EXPORT_ALL)
+    try:
+        writer.allocate(1000)  # interrupted before put()
+        result = []
+        waiter = threading.Thread(target=lambda: result.append(writer.allocate(4096)), daemon=True)
+        waiter.start()
+        waiter.join(timeout=10.0)
+        assert result and result[0][1] == 0, "the whole memory must be free again"
+    finally:
+        writer._allocated = False  # the waiting allocation (if any) stays unfinished; close what was handed over
+        writer.close()

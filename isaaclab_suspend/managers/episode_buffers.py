@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -234,15 +234,14 @@ class EpisodeBuffers:
         ``host_ids``, the same ids known on the host (or the slice), tightens the host-side bounds of their
         counts that :meth:`take` copies up to; without them the bounds stay valid, only looser.
         """
-        if self._on_cpu and host_ids is not None:  # numpy's indexing: a fraction of torch's
+        if host_ids is not None:
             host_ids = host_ids if isinstance(host_ids, slice) else np.asarray(host_ids, dtype=np.int64)
+            self._appends_at_clear[:, host_ids] = self._appends[:, None]
+        if self._on_cpu and host_ids is not None:  # numpy's indexing: a fraction of torch's
             rows, row_starts = self._host_rows()
             rows[:, host_ids] = row_starts[:, host_ids]
         else:
             self._rows[:, env_ids] = self._row_starts[:, env_ids]
-        if host_ids is not None:
-            host_ids = host_ids if isinstance(host_ids, slice) else np.asarray(host_ids, dtype=np.int64)
-            self._appends_at_clear[:, host_ids] = self._appends[:, None]
 
     def episode(self, env_id: int) -> EpisodeTree:
         """A copy of the open episode of ``env_id``, tensors of shape (num_samples, ...); ``{}`` before it steps.
@@ -261,7 +260,10 @@ class EpisodeBuffers:
         })
 
     def take(
-        self, env_ids: torch.Tensor | None, host_ids: Sequence[int], allocate: Callable[[int], tuple[np.ndarray, int]] | None = None
+        self,
+        env_ids: torch.Tensor | None,
+        host_ids: Sequence[int],
+        allocate: Callable[[int], tuple[np.ndarray, int]] | None = None,
     ) -> EpisodeRows:
         """Copies of the open episodes of ``env_ids``, without a host sync (:meth:`clear` empties them).
 

@@ -24,7 +24,7 @@ from isaaclab.utils.datasets.hdf5_dataset_file_handler import DATASET_FORMAT_VER
 
 from .. import hdf5_writer
 from .episode_buffers import EpisodeRows
-from .staging_ring import StagingRing, aligned_offsets
+from .staging_ring import ALIGNMENT, StagingRing, aligned_offsets
 
 if hdf5_writer.FORMAT_VERSION != DATASET_FORMAT_VERSION:
     raise ImportError(f"hdf5_writer writes dataset format {hdf5_writer.FORMAT_VERSION}, Isaac Lab's is"
@@ -142,6 +142,8 @@ class EpisodeWriter:
             raise ValueError(f"EpisodeWriterCfg.queue_size must be at least 1, got {cfg.queue_size}.")
         if not cfg.flush_interval_s >= 0.0:
             raise ValueError(f"EpisodeWriterCfg.flush_interval_s must be at least 0, got {cfg.flush_interval_s}.")
+        if cfg.staging_bytes < ALIGNMENT:
+            raise ValueError(f"EpisodeWriterCfg.staging_bytes must be at least {ALIGNMENT}, got {cfg.staging_bytes}.")
         self.cfg = cfg
         self.mode = mode
         self.paths = paths
@@ -159,6 +161,7 @@ class EpisodeWriter:
         self._ring = StagingRing(cfg.staging_bytes)
         self._process, self._fd, self._recv = _start_process(self._ring.fd)
         self._next_poll = 0.0  # when check() next reads the writer's reports
+        self._allocated = False  # whether the newest region of the ring is allocated and not handed over yet
         self._outbox = bytearray()  # framed messages the pipe had no room for yet
         self._unsent: list[tuple] = []  # "demos" messages not framed yet: sent together, at most once per poll
         compression = {"default": None, "uint8": None, "by_key": {}}
@@ -187,7 +190,11 @@ class EpisodeWriter:
         self._raise_error()
         if self._closed:
             raise RuntimeError(f"The episode writer of {self.paths} is closed.")
+        if self._allocated:  # the last region was never handed over (an interrupt in between): no message frees it
+            self._ring.unreserve()
+            self._allocated = False
         offset = self._reserve(nbytes, wait=True)
+        self._allocated = True
         return self._ring.buffer, offset
 
     def put(self, batch: EpisodeBatch) -> None:
@@ -211,11 +218,13 @@ class EpisodeWriter:
             event = torch.cuda.Event()
             event.record()
         self._copying.append((batch, event))
+        self._allocated = False
         self._send_copied(wait=False)
 
     def check(self) -> None:
         """Take the writer's reports (at most every :attr:`EpisodeWriterCfg.flush_interval_s`) and send what is
-        ready, without waiting (no tensor is touched: cheap enough for every step); raise the writer's error."""
+        ready, without waiting (no device tensor is touched: cheap enough for every step); raise the writer's
+        error."""
         self._poll()
         self._raise_error()
 

@@ -58,6 +58,10 @@ class StagingRing:
             self._regions.append((start, start + nbytes))
         return start
 
+    def unreserve(self) -> None:
+        """Free the newest region (its hand-over never happened)."""
+        self._regions.pop()
+
     def release(self, count: int) -> None:
         """Free the ``count`` oldest regions (their messages are written)."""
         if count > len(self._regions):
