@@ -132,7 +132,7 @@ with open_env("{task}", {num_envs}, episode_length_s=0.3, recorders=recorders) a
     env.reset()
     for _ in range(300):
         env.step(2.0 * torch.rand({num_envs}, 1, generator=gen) - 1.0)
-        print("written", manager.exported_failed_episode_count, "pending", manager.writer.pending, flush=True)
+        print("written", manager.exported_failed_episode_count, "unflushed", manager.unflushed_count, flush=True)
 """
 
 
@@ -145,9 +145,9 @@ def test_sigkill_inside_the_write(tmp_path, point):
                           timeout=600, start_new_session=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     reports = [line.split() for line in proc.stdout.splitlines() if line.startswith("written ")]
-    written, pending = int(reports[-1][1]), int(reports[-1][3])
+    written, unflushed = int(reports[-1][1]), int(reports[-1][3])
     demos = _check_file(tmp_path / "run.hdf5")
-    assert 0 < written <= demos <= written + pending + NUM_ENVS  # flushed kept; the last step may hand over more
+    assert 0 < written <= demos <= written + unflushed + NUM_ENVS  # flushed kept; the last step may export more
     assert max(int(r[3]) for r in reports) <= max(queue_size, NUM_ENVS), "what a kill loses stays bounded"
     _replay_passes(tmp_path / "run.hdf5")
 
@@ -179,26 +179,32 @@ QUEUE_SIZE = 6
 def test_full_queue_makes_the_step_wait(tmp_path):
     """A writer that stalls: the step waits for it, nothing is dropped, the queue never exceeds its bound."""
     gen = torch.Generator().manual_seed(3)
-    pending, seconds = [], []
+    unflushed, seconds = [], []
     ended = 0
     with open_env(TASK, NUM_ENVS, episode_length_s=0.2,
                   recorders=_recorders(tmp_path, writer=EpisodeWriterCfg(queue_size=QUEUE_SIZE))) as env:
         manager = env.recorder_manager
         manager.writer.inject_fault("demo", 2, "pause")
         paused = tmp_path / "run.hdf5.paused"
+
+        def resume_later():  # the writer resumes 1 s after it pauses (a step may be waiting for it by then)
+            while not paused.exists():
+                time.sleep(0.01)
+            time.sleep(1.0)
+            paused.unlink()
+
+        resume = threading.Thread(target=resume_later, daemon=True)
+        resume.start()
         env.reset()
-        resume = None
         for _ in range(80):
-            if resume is None and paused.exists():
-                resume = threading.Timer(1.0, paused.unlink)  # the writer resumes in 1 s
-                resume.start()
             start = time.perf_counter()
             ended += _step(env, gen)
-            if resume is not None:
-                seconds.append(time.perf_counter() - start)
-            pending.append(manager.writer.pending)
-    assert seconds and max(seconds) > 0.5, "a step must have waited for the paused writer"
-    assert 0 < max(pending) <= QUEUE_SIZE  # above NUM_ENVS, so that the bound is the queue's, not one export's
+            seconds.append(time.perf_counter() - start)
+            unflushed.append(manager.unflushed_count)
+        resume.join(timeout=0)
+        assert not resume.is_alive(), "the writer must have paused"
+    assert 0.5 < max(seconds) < 5.0, "a step must have waited for the paused writer, until it resumed"
+    assert 0 < max(unflushed) <= QUEUE_SIZE  # above NUM_ENVS, so that the bound is the queue's, not one export's
     assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count
 
 

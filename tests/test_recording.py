@@ -190,19 +190,21 @@ class SyncSpy:
 
         return spy
 
-    def armed_during(self, fn):
+    def armed_during(self, fn, armed=True):
         def wrapped(*args, **kwargs):
-            self.armed = True
+            before, self.armed = self.armed, armed
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.armed = False
+                self.armed = before
 
         return wrapped
 
 
 def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
-    """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path)."""
+    """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path). The
+    hand-over of ended episodes they may run is left out: on the CPU it reads numpy views of the buffers (no
+    sync there); its GPU path is checked by test_retired_episodes_stay_in_their_slots_until_taken."""
     recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="syncs")
     with open_env(TASK, 4, recorders=recorders) as env:
         env.reset()
@@ -212,6 +214,7 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         assert spy.calls == ["__bool__"], "the spy must see a host read"
         spy.calls.clear()
         calls_before = len(manager.get_episode(0).data.get("actions", []))
+        monkeypatch.setattr(manager, "_check_writer", spy.armed_during(manager._check_writer, armed=False))
         for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step"):
             monkeypatch.setattr(manager, hook, spy.armed_during(getattr(manager, hook)))
         env.suspend_envs([1, 2])
@@ -248,6 +251,49 @@ def test_take_copies_only_the_samples_of_the_episodes(counts_on_host):
     assert rows.counts.tolist() == [[5, 30]]
     assert rows.leaves["actions"][0, :5, 0].tolist() == [30.0, 31.0, 32.0, 33.0, 34.0]
     assert rows.leaves["actions"][1, :30, 0].tolist() == [float(t) for t in range(30)]
+
+
+@pytest.mark.parametrize("counts_on_host", [True, False])
+def test_retired_episodes_stay_in_their_slots_until_taken(monkeypatch, counts_on_host):
+    """Retired episodes keep their samples while their envs record new ones in spare slots, through a growth of
+    the buffers and a key first recorded after them; they are taken together, in order, with what each retire
+    was given, and their slots are reused only once released. On a GPU (its path run here on CPU tensors)
+    retiring and taking read nothing from the device."""
+    buffers = EpisodeBuffers(num_envs=3, capacity=4, device="cpu", spare_slots=2)
+    buffers._on_cpu = counts_on_host
+    spy = SyncSpy(monkeypatch)
+    retire = buffers.retire if counts_on_host else spy.armed_during(buffers.retire)
+    take_retired = buffers.take_retired if counts_on_host else spy.armed_during(buffers.take_retired)
+    for t in range(3):
+        buffers.append("actions", torch.full((3, 2), float(t)), env_mask=None)
+    retire(torch.tensor([0]), [0], "first")
+    for t in range(3, 6):  # env 1 and 2 reach 6 samples: the buffers grow from 4 to 8
+        buffers.append("actions", torch.full((3, 2), float(t)), env_mask=torch.tensor([True, True, True]))
+    assert buffers.capacities["actions"] == 8
+    with pytest.raises(RuntimeError, match="2 episodes to retire and 1 free spare slots"):
+        retire(torch.tensor([1, 2]), [1, 2], "too many")
+    retire(torch.tensor([2]), [2], "second")
+    buffers.append("obs", torch.ones(3, 1), env_mask=None)  # a key the retired episodes never recorded
+    assert buffers.retired_count == 2 and buffers.free_slots == 0
+
+    rows, infos = take_retired()
+    assert infos == ["first", "second"] and rows.keys == ["actions", "obs"]
+    assert rows.counts.tolist() == [[3, 6], [0, 0]]
+    assert rows.leaves["actions"][0, :3, 0].tolist() == [0.0, 1.0, 2.0]
+    assert rows.leaves["actions"][1, :6, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert spy.calls == [], f"host reads on the GPU path: {spy.calls}"
+    assert buffers.retired_count == 2, "taken, not released yet"
+    buffers.release_retired()
+    assert buffers.retired_count == 0 and buffers.free_slots == 2
+    assert buffers.episode(0)["actions"][:, 0].tolist() == [3.0, 4.0, 5.0]
+    assert buffers.episode(1)["actions"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    retire(torch.tensor([0, 1]), [0, 1], "third")  # into the released slots
+    for t in range(2):
+        buffers.append("actions", torch.full((3, 2), 10.0 + t), env_mask=None)
+    rows, infos = buffers.take_retired()
+    assert infos == ["third"] and rows.counts.tolist() == [[3, 6], [1, 1]]
+    assert rows.leaves["actions"][1, :6, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert buffers.episode(0)["actions"][:, 0].tolist() == [10.0, 11.0]
 
 
 def test_staging_ring_reserves_in_order_wraps_and_grows_only_when_empty():

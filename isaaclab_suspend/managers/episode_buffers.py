@@ -45,22 +45,24 @@ class _Stream:
     (bound by :meth:`EpisodeBuffers._stream`), so that clearing or counting episodes is one op for all keys.
     """
 
-    def __init__(self, key: str, capacity: int, per_step: bool):
+    def __init__(self, key: str, capacity: int, per_step: bool, num_slots: int):
         self.key = key
         """Key the recorder term returned (``actions``, ``states``, ``initial_state``, ...)."""
         self.per_step = per_step
         """Whether the key is recorded at every step (masked appends) rather than at resets (row appends)."""
         self.capacity = capacity
-        """Samples per env the leaf buffers hold."""
+        """Samples per episode slot the leaf buffers hold."""
+        self.num_slots = num_slots
+        """Episode slots of the leaf buffers: one per env, plus the spare ones (:class:`EpisodeBuffers`)."""
         self.leaves: dict[tuple[str, ...], torch.Tensor] = {}
-        """Leaf buffers by path inside the value. Shape: (num_envs, capacity, ...)."""
+        """Leaf buffers by path inside the value. Shape: (num_slots, capacity, ...)."""
         self.flat: dict[tuple[str, ...], torch.Tensor] = {}
-        """The same buffers viewed as (num_envs * capacity, ...): sample t of env i is row ``i * capacity + t``."""
+        """The same buffers viewed as (num_slots * capacity, ...): sample t of slot s is row ``s * capacity + t``."""
         self._host: dict[tuple[str, ...], np.ndarray] = {}  # numpy views of the CPU buffers, made at first use
         self.names: dict[tuple[str, ...], str] = {}
         """Dataset path of each leaf (``key/path``)."""
         self.row_start: torch.Tensor
-        """Flat row of each env's first sample, ``env_id * capacity``. Shape: (num_envs,)."""
+        """Flat row of each env's first sample, ``slot * capacity`` (the slot of its open episode). Shape: (num_envs,)."""
         self.row: torch.Tensor
         """Flat row of each env's next sample, its write index: ``row_start + count``. Shape: (num_envs,)."""
         self.bound = 0
@@ -75,7 +77,7 @@ class _Stream:
 
     def add_leaf(self, path: tuple[str, ...], like: torch.Tensor) -> None:
         """Allocate the buffer of a leaf with the sample shape and dtype of ``like`` (shape (rows, ...))."""
-        shape = (self.row.shape[0], self.capacity, *like.shape[1:])
+        shape = (self.num_slots, self.capacity, *like.shape[1:])
         self._set(path, torch.zeros(shape, dtype=like.dtype, device=self.row.device))
 
     def write(self, leaves: dict[tuple[str, ...], torch.Tensor], rows: torch.Tensor) -> None:
@@ -87,14 +89,15 @@ class _Stream:
                 raise ValueError(f"Recorded '{name}' must have {rows.shape[0]} rows, got shape {tuple(leaf.shape)}.")
             target.index_copy_(0, rows, leaf if leaf.dtype == target.dtype else leaf.to(target.dtype))
 
-    def grow(self, capacity: int) -> None:
-        """Reallocate every leaf with room for ``capacity`` samples per env, keeping the recorded ones."""
+    def grow(self, capacity: int, slots: torch.Tensor) -> None:
+        """Reallocate every leaf with room for ``capacity`` samples per slot, keeping the recorded ones (those of
+        ended episodes still in their slots too); ``slots`` is each env's slot. Shape: (num_envs,)."""
         for path, old in list(self.leaves.items()):
             new = torch.zeros((old.shape[0], capacity, *old.shape[2:]), dtype=old.dtype, device=old.device)
             new[:, : self.capacity] = old
             self._set(path, new)
         count = self.count
-        torch.mul(torch.arange(self.row.shape[0], device=self.row.device), capacity, out=self.row_start)
+        torch.mul(slots, capacity, out=self.row_start)
         torch.add(self.row_start, count, out=self.row)
         self.capacity = capacity
 
@@ -113,16 +116,19 @@ class _Stream:
 
 
 class EpisodeBuffers:
-    """The open episode of every env, stored in device tensors allocated once per recorded key.
+    """The open episode of every env, stored in device tensors allocated once per recorded key, and the ended
+    episodes not taken yet.
 
     Each key a recorder term returns (a tensor or a nested dict of tensors with one row per env) gets one
-    buffer per tensor of shape (num_envs, capacity, ...) and a write index per env: the row of its next sample
-    in the buffers viewed as (num_envs * capacity, ...), its first row plus the samples of its open episode.
-    Recording a step for a bool mask of envs is one ``index_copy_`` per tensor that writes *every* env's row
-    at its write index, followed by ``index += mask``: the rows of envs outside the mask land in the slot
-    after their last sample and are overwritten by their next sample, so nothing is selected, nothing is
-    synchronised with the host and no Python loop runs over envs. Episodes leave the buffers at export, as
-    copies gathered for all exported envs at once (:meth:`take`).
+    buffer per tensor of shape (num_slots, capacity, ...) and a write index per env: the row of its next sample
+    in the buffers viewed as (num_slots * capacity, ...), the first row of its episode slot plus the samples of
+    its open episode. Recording a step for a bool mask of envs is one ``index_copy_`` per tensor that writes
+    *every* env's row at its write index, followed by ``index += mask``: the rows of envs outside the mask land
+    in the slot after their last sample and are overwritten by their next sample, so nothing is selected,
+    nothing is synchronised with the host and no Python loop runs over envs. Episodes leave the buffers as
+    copies gathered for many episodes at once: those of given envs (:meth:`take`), or the ended episodes that
+    :meth:`retire` left in their slots while moving their envs to spare ones (:meth:`take_retired`), so that
+    the exports of many steps cost one gather per tensor.
 
     A buffer that fills up doubles. Whether it may be full is known from a host-side upper bound of the write
     indices, so the device is read only when the bound reaches the capacity; with the capacity a little
@@ -130,16 +136,22 @@ class EpisodeBuffers:
 
     Args:
         num_envs: Number of envs.
-        capacity: Initial samples per env of the buffers of per-step keys (keys recorded at resets start at 1).
+        capacity: Initial samples per slot of the buffers of per-step keys (keys recorded at resets start at 1).
         device: Device of the buffers (the env device).
+        spare_slots: Episode slots beyond one per env, for :meth:`retire`: they add ``spare_slots / num_envs``
+            to the memory of the buffers.
     """
 
-    def __init__(self, num_envs: int, capacity: int, device: str | torch.device):
+    def __init__(self, num_envs: int, capacity: int, device: str | torch.device, spare_slots: int = 0):
         if capacity < 1:
             raise ValueError(f"The episode buffers need a capacity of at least 1 sample, got {capacity}.")
+        if spare_slots < 0:
+            raise ValueError(f"The episode buffers need 0 or more spare slots, got {spare_slots}.")
         self.num_envs = num_envs
         self.capacity = capacity
         self.device = device
+        self.num_slots = num_envs + spare_slots
+        """Episode slots of every buffer: one per env, plus the spare ones."""
         self._on_cpu = torch.device(device).type == "cpu"
         self._streams: dict[str, _Stream] = {}
         self._rows = torch.zeros(0, num_envs, dtype=torch.long, device=device)
@@ -147,6 +159,19 @@ class EpisodeBuffers:
         self._row_starts = torch.zeros(0, num_envs, dtype=torch.long, device=device)
         """First row of each key and env. Shape: (num_keys, num_envs)."""
         self._host_views: tuple[np.ndarray, np.ndarray] | None = None  # _rows, _row_starts by numpy (CPU)
+        self._slot_starts = np.zeros((0, self.num_slots), dtype=np.int64)
+        """First row of each key and slot: the slot times the key's capacity. Shape: (num_keys, num_slots)."""
+        self._slots = np.arange(num_envs, dtype=np.int64)
+        """Slot of each env's open episode. Shape: (num_envs,)."""
+        self._free = np.arange(num_envs, self.num_slots, dtype=np.int64)
+        """The free spare slots, a stack: the first :attr:`free_slots` entries."""
+        self.free_slots = spare_slots
+        """Spare slots free for :meth:`retire`."""
+        self._retired: list[tuple[np.ndarray, torch.Tensor | np.ndarray, list[int] | None, object]] = []
+        """What each :meth:`retire` left: the slots, the samples of each key and episode, the host-side bound
+        of those samples by key (GPU) and the caller's ``info``."""
+        self.retired_count = 0
+        """Ended episodes left in their slots by :meth:`retire` and not released yet."""
         self._appends = np.zeros(0, dtype=np.int64)
         """Samples appended to each key so far (host side): each raised every count by at most one."""
         self._appends_at_clear = np.zeros((0, num_envs), dtype=np.int64)
@@ -154,6 +179,8 @@ class EpisodeBuffers:
         _appends_at_clear[k, i]`` bounds env i's count of key k from the host. Shape: (num_keys, num_envs)."""
         self._leaf_keys: dict[tuple[str, ...], str] = {}
         """Key owning each full leaf path, to refuse two keys writing the same dataset."""
+        self._sources: list[tuple[str, int, _Stream, tuple[str, ...]]] | None = None
+        """(dataset path, key row, stream, path in the value) of every leaf, in gather order; None when stale."""
 
     def __str__(self) -> str:
         lines = []
@@ -164,7 +191,7 @@ class EpisodeBuffers:
 
     @property
     def capacities(self) -> dict[str, int]:
-        """Samples per env each key's buffers hold now, by key."""
+        """Samples per slot each key's buffers hold now, by key."""
         return {key: stream.capacity for key, stream in self._streams.items()}
 
     @property
@@ -196,7 +223,7 @@ class EpisodeBuffers:
         if stream.bound >= stream.capacity:
             stream.bound = int(stream.count.max())
             if stream.bound >= stream.capacity:
-                stream.grow(2 * stream.capacity)
+                self._grow(stream, 2 * stream.capacity)
         stream.write(leaves, stream.row)
         if env_mask is None:
             stream.row += 1
@@ -220,7 +247,7 @@ class EpisodeBuffers:
         rows = stream.row[env_ids]
         needed = int((rows - stream.row_start[env_ids]).max()) + 1
         if needed > stream.capacity:
-            stream.grow(max(needed, 2 * stream.capacity))
+            self._grow(stream, max(needed, 2 * stream.capacity))
             rows = stream.row[env_ids]
         stream.write(leaves, rows)
         stream.row.index_copy_(0, env_ids, rows + 1)
@@ -243,6 +270,66 @@ class EpisodeBuffers:
         else:
             self._rows[:, env_ids] = self._row_starts[:, env_ids]
 
+    def retire(self, env_ids: torch.Tensor | None, host_ids: Sequence[int], info: object = None) -> None:
+        """End the open episodes of ``host_ids`` without copying them: they stay in their slots, for
+        :meth:`take_retired`, and their envs go on with empty episodes in free spare slots. No host sync.
+
+        Args:
+            env_ids: The ids, on the device (on the CPU: unused, may be None). Shape: (B,), integer.
+            host_ids: The same unique ids, on the host; at most :attr:`free_slots` of them.
+            info: Anything to hand back with these episodes by :meth:`take_retired`.
+        """
+        host_ids = np.asarray(host_ids, dtype=np.int64)
+        size = host_ids.size
+        if size > self.free_slots:
+            raise RuntimeError(f"{size} episodes to retire and {self.free_slots} free spare slots: take and"
+                               " release the retired episodes first.")
+        free = self.free_slots - size
+        fresh = self._free[free : self.free_slots]  # overwritten only by the release of these episodes
+        starts = self._slot_starts[:, fresh]
+        slots = self._slots[host_ids]
+        if self._on_cpu:
+            rows, row_starts = self._host_rows()
+            counts = rows[:, host_ids] - row_starts[:, host_ids]
+            row_starts[:, host_ids] = starts
+            rows[:, host_ids] = starts
+            bounds = None
+        else:
+            bounds = self._bounds(host_ids)
+            counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
+            starts = torch.as_tensor(starts, device=self.device)
+            self._row_starts[:, env_ids] = starts
+            self._rows[:, env_ids] = starts
+            self._appends_at_clear[:, host_ids] = self._appends[:, None]
+        self._slots[host_ids] = fresh
+        self.free_slots = free
+        self._retired.append((slots, counts, bounds, info))
+        self.retired_count += size
+
+    def take_retired(self, allocate: Callable[[int], tuple[np.ndarray, int]] | None = None
+                     ) -> tuple[EpisodeRows, list]:
+        """Copies of the episodes :meth:`retire` left (in retire order, gathered as :meth:`take` gathers), and the
+        ``info`` of each :meth:`retire`. They stay in their slots until :meth:`release_retired`."""
+        num_keys = len(self._streams)
+        slots = np.concatenate([slots for slots, _, _, _ in self._retired]) if self._retired else np.zeros(0, int)
+        counts = [_padded(counts, num_keys) for _, counts, _, _ in self._retired]
+        if self._on_cpu:
+            counts = np.concatenate(counts, axis=1) if counts else np.zeros((num_keys, 0), dtype=np.int64)
+            samples = None
+        else:
+            counts = torch.cat(counts, dim=1) if counts else self._rows[:, :0]
+            samples = [max((b[k] for _, _, b, _ in self._retired if k < len(b)), default=0) for k in range(num_keys)]
+        rows = self._gather(slots, counts, samples, allocate)
+        return rows, [info for _, _, _, info in self._retired]
+
+    def release_retired(self) -> None:
+        """Free the slots of the retired episodes (taken by :meth:`take_retired`) for the next :meth:`retire`."""
+        for slots, _, _, _ in self._retired:
+            self._free[self.free_slots : self.free_slots + slots.size] = slots
+            self.free_slots += slots.size
+        self._retired.clear()
+        self.retired_count = 0
+
     def episode(self, env_id: int) -> EpisodeTree:
         """A copy of the open episode of ``env_id``, tensors of shape (num_samples, ...); ``{}`` before it steps.
 
@@ -252,8 +339,9 @@ class EpisodeBuffers:
         counts = (self._rows[:, env_id] - self._row_starts[:, env_id]).tolist()
         if not any(n > 0 for stream, n in zip(streams, counts) if stream.per_step):
             return {}
+        slot = int(self._slots[env_id])
         return unflatten_tree({
-            (*stream.key.split("/"), *path): leaf[env_id, :n].clone()
+            (*stream.key.split("/"), *path): leaf[slot, :n].clone()
             for stream, n in zip(streams, counts)
             if n > 0
             for path, leaf in stream.leaves.items()
@@ -267,7 +355,7 @@ class EpisodeBuffers:
     ) -> EpisodeRows:
         """Copies of the open episodes of ``env_ids``, without a host sync (:meth:`clear` empties them).
 
-        Each leaf is copied in one gather of the rows of ``env_ids``, up to the samples these episodes may hold;
+        Each leaf is copied in one gather of the slots of ``env_ids``, up to the samples these episodes may hold;
         the copies are the caller's (the buffers never write them). On a GPU that is the host-side bound of the
         samples appended since they were last cleared by host ids. On the CPU it is their exact counts, read
         from the host, and the gathers are numpy's (a quarter of the time of torch's indexing for the few rows an
@@ -280,44 +368,62 @@ class EpisodeBuffers:
                 array and the offset of a region of that many bytes in it; :attr:`EpisodeRows.offsets` says where
                 in the array each copy is. Ignored on other devices.
         """
-        streams = list(self._streams.values())
         host_ids = np.asarray(host_ids, dtype=np.int64)
-        keys, key_of, per_step = [s.key for s in streams], {}, np.array([s.per_step for s in streams], dtype=bool)
-        if not self._on_cpu:
-            cleared = self._appends_at_clear[:, host_ids].min(axis=1) if host_ids.size else self._appends
-            since_clear = (self._appends - cleared).tolist()
-            leaves = {}
-            for k, stream in enumerate(streams):
-                samples = min(stream.bound, stream.capacity, since_clear[k])
-                for path, leaf in stream.leaves.items():
-                    leaves[stream.names[path]] = leaf[env_ids, :samples]
-                    key_of[stream.names[path]] = k
-            counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
-            return EpisodeRows(leaves, keys, key_of, per_step, counts)
-        rows, row_starts = self._host_rows()
-        counts = rows[:, host_ids] - row_starts[:, host_ids]
-        samples = counts.max(axis=1).tolist() if host_ids.size else [0] * len(streams)
-        sources = [(stream.names[path], k, stream.host(path), samples[k])
-                   for k, stream in enumerate(streams) for path in stream.leaves]
-        for name, k, _, _ in sources:
-            key_of[name] = k
-        if allocate is None:
-            leaves = {name: leaf[host_ids, :n] for name, _, leaf, n in sources}
-            return EpisodeRows(leaves, keys, key_of, per_step, counts)
-        shapes = [(host_ids.size, n, *leaf.shape[2:]) for _, _, leaf, n in sources]
-        starts, size = aligned_offsets([math.prod(shape) * leaf.itemsize
-                                        for shape, (_, _, leaf, _) in zip(shapes, sources)])
-        memory, offset = allocate(size)
-        leaves, offsets = {}, {}
-        for (name, _, leaf, n), shape, start in zip(sources, shapes, starts):
-            offsets[name] = offset + start
-            out = leaves[name] = np.ndarray(shape, leaf.dtype, memory, offset + start)
-            out[...] = leaf[host_ids, :n]
-        return EpisodeRows(leaves, keys, key_of, per_step, counts, offsets)
+        if self._on_cpu:
+            rows, row_starts = self._host_rows()
+            counts, samples = rows[:, host_ids] - row_starts[:, host_ids], None
+        else:
+            counts, samples = self._rows[:, env_ids] - self._row_starts[:, env_ids], self._bounds(host_ids)
+        return self._gather(self._slots[host_ids], counts, samples, allocate)
 
     """
     Internals.
     """
+
+    def _gather(
+        self,
+        slots: np.ndarray,
+        counts: torch.Tensor | np.ndarray,
+        samples: list[int] | None,
+        allocate: Callable[[int], tuple[np.ndarray, int]] | None,
+    ) -> EpisodeRows:
+        """Copies of the episodes in ``slots`` up to ``samples`` per key (on the CPU: up to the longest of
+        ``counts``, read from the host), one gather per leaf (see :meth:`take`)."""
+        if self._sources is None:
+            self._sources = [(stream.names[path], k, stream, path)
+                             for k, stream in enumerate(self._streams.values()) for path in stream.leaves]
+        keys = list(self._streams)
+        key_of = {name: k for name, k, _, _ in self._sources}
+        per_step = np.array([stream.per_step for stream in self._streams.values()], dtype=bool)
+        if not self._on_cpu:
+            index = torch.as_tensor(slots, device=self.device)
+            leaves = {name: stream.leaves[path][index, : samples[k]] for name, k, stream, path in self._sources}
+            return EpisodeRows(leaves, keys, key_of, per_step, counts)
+        samples = counts.max(axis=1).tolist() if slots.size else [0] * len(keys)
+        sources = [(name, stream.host(path), samples[k]) for name, k, stream, path in self._sources]
+        if allocate is None:
+            leaves = {name: leaf[slots, :n] for name, leaf, n in sources}
+            return EpisodeRows(leaves, keys, key_of, per_step, counts)
+        shapes = [(slots.size, n, *leaf.shape[2:]) for _, leaf, n in sources]
+        starts, size = aligned_offsets([math.prod(shape) * leaf.itemsize for shape, (_, leaf, _) in zip(shapes, sources)])
+        memory, offset = allocate(size)
+        leaves, offsets = {}, {}
+        for (name, leaf, n), shape, start in zip(sources, shapes, starts):
+            offsets[name] = offset + start
+            out = leaves[name] = np.ndarray(shape, leaf.dtype, memory, offset + start)
+            out[...] = leaf[slots, :n]
+        return EpisodeRows(leaves, keys, key_of, per_step, counts, offsets)
+
+    def _bounds(self, host_ids: np.ndarray) -> list[int]:
+        """Host-side bound, by key, of the samples of the open episodes of ``host_ids``: those appended since
+        they were last emptied by host ids, at most the largest count of any env."""
+        cleared = self._appends_at_clear[:, host_ids].min(axis=1) if host_ids.size else self._appends
+        since_clear = (self._appends - cleared).tolist()
+        return [min(s.bound, s.capacity, since_clear[k]) for k, s in enumerate(self._streams.values())]
+
+    def _grow(self, stream: _Stream, capacity: int) -> None:
+        stream.grow(capacity, torch.as_tensor(self._slots, device=self.device))
+        self._slot_starts[stream.index] = capacity * np.arange(self.num_slots)
 
     def _host_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """:attr:`_rows` and :attr:`_row_starts` viewed by numpy (CPU buffers)."""
@@ -330,15 +436,17 @@ class EpisodeBuffers:
         stream = self._streams.get(key)
         if stream is None:
             capacity = self.capacity if per_step else 1
-            stream = self._streams[key] = _Stream(key, capacity, per_step)
-            start = torch.arange(self.num_envs, device=self.device).unsqueeze(0) * capacity
+            stream = self._streams[key] = _Stream(key, capacity, per_step, self.num_slots)
+            start = torch.as_tensor(self._slots * capacity, device=self.device).unsqueeze(0)
             self._row_starts = torch.cat((self._row_starts, start))
             self._rows = torch.cat((self._rows, start))
+            self._slot_starts = np.concatenate((self._slot_starts, capacity * np.arange(self.num_slots)[None]))
             self._appends = np.append(self._appends, 0)
             self._appends_at_clear = np.concatenate((self._appends_at_clear, np.zeros((1, self.num_envs), np.int64)))
             for k, s in enumerate(self._streams.values()):
                 s.index, s.row, s.row_start = k, self._rows[k], self._row_starts[k]
             self._host_views = None
+            self._sources = None
         for path, leaf in leaves.items():
             if path in stream.leaves:
                 continue
@@ -347,7 +455,18 @@ class EpisodeBuffers:
             if owner != key:
                 raise ValueError(f"'{'/'.join(full_path)}' is recorded under both '{owner}' and '{key}'.")
             stream.add_leaf(path, leaf)
+            self._sources = None
         return stream
+
+
+def _padded(counts: torch.Tensor | np.ndarray, num_keys: int) -> torch.Tensor | np.ndarray:
+    """``counts`` (K, B) with zero rows up to ``num_keys`` rows (for the keys first recorded after them)."""
+    missing = num_keys - counts.shape[0]
+    if missing == 0:
+        return counts
+    if isinstance(counts, np.ndarray):
+        return np.concatenate((counts, np.zeros((missing, counts.shape[1]), counts.dtype)))
+    return torch.cat((counts, counts.new_zeros(missing, counts.shape[1])))
 
 
 def _leaves(value: torch.Tensor | wp.array | Mapping) -> dict[tuple[str, ...], torch.Tensor]:

@@ -93,8 +93,9 @@ class EpisodeBatch:
     """Success of each episode. Shape: (B,), bool."""
     env_ids: list[int]
     """Env of each episode."""
-    demo_ids: list[int] | None = None
-    """Custom demo numbers (``demo_{id}``), or None for the file's next ones."""
+    demo_ids: list[int | None] | None = None
+    """Custom demo numbers (``demo_{id}``), one per episode; None (for all, or in place of an episode's number)
+    for the file's next ones."""
 
 
 class EpisodeWriter:
@@ -155,6 +156,8 @@ class EpisodeWriter:
         """The error that stopped the writer, if one did."""
         self.pending = 0
         """Episodes handed over and not yet flushed: at most what a killed writer process loses."""
+        self.batches = 0
+        """Batches handed over by :meth:`put` so far."""
         self._raised = False  # whether the error was raised on the caller's thread already
         self._closed = False
         self._copying: deque[tuple[EpisodeBatch, torch.cuda.Event | None]] = deque()  # device -> host copies
@@ -218,6 +221,7 @@ class EpisodeWriter:
             event = torch.cuda.Event()
             event.record()
         self._copying.append((batch, event))
+        self.batches += 1
         self._allocated = False
         self._send_copied(wait=False)
 

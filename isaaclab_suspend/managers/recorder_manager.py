@@ -5,10 +5,12 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import time
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from isaaclab.managers import (
@@ -43,10 +45,14 @@ class SuspendableRecorderManager(RecorderManager):
       :class:`EpisodeBuffers` (one preallocated tensor of shape (num_envs, capacity, ...) per recorded tensor
       and a write index per env): a few tensor ops per key and step, no host sync, no Python loop over envs.
       The stock manager appends every env's row to a Python list, env by env, every step.
-    * At export the episodes leave the buffers as copies gathered in one op per tensor and go to an
-      :class:`EpisodeWriter`, which routes them (export modes, success split) to a writer process that writes
-      and flushes them; the step thread reads nothing back from the device and waits only when
-      :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be flushed.
+    * An export leaves the ended episodes where they were recorded and moves their envs to spare episode slots
+      (:attr:`SuspendableRecorderManagerCfg.spare_slots`). The ended episodes leave the buffers together, as
+      copies gathered in one op per tensor, when the spare slots run out, at the first step
+      :attr:`SuspendableRecorderManagerCfg.handover_interval_s` after the first of them ended, or at close: a
+      large run ends episodes at almost every step, and pays the fixed cost of a hand-over every few steps
+      instead. They go to an :class:`EpisodeWriter`, which routes them (export modes, success split) to a
+      writer process that writes and flushes them; the step thread reads nothing back from the device and waits
+      only when :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be flushed.
     * An episode without a single step sample (reset before it stepped) is never exported: no demo has
       length 0. Its success is the ``success`` termination term at its reset, where the task has one.
 
@@ -54,7 +60,7 @@ class SuspendableRecorderManager(RecorderManager):
     stock action and state terms), ``data.attrs["total"]`` is the number of active env-steps of the written
     episodes, and the file is valid after every flush. :meth:`close` (``env.close()``, also after an exception
     or Ctrl-C) writes every exported episode before it returns; a killed process loses at most the episodes
-    not yet flushed (:attr:`EpisodeWriter.pending`, at most ``max(queue_size, num_envs)``). Episodes still
+    not yet flushed (:attr:`unflushed_count`, at most ``max(queue_size, num_envs)``). Episodes still
     open when the manager closes are dropped (they have no end), which is why ``export_in_close`` must stay
     False.
 
@@ -92,8 +98,14 @@ class SuspendableRecorderManager(RecorderManager):
             return
         self.cfg.dataset_export_mode = mode
         capacity = cfg.buffer_length or _default_capacity(env)
-        self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device)
-        """The open episode of every env."""
+        spare = cfg.spare_slots if cfg.spare_slots is not None else max(4, env.num_envs // 4)
+        if spare < 0 or not cfg.handover_interval_s >= 0.0:
+            raise ValueError("SuspendableRecorderManagerCfg.spare_slots and handover_interval_s must be at least 0,"
+                             f" got {cfg.spare_slots} and {cfg.handover_interval_s}.")
+        self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device, spare_slots=spare)
+        """The open episode of every env, and the ended episodes not handed to the writer yet."""
+        self._handover_at: float | None = None
+        """When the ended episodes in the buffers are handed over at the latest (None while there are none)."""
         self._step_terms = {
             hook: [t for t in self._terms.values() if getattr(type(t), hook) is not getattr(RecorderTerm, hook)]
             for hook in ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
@@ -101,6 +113,8 @@ class SuspendableRecorderManager(RecorderManager):
         """The terms that record something at each step hook (the others return nothing there)."""
         self._success = torch.zeros(env.num_envs, dtype=torch.bool, device=env.device)
         """Success of each env's open episode, set at its reset. Shape: (num_envs,)."""
+        self._host_success = self._success.numpy() if self._success.device.type == "cpu" else None
+        """:attr:`_success` viewed by numpy, on the CPU (host ids and numpy's indexing: a fraction of torch's)."""
         self.writer = EpisodeWriter(
             cfg.writer, self.dataset_file_paths, cfg.dataset_export_mode, getattr(env.cfg, "env_name", None),
             compress=cfg.dataset_compression,
@@ -118,6 +132,11 @@ class SuspendableRecorderManager(RecorderManager):
     def dataset_file_paths(self) -> list[str]:
         """Paths of the files the manager writes: the dataset, then the failed-episode file if there is one."""
         return dataset_file_paths(self.cfg) if len(self.active_terms) else []
+
+    @property
+    def unflushed_count(self) -> int:
+        """Episodes exported and not flushed to the file(s) yet: at most what a killed run loses."""
+        return self.writer.pending + self.buffers.retired_count if self.writer is not None else 0
 
     @property
     def exported_successful_episode_count(self) -> int:
@@ -140,7 +159,7 @@ class SuspendableRecorderManager(RecorderManager):
             OSError: If the writer failed since the last call (the episodes written before stay readable).
         """
         if self.writer is not None:
-            self.writer.check()
+            self._check_writer()
         self._record_step("record_pre_step", env_mask)
 
     def record_post_physics_decimation_step(self, env_mask: torch.Tensor | None = None) -> None:
@@ -211,11 +230,14 @@ class SuspendableRecorderManager(RecorderManager):
     def export_episodes(
         self, env_ids: Sequence[int] | slice | None = None, demo_ids: Sequence[int] | None = None
     ) -> None:
-        """Hand the open episodes of ``env_ids`` (all envs if None) to the writer and empty them.
+        """End the open episodes of ``env_ids`` (all envs if None) for the writer; their envs start empty ones.
 
-        The writer routes them by export mode and success and writes them in a child process (episodes without
-        a step sample are not written). Device ids are read once on the host (exports run at resets, which read them
-        already); the episodes are not: no other host sync. Waits only while the writer's queue is full.
+        The episodes stay in the buffers and are handed to the writer with those of later exports (see the
+        class), unless the spare slots or the writer's queue have no room for them: then every ended episode is
+        handed over now. The writer routes them by export mode and success and writes them in a child process
+        (episodes without a step sample are not written). Device ids are read once on the host (exports run at
+        resets, which read them already); the episodes are not: no other host sync. Waits only while the
+        writer's queue is full.
 
         Args:
             env_ids: The env ids; None for all envs.
@@ -239,15 +261,22 @@ class SuspendableRecorderManager(RecorderManager):
             self.writer.seed = getattr(self._env.cfg, "seed", None)
             self.writer.add_env_args(self.get_ep_meta())
             self._env_args_written = True
-        on_cpu = self._success.device.type == "cpu"  # host ids and numpy's indexing there: a fraction of torch's
+        on_cpu = self._host_success is not None
         ids = None if on_cpu else self._ids_tensor(env_list)
-        rows = self.buffers.take(ids, env_list, allocate=self.writer.allocate)
-        success = self._success.numpy()[env_list] if on_cpu else self._success[ids]
-        self.writer.put(EpisodeBatch(rows, success, env_list, demo_ids))
-        # emptied once handed over: an interrupt before leaves them open (dropped at close), never lost unseen
-        self.buffers.clear(ids, env_list)
+        success = self._host_success[env_list] if on_cpu else self._success[ids]
+        if not self._can_retire(len(env_list)):
+            self._hand_over()  # the episodes ended before go first
+        if self._can_retire(len(env_list)):
+            self.buffers.retire(ids, env_list, (success, env_list, demo_ids))
+            if self._handover_at is None:
+                self._handover_at = time.perf_counter() + self.cfg.handover_interval_s
+        else:
+            rows = self.buffers.take(ids, env_list, allocate=self.writer.allocate)
+            self.writer.put(EpisodeBatch(rows, success, env_list, demo_ids))
+            # emptied once handed over: an interrupt before leaves them open (dropped at close), never lost unseen
+            self.buffers.clear(ids, env_list)
         if on_cpu:
-            self._success.numpy()[env_list] = False
+            self._host_success[env_list] = False
         else:
             self._success[ids] = False
 
@@ -264,7 +293,10 @@ class SuspendableRecorderManager(RecorderManager):
         self._closed = True
         try:
             if self.writer is not None:
-                self.writer.close()
+                try:
+                    self._hand_over()
+                finally:
+                    self.writer.close()
         finally:
             super().close()
 
@@ -281,6 +313,38 @@ class SuspendableRecorderManager(RecorderManager):
     """
     Internals.
     """
+
+    def _can_retire(self, size: int) -> bool:
+        """Whether an export of ``size`` episodes can stay in the buffers: a spare slot for each, and what a kill
+        would lose within the writer's queue bound."""
+        return (size <= self.buffers.free_slots
+                and self.writer.pending + self.buffers.retired_count + size <= self.cfg.writer.queue_size)
+
+    def _check_writer(self) -> None:
+        """Hand the ended episodes over if they are due, and take the writer's reports (raises its error)."""
+        if self._handover_at is not None and time.perf_counter() >= self._handover_at:
+            self._hand_over()
+        self.writer.check()
+
+    def _hand_over(self) -> None:
+        """Hand the ended episodes still in the buffers to the writer, in one batch (waits while its queue is
+        full); their slots are freed once the writer holds them, so that an interrupt before loses none."""
+        self._handover_at = None
+        if self.buffers.retired_count == 0:
+            return
+        rows, infos = self.buffers.take_retired(allocate=self.writer.allocate)
+        success = [s for s, _, _ in infos]
+        success = np.concatenate(success) if isinstance(success[0], np.ndarray) else torch.cat(success)
+        env_ids = [i for _, ids, _ in infos for i in ids]
+        demo_ids = None
+        if any(d is not None for _, _, d in infos):
+            demo_ids = [i for _, ids, d in infos for i in (d if d is not None else [None] * len(ids))]
+        handed = self.writer.batches
+        try:
+            self.writer.put(EpisodeBatch(rows, success, env_ids, demo_ids))
+        finally:
+            if self.writer.batches != handed:
+                self.buffers.release_retired()
 
     def _record_step(self, hook: str, env_mask: torch.Tensor | None) -> None:
         if len(self.active_terms) == 0:
@@ -325,6 +389,15 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
 
     writer: EpisodeWriterCfg = EpisodeWriterCfg()
     """The episode writer: its queue bound and compression."""
+
+    spare_slots: int | None = None
+    """Episode slots of the buffers beyond one per env, where exported episodes wait to be handed to the writer
+    together (see :class:`SuspendableRecorderManager`); they add ``spare_slots / num_envs`` to the buffers'
+    memory. None: a quarter of ``num_envs``, at least 4. 0: every export is handed over at once."""
+
+    handover_interval_s: float = 0.1
+    """Exported episodes are handed to the writer at the first step this long after the first of them was
+    exported, at the latest (sooner when the spare slots or the writer's queue have no room for an export)."""
 
     buffer_length: int | None = None
     """Samples per env the per-step buffers hold before they grow (they double when full). None: the env's

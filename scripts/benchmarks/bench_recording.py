@@ -10,8 +10,9 @@ compression: gzip 2 for Isaac Lab's, none for ours on state data). Reported per 
   terms' own calls, e.g. ``scene.get_state``, plus the storing);
 * episode ends: ``record_pre_reset``, ``record_post_reset`` and ``reset``, without the HDF5 write;
 * HDF5 write on the step thread: Isaac Lab's ``HDF5DatasetFileHandler`` calls; for ours ``export_episodes``
-  (a gather per tensor into the memory shared with the writer, the hand-over, any wait for a full queue),
-  the writer's ``check`` at each step (taken out of the step hooks) and the final drain of the queue;
+  (the ended episodes left in their buffer slots, or handed over at once), the hand-over of the ended
+  episodes due and the writer's check at each step (a gather per tensor into the memory shared with the
+  writer, any wait for a full queue; taken out of the step hooks) and the final drain of the queue at close;
 * writer process: its CPU time, beside the steps, warm-up included.
 
 The total is the step hooks plus the episode ends plus the HDF5 write on the step thread. Example::
@@ -96,7 +97,8 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         timed.time_calls("Isaac Lab RecorderManager", stock._dataset_file_handler,
                          ("add_env_args", "write_episode", "flush"), "hdf5")
         timed.time_calls("SuspendableRecorderManager", ours, ("export_episodes",), "hdf5")
-        timed.time_calls("SuspendableRecorderManager", ours.writer, ("check",), "check")  # inside record_pre_step
+        # inside record_pre_step: the hand-over of the episodes due and the writer's check
+        timed.time_calls("SuspendableRecorderManager", ours, ("_check_writer",), "check")
         children_cpu = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system seconds
         gen = torch.Generator().manual_seed(0)
         env.reset()
@@ -111,7 +113,7 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
             _, _, term, trunc, _ = env.step(2.0 * torch.rand(num_envs, 1, generator=gen) - 1.0)
             resets += int((term | trunc).sum())
         start, ours_seconds = time.perf_counter(), timed.seconds["SuspendableRecorderManager"]
-        ours.writer.close()  # what is still queued counts as written on the step thread
+        ours.close()  # what is still queued counts as written on the step thread
         ours_seconds["drain"] = time.perf_counter() - start
         ours_seconds["writer"] = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2]) - children_cpu
         env.recorder_manager = ours
