@@ -113,6 +113,7 @@ def test_failing_write_raises_on_the_step_thread_and_keeps_earlier_episodes(tmp_
             for _ in range(300):
                 _step(env, gen)
     assert str(tmp_path / "run.hdf5") in str(info.value) and info.value.errno == errno.ENOSPC
+    assert info.value.__context__ is None, "raised once: closing the env must not raise it again over the first"
     assert _check_file(tmp_path / "run.hdf5") == manager.exported_failed_episode_count >= 3
 
 

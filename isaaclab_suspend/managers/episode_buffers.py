@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -36,6 +37,21 @@ class EpisodeRows:
     """Samples of each key (row) and episode (column). Shape: (K, B)."""
     offsets: dict[str, int] | None = None
     """Offset of each leaf in the memory :meth:`EpisodeBuffers.take` gathered it into, when it was given one."""
+
+
+class _Retired(NamedTuple):
+    """The episodes of one :meth:`EpisodeBuffers.retire`."""
+
+    slots: np.ndarray
+    """Their slots."""
+    index: torch.Tensor | None
+    """The same slots on the device (GPU), the hand-over's gather index."""
+    counts: torch.Tensor | np.ndarray
+    """Samples of each key (at the retire) and episode. Shape: (K, B)."""
+    bounds: list[int] | None
+    """Host-side bound of those samples, by key (GPU)."""
+    info: object
+    """What the caller handed to :meth:`EpisodeBuffers.retire`."""
 
 
 class _Stream:
@@ -167,9 +183,8 @@ class EpisodeBuffers:
         """The free spare slots, a stack: the first :attr:`free_slots` entries."""
         self.free_slots = spare_slots
         """Spare slots free for :meth:`retire`."""
-        self._retired: list[tuple[np.ndarray, torch.Tensor | np.ndarray, list[int] | None, object]] = []
-        """What each :meth:`retire` left: the slots, the samples of each key and episode, the host-side bound
-        of those samples by key (GPU) and the caller's ``info``."""
+        self._retired: list[_Retired] = []
+        """The episodes of each :meth:`retire` not released yet."""
         self.retired_count = 0
         """Ended episodes left in their slots by :meth:`retire` and not released yet."""
         self._appends = np.zeros(0, dtype=np.int64)
@@ -272,7 +287,8 @@ class EpisodeBuffers:
 
     def retire(self, env_ids: torch.Tensor | None, host_ids: Sequence[int], info: object = None) -> None:
         """End the open episodes of ``host_ids`` without copying them: they stay in their slots, for
-        :meth:`take_retired`, and their envs go on with empty episodes in free spare slots. No host sync.
+        :meth:`take_retired`, and their envs go on with empty episodes in free spare slots. No device read; on
+        a GPU one host-to-device copy of the new slots' rows (exports run at resets, which read the ids).
 
         Args:
             env_ids: The ids, on the device (on the CPU: unused, may be None). Shape: (B,), integer.
@@ -290,45 +306,48 @@ class EpisodeBuffers:
         slots = self._slots[host_ids]
         if self._on_cpu:
             rows, row_starts = self._host_rows()
-            counts = rows[:, host_ids] - row_starts[:, host_ids]
+            retired = _Retired(slots, None, rows[:, host_ids] - row_starts[:, host_ids], None, info)
+        else:  # the gather's index goes to the device now: the hand-over copies nothing to it
+            counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
+            index = torch.as_tensor(slots, device=self.device)
+            retired = _Retired(slots, index, counts, self._bounds(host_ids), info)
+            starts = torch.as_tensor(starts, device=self.device)
+        # recorded first: an interrupt before the envs move leaves an episode both retired and open, written once
+        # (the open one is dropped at close), never lost
+        self._retired.append(retired)
+        self.retired_count += size
+        self.free_slots = free
+        if self._on_cpu:
             row_starts[:, host_ids] = starts
             rows[:, host_ids] = starts
-            bounds = None
         else:
-            bounds = self._bounds(host_ids)
-            counts = self._rows[:, env_ids] - self._row_starts[:, env_ids]
-            starts = torch.as_tensor(starts, device=self.device)
             self._row_starts[:, env_ids] = starts
             self._rows[:, env_ids] = starts
             self._appends_at_clear[:, host_ids] = self._appends[:, None]
         self._slots[host_ids] = fresh
-        self.free_slots = free
-        self._retired.append((slots, counts, bounds, info))
-        self.retired_count += size
 
     def take_retired(self, allocate: Callable[[int], tuple[np.ndarray, int]] | None = None
                      ) -> tuple[EpisodeRows, list]:
         """Copies of the episodes :meth:`retire` left (in retire order, gathered as :meth:`take` gathers), and the
         ``info`` of each :meth:`retire`. They stay in their slots until :meth:`release_retired`."""
-        num_keys = len(self._streams)
-        slots = np.concatenate([slots for slots, _, _, _ in self._retired]) if self._retired else np.zeros(0, int)
-        counts = [_padded(counts, num_keys) for _, counts, _, _ in self._retired]
+        num_keys, retired = len(self._streams), self._retired
+        counts = [_padded(r.counts, num_keys) for r in retired]
         if self._on_cpu:
+            slots = np.concatenate([r.slots for r in retired] or [np.zeros(0, np.int64)])
             counts = np.concatenate(counts, axis=1) if counts else np.zeros((num_keys, 0), dtype=np.int64)
             samples = None
-        else:
+        else:  # device slots and counts: no host sync in the hand-over
+            slots = torch.cat([r.index for r in retired] or [self._rows.new_zeros(0)])
             counts = torch.cat(counts, dim=1) if counts else self._rows[:, :0]
-            samples = [max((b[k] for _, _, b, _ in self._retired if k < len(b)), default=0) for k in range(num_keys)]
-        rows = self._gather(slots, counts, samples, allocate)
-        return rows, [info for _, _, _, info in self._retired]
+            samples = [max((r.bounds[k] for r in retired if k < len(r.bounds)), default=0) for k in range(num_keys)]
+        return self._gather(slots, counts, samples, allocate), [r.info for r in retired]
 
     def release_retired(self) -> None:
         """Free the slots of the retired episodes (taken by :meth:`take_retired`) for the next :meth:`retire`."""
-        for slots, _, _, _ in self._retired:
-            self._free[self.free_slots : self.free_slots + slots.size] = slots
-            self.free_slots += slots.size
-        self._retired.clear()
-        self.retired_count = 0
+        retired, self._retired, self.retired_count = self._retired, [], 0  # first: an interrupt never frees twice
+        for r in retired:
+            self._free[self.free_slots : self.free_slots + r.slots.size] = r.slots
+            self.free_slots += r.slots.size
 
     def episode(self, env_id: int) -> EpisodeTree:
         """A copy of the open episode of ``env_id``, tensors of shape (num_samples, ...); ``{}`` before it steps.
@@ -382,13 +401,13 @@ class EpisodeBuffers:
 
     def _gather(
         self,
-        slots: np.ndarray,
+        slots: np.ndarray | torch.Tensor,
         counts: torch.Tensor | np.ndarray,
         samples: list[int] | None,
         allocate: Callable[[int], tuple[np.ndarray, int]] | None,
     ) -> EpisodeRows:
-        """Copies of the episodes in ``slots`` up to ``samples`` per key (on the CPU: up to the longest of
-        ``counts``, read from the host), one gather per leaf (see :meth:`take`)."""
+        """Copies of the episodes in ``slots`` (on a GPU, host or device ids) up to ``samples`` per key (on the CPU:
+        up to the longest of ``counts``, read from the host), one gather per leaf (see :meth:`take`)."""
         if self._sources is None:
             self._sources = [(stream.names[path], k, stream, path)
                              for k, stream in enumerate(self._streams.values()) for path in stream.leaves]
@@ -396,7 +415,7 @@ class EpisodeBuffers:
         key_of = {name: k for name, k, _, _ in self._sources}
         per_step = np.array([stream.per_step for stream in self._streams.values()], dtype=bool)
         if not self._on_cpu:
-            index = torch.as_tensor(slots, device=self.device)
+            index = torch.as_tensor(slots, device=self.device)  # a device tensor stays as it is
             leaves = {name: stream.leaves[path][index, : samples[k]] for name, k, stream, path in self._sources}
             return EpisodeRows(leaves, keys, key_of, per_step, counts)
         samples = counts.max(axis=1).tolist() if slots.size else [0] * len(keys)

@@ -42,8 +42,8 @@ class SuspendableRecorderManager(RecorderManager):
     * The step hooks (:meth:`record_pre_step`, :meth:`record_post_physics_decimation_step`,
       :meth:`record_post_step`) take an optional device bool mask of the envs that record the sample; the
       suspendable env passes its active mask, so a suspended env records nothing. The samples go into
-      :class:`EpisodeBuffers` (one preallocated tensor of shape (num_envs, capacity, ...) per recorded tensor
-      and a write index per env): a few tensor ops per key and step, no host sync, no Python loop over envs.
+      :class:`EpisodeBuffers` (one preallocated tensor of shape (num_slots, capacity, ...) per recorded tensor,
+      a slot per env plus spare ones, and a write index per env): a few tensor ops per key and step, no host sync, no Python loop over envs.
       The stock manager appends every env's row to a Python list, env by env, every step.
     * An export leaves the ended episodes where they were recorded and moves their envs to spare episode slots
       (:attr:`SuspendableRecorderManagerCfg.spare_slots`). The ended episodes leave the buffers together, as
@@ -250,6 +250,8 @@ class SuspendableRecorderManager(RecorderManager):
         if len(self.active_terms) == 0:
             return
         env_list = self._ids_list(env_ids)
+        if not env_list:
+            return
         n = self._env.num_envs
         if env_list and (min(env_list) < 0 or max(env_list) >= n or len(set(env_list)) != len(env_list)):
             raise ValueError(f"export_episodes takes unique env ids in [0, {n}), got {env_list}.")
@@ -330,7 +332,7 @@ class SuspendableRecorderManager(RecorderManager):
         """Hand the ended episodes still in the buffers to the writer, in one batch (waits while its queue is
         full); their slots are freed once the writer holds them, so that an interrupt before loses none."""
         self._handover_at = None
-        if self.buffers.retired_count == 0:
+        if self.buffers.retired_count == 0 or self.writer.error is not None:  # an error is raised once, elsewhere
             return
         rows, infos = self.buffers.take_retired(allocate=self.writer.allocate)
         success = [s for s, _, _ in infos]
