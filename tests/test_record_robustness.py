@@ -168,6 +168,21 @@ def test_full_disk_fails_before_the_run(tmp_path):
     assert info.value.errno == errno.ENOSPC
 
 
+@pytest.mark.parametrize("field, setting", [
+    ("spare_slots", {"spare_slots": 2.0}),
+    ("spare_slots", {"spare_slots": -1}),
+    ("handover_interval_s", {"handover_interval_s": None}),
+    ("staging_bytes", {"writer": EpisodeWriterCfg(staging_bytes=1e6)}),
+    ("queue_size", {"writer": EpisodeWriterCfg(queue_size=0)}),
+])
+def test_bad_recorder_settings_get_a_clear_error(tmp_path, field, setting):
+    """A recorder setting of the wrong type or below its minimum is named when the env is created, not met as a
+    numpy or OS error deep in the buffers or the shared memory."""
+    with pytest.raises(ValueError, match=rf"Cfg\.{field} must be an? (integer|number) of at least"):
+        with open_env(TASK, NUM_ENVS, recorders=_recorders(tmp_path, **setting)):
+            pass
+
+
 def test_export_in_close_is_refused(tmp_path):
     with pytest.raises(ValueError, match="export_in_close"):
         with open_env(TASK, NUM_ENVS, recorders=_recorders(tmp_path, export_in_close=True)):
@@ -187,6 +202,16 @@ def test_full_queue_makes_the_step_wait(tmp_path):
         manager = env.recorder_manager
         manager.writer.inject_fault("demo", 2, "pause")
         paused = tmp_path / "run.hdf5.paused"
+        paths = {"retire": 0, "take": 0}  # both export paths must run: episodes that wait, and those that cannot
+
+        def counted(name, method):
+            def call(*args, **kwargs):
+                paths[name] += 1
+                return method(*args, **kwargs)
+            return call
+
+        manager.buffers.retire = counted("retire", manager.buffers.retire)
+        manager.buffers.take = counted("take", manager.buffers.take)
 
         def resume_later():  # the writer resumes 1 s after it pauses (a step may be waiting for it by then)
             while not paused.exists():
@@ -205,6 +230,7 @@ def test_full_queue_makes_the_step_wait(tmp_path):
         resume.join(timeout=0)
         assert not resume.is_alive(), "the writer must have paused"
     assert 0.5 < max(seconds) < 5.0, "a step must have waited for the paused writer, until it resumed"
+    assert paths["retire"] > 0 and paths["take"] > 0, paths
     assert 0 < max(unflushed) <= QUEUE_SIZE  # above NUM_ENVS, so that the bound is the queue's, not one export's
     assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count
 

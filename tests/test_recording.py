@@ -203,8 +203,9 @@ class SyncSpy:
 
 def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
     """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path). The
-    hand-over of ended episodes they may run is left out: on the CPU it reads numpy views of the buffers (no
-    sync there); its GPU path is checked by test_retired_episodes_stay_in_their_slots_until_taken."""
+    hand-over of ended episodes they may run is left out (the writer's check is not): on the CPU it reads numpy
+    views of the buffers (no sync there); its GPU path is checked by
+    test_retired_episodes_stay_in_their_slots_until_taken."""
     recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="syncs")
     with open_env(TASK, 4, recorders=recorders) as env:
         env.reset()
@@ -214,7 +215,7 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         assert spy.calls == ["__bool__"], "the spy must see a host read"
         spy.calls.clear()
         calls_before = len(manager.get_episode(0).data.get("actions", []))
-        monkeypatch.setattr(manager, "_check_writer", spy.armed_during(manager._check_writer, armed=False))
+        monkeypatch.setattr(manager, "_hand_over", spy.armed_during(manager._hand_over, armed=False))
         for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step"):
             monkeypatch.setattr(manager, hook, spy.armed_during(getattr(manager, hook)))
         env.suspend_envs([1, 2])
@@ -262,6 +263,9 @@ def test_retired_episodes_stay_in_their_slots_until_taken(monkeypatch, counts_on
     buffers = EpisodeBuffers(num_envs=3, capacity=4, device="cpu", spare_slots=2)
     buffers._on_cpu = counts_on_host
     spy = SyncSpy(monkeypatch)
+    spy.armed_during(lambda: bool(torch.ones(1).sum() > 0))()
+    assert spy.calls == ["__bool__"], "the spy must see a host read"
+    spy.calls.clear()
     retire = buffers.retire if counts_on_host else spy.armed_during(buffers.retire)
     take_retired = buffers.take_retired if counts_on_host else spy.armed_during(buffers.take_retired)
     for t in range(3):
@@ -288,11 +292,14 @@ def test_retired_episodes_stay_in_their_slots_until_taken(monkeypatch, counts_on
     assert buffers.episode(0)["actions"][:, 0].tolist() == [3.0, 4.0, 5.0]
     assert buffers.episode(1)["actions"][:, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
     retire(torch.tensor([0, 1]), [0, 1], "third")  # into the released slots
+    slots = buffers._slots.tolist()
+    assert len(set(slots)) == 3, f"each env in a slot of its own, not one still in use: {slots}"
     for t in range(2):
         buffers.append("actions", torch.full((3, 2), 10.0 + t), env_mask=None)
     rows, infos = buffers.take_retired()
     assert infos == ["third"] and rows.counts.tolist() == [[3, 6], [1, 1]]
     assert rows.leaves["actions"][1, :6, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert rows.leaves["actions"][0, :3, 0].tolist() == [3.0, 4.0, 5.0], "never overwritten by the envs going on"
     assert buffers.episode(0)["actions"][:, 0].tolist() == [10.0, 11.0]
 
 
@@ -314,6 +321,22 @@ def test_staging_ring_reserves_in_order_wraps_and_grows_only_when_empty():
         assert ring.size == 4096 and ring.reserve(4096) == 0
         with pytest.raises(RuntimeError, match="released 2 regions"):
             ring.release(2)
+    finally:
+        ring.close()
+
+
+def test_staging_ring_fits_regions_exactly_up_to_the_oldest_and_the_end():
+    """A region fits exactly in the room before the oldest region in use, and in the room left at the end."""
+    ring = StagingRing(1024)
+    try:
+        assert (ring.reserve(400), ring.reserve(400)) == (0, 448)
+        ring.release(1)
+        assert ring.reserve(300) == 0  # wraps: in use [448, 896) and [0, 320)
+        assert ring.reserve(128) == 320  # exactly up to the oldest region
+        assert ring.reserve(1) is None  # full
+        ring.release(1)  # in use [0, 320) and [320, 448)
+        assert ring.reserve(576) == 448  # exactly up to the end
+        assert ring.reserve(1) is None
     finally:
         ring.close()
 

@@ -54,7 +54,8 @@ class EpisodeWriterCfg:
     """Configuration of :class:`EpisodeWriter`."""
 
     queue_size: int = 256
-    """Episodes handed to the writer and not yet flushed to the file, at most. An export that would exceed it
+    """Episodes handed to the writer and not yet flushed to the file, at most (the suspendable recorder counts
+    the ended episodes waiting in its buffers too: see its ``unflushed_count``). An export that would exceed it
     waits (back-pressure); one export larger than it alone is taken whole once the writer is idle. It bounds
     what a killed process loses: ``max(queue_size, num_envs)`` episodes."""
 
@@ -139,12 +140,9 @@ class EpisodeWriter:
         env_name: str | None = None,
         compress: bool = True,
     ):
-        if cfg.queue_size < 1:
-            raise ValueError(f"EpisodeWriterCfg.queue_size must be at least 1, got {cfg.queue_size}.")
-        if not cfg.flush_interval_s >= 0.0:
-            raise ValueError(f"EpisodeWriterCfg.flush_interval_s must be at least 0, got {cfg.flush_interval_s}.")
-        if cfg.staging_bytes < ALIGNMENT:
-            raise ValueError(f"EpisodeWriterCfg.staging_bytes must be at least {ALIGNMENT}, got {cfg.staging_bytes}.")
+        check_setting("EpisodeWriterCfg.queue_size", cfg.queue_size, 1)
+        check_setting("EpisodeWriterCfg.flush_interval_s", cfg.flush_interval_s, 0, integer=False)
+        check_setting("EpisodeWriterCfg.staging_bytes", cfg.staging_bytes, ALIGNMENT)
         self.cfg = cfg
         self.mode = mode
         self.paths = paths
@@ -269,10 +267,14 @@ class EpisodeWriter:
             if now >= self._next_poll:
                 self._next_poll = now + self.cfg.flush_interval_s
                 self._receive(wait=False)
-                if self._unsent:
-                    self._send_message(("many", self._take_unsent()))
+                self._send_unsent()
             if self._outbox:
                 self._write_out(wait=False)
+
+    def _send_unsent(self) -> None:
+        """Send the ``"demos"`` messages not sent yet, as one ``"many"`` message."""
+        if self._unsent:
+            self._send_message(("many", self._take_unsent()))
 
     def _take_unsent(self) -> list[tuple]:
         unsent, self._unsent = self._unsent, []
@@ -303,8 +305,8 @@ class EpisodeWriter:
     def _write_out(self, wait: bool) -> None:
         """Write the outbox to the pipe (non-blocking), all of it and every message not sent yet if ``wait``: the
         step thread never waits on a full pipe, only on a full queue."""
-        if wait and self._unsent:
-            self._send_message(("many", self._take_unsent()))
+        if wait:
+            self._send_unsent()
         while self._outbox and self.error is None:
             try:
                 del self._outbox[: os.write(self._fd, self._outbox)]
@@ -440,6 +442,14 @@ class EpisodeWriter:
             ) from err
         raise RuntimeError(f"The episode writer of {self.paths} stopped: {err}. The episodes exported before are"
                            " in the file.") from err
+
+
+def check_setting(name: str, value: object, minimum: float, integer: bool = True) -> None:
+    """Raise a clear error if the setting ``name`` is not a number (an int if ``integer``) of at least ``minimum``."""
+    kinds = int if integer else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds) or not value >= minimum:
+        kind = "an integer" if integer else "a number"
+        raise ValueError(f"{name} must be {kind} of at least {minimum}, got {value!r}.")
 
 
 def _to_host(batch: EpisodeBatch) -> EpisodeBatch:

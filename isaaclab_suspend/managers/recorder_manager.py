@@ -24,7 +24,7 @@ from isaaclab.utils import configclass
 from isaaclab.utils.datasets import EpisodeData
 
 from .episode_buffers import EpisodeBuffers
-from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg
+from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg, check_setting
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -43,7 +43,8 @@ class SuspendableRecorderManager(RecorderManager):
       :meth:`record_post_step`) take an optional device bool mask of the envs that record the sample; the
       suspendable env passes its active mask, so a suspended env records nothing. The samples go into
       :class:`EpisodeBuffers` (one preallocated tensor of shape (num_slots, capacity, ...) per recorded tensor,
-      a slot per env plus spare ones, and a write index per env): a few tensor ops per key and step, no host sync, no Python loop over envs.
+      a slot per env plus spare ones, and a write index per env): a few tensor ops per key and step, no host
+      sync, no Python loop over envs.
       The stock manager appends every env's row to a Python list, env by env, every step.
     * An export leaves the ended episodes where they were recorded and moves their envs to spare episode slots
       (:attr:`SuspendableRecorderManagerCfg.spare_slots`). The ended episodes leave the buffers together, as
@@ -99,9 +100,8 @@ class SuspendableRecorderManager(RecorderManager):
         self.cfg.dataset_export_mode = mode
         capacity = cfg.buffer_length or _default_capacity(env)
         spare = cfg.spare_slots if cfg.spare_slots is not None else max(4, env.num_envs // 4)
-        if spare < 0 or not cfg.handover_interval_s >= 0.0:
-            raise ValueError("SuspendableRecorderManagerCfg.spare_slots and handover_interval_s must be at least 0,"
-                             f" got {cfg.spare_slots} and {cfg.handover_interval_s}.")
+        check_setting("SuspendableRecorderManagerCfg.spare_slots", spare, 0)
+        check_setting("SuspendableRecorderManagerCfg.handover_interval_s", cfg.handover_interval_s, 0, integer=False)
         self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device, spare_slots=spare)
         """The open episode of every env, and the ended episodes not handed to the writer yet."""
         self._handover_at: float | None = None
@@ -233,8 +233,8 @@ class SuspendableRecorderManager(RecorderManager):
         """End the open episodes of ``env_ids`` (all envs if None) for the writer; their envs start empty ones.
 
         The episodes stay in the buffers and are handed to the writer with those of later exports (see the
-        class), unless the spare slots or the writer's queue have no room for them: then every ended episode is
-        handed over now. The writer routes them by export mode and success and writes them in a child process
+        class). When the spare slots or the writer's queue bound have no room for them, the waiting episodes are
+        handed over first, and these wait in the slots that frees or, if they still do not fit, go with them. The writer routes them by export mode and success and writes them in a child process
         (episodes without a step sample are not written). Device ids are read once on the host (exports run at
         resets, which read them already); the episodes are not: no other host sync. Waits only while the
         writer's queue is full.
@@ -253,7 +253,7 @@ class SuspendableRecorderManager(RecorderManager):
         if not env_list:
             return
         n = self._env.num_envs
-        if env_list and (min(env_list) < 0 or max(env_list) >= n or len(set(env_list)) != len(env_list)):
+        if (min(env_list) < 0 or max(env_list) >= n or len(set(env_list)) != len(env_list)):
             raise ValueError(f"export_episodes takes unique env ids in [0, {n}), got {env_list}.")
         if demo_ids is not None:
             demo_ids = demo_ids.tolist() if isinstance(demo_ids, torch.Tensor) else list(demo_ids)
@@ -329,8 +329,8 @@ class SuspendableRecorderManager(RecorderManager):
         self.writer.check()
 
     def _hand_over(self) -> None:
-        """Hand the ended episodes still in the buffers to the writer, in one batch (waits while its queue is
-        full); their slots are freed once the writer holds them, so that an interrupt before loses none."""
+        """Hand the ended episodes still in the buffers to the writer, in one batch (waits while its shared memory
+        has no room); their slots are freed once the writer holds them, so that an interrupt before loses none."""
         self._handover_at = None
         if self.buffers.retired_count == 0 or self.writer.error is not None:  # an error is raised once, elsewhere
             return
@@ -402,7 +402,7 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
     exported, at the latest (sooner when the spare slots or the writer's queue have no room for an export)."""
 
     buffer_length: int | None = None
-    """Samples per env the per-step buffers hold before they grow (they double when full). None: the env's
+    """Samples per slot the per-step buffers hold before they grow (they double when full). None: the env's
     max episode length plus a quarter (at least 16), so that the device is read about once every
     ``max_episode_length / 4`` steps to check the room left."""
 

@@ -30,7 +30,7 @@ class StagingRing:
     def __init__(self, size: int):
         if size < ALIGNMENT:
             raise ValueError(f"The staging ring needs at least {ALIGNMENT} bytes, got {size}.")
-        self.fd = os.memfd_create("isaaclab_suspend_episodes", 0)
+        self.fd = os.memfd_create("isaaclab_suspend_episodes")  # close-on-exec: only the writer gets it (pass_fds)
         """File descriptor of the shared memory, for the writer process to map."""
         self.size = 0
         self.buffer = np.empty(0, np.uint8)
