@@ -22,7 +22,7 @@ import argparse
 import sys
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.audit import SuspensionAuditCfg, audit_suspension
+from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
 from isaaclab_suspend.utils import import_task_modules
 
 

@@ -37,7 +37,7 @@ import sys
 from tqdm import tqdm
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, ChunkTimeline, EpisodeOutcomes
+from isaaclab_suspend.policies import ActionChunkingPolicy, ChunkTimeline, EpisodeOutcomes
 from isaaclab_suspend.policies import plot_timelines, stats_table
 
 
@@ -46,7 +46,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.add_env_args(parser)
     cli.add_policy_args(parser, latency_args=True)
     cli.add_shard_args(parser, results=True)
-    parser.add_argument("--compare", default=None,
+    parser.add_argument("--compare", type=cli.schedules, default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
     parser.add_argument("--steps", type=cli.positive_int, default=600)
     parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
@@ -57,10 +57,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              " with --compare: <stem>_<schedule>.hdf5)")
     parser.add_argument("--overwrite", action="store_true", help="replace existing --record files")
     args = parser.parse_args(argv)
-    args.schedules = args.compare.split(",") if args.compare else [args.schedule]
-    unknown = [s for s in args.schedules if s not in SCHEDULES]
-    if unknown:
-        parser.error(f"unknown schedules {unknown}; choose from {sorted(SCHEDULES)}")
+    args.schedules = args.compare or [args.schedule]
     cli.apply_shard(parser, args, files=("record", "results", "timeline"))
     try:
         for path, what in ((args.timeline, "--timeline"), (args.log_dir, "--log_dir"), (args.record, "--record"),
@@ -104,10 +101,7 @@ def evaluate(args: argparse.Namespace) -> None:
     results, timelines = {}, {}
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
         results[schedule], timelines[schedule] = run(args, schedule)
-    latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
-    desync = ", desynchronised episodes" if args.desync else ""
-    header = (f"{args.task}, {cli.describe_policy(args)}: {args.num_envs} envs, {args.steps} steps, H = {args.chunk},"
-              f" seed {args.seed}{cli.describe_shard(args)}{desync}{latency}")
+    header = cli.describe_run(args, args.steps)
     print(f"\n{header}\n{stats_table(results)}")
     first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
     print(f"Episodes scored: those that started and ended in the run{first}.")
@@ -117,7 +111,6 @@ def evaluate(args: argparse.Namespace) -> None:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")
     if args.timeline:
-        os.makedirs(os.path.dirname(os.path.abspath(args.timeline)), exist_ok=True)
         plot_timelines(timelines, args.timeline, title=header)
         print(f"Timeline of the first {min(args.timeline_envs, args.num_envs)} envs: {args.timeline}")
 

@@ -17,7 +17,7 @@ import sys
 
 from isaaclab_suspend.datasets.reader import DatasetError
 from isaaclab_suspend.policies import stats_table
-from isaaclab_suspend.shards import merge_datasets, merge_stats
+from isaaclab_suspend.datasets.shards import merge_datasets, merge_stats
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

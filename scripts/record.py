@@ -1,6 +1,6 @@
 """Record episodes of a policy on a suspendable task to an Isaac Lab HDF5 dataset (active envs only).
 
-The recorder is :class:`~isaaclab_suspend.managers.SuspendableRecorderManager` with the terms of
+The recorder is :class:`~isaaclab_suspend.recording.SuspendableRecorderManager` with the terms of
 :class:`~isaaclab_suspend.datasets.DatasetRecorderManagerCfg` (Isaac Lab's action-state terms, plus the
 pre-step states and env origins that make the replay exact). Suspended envs record nothing, so with the
 ``global_clock`` schedule an env waiting for the next chunk adds no junk sample. Episodes still open when

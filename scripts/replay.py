@@ -26,8 +26,6 @@ import argparse
 import math
 import sys
 
-import gymnasium as gym
-from prettytable import PrettyTable
 from tqdm import tqdm
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
@@ -38,7 +36,9 @@ from isaaclab_suspend.datasets import (
     DatasetReader,
     DatasetReplayer,
     check_replay_fits,
+    check_replay_task,
     make_replay_env_cfg,
+    replay_table,
 )
 from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
 from isaaclab_suspend.utils import open_env
@@ -61,13 +61,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def replay(args: argparse.Namespace) -> int:
     with DatasetReader(args.dataset) as reader:
         task = args.task or reader.env_name
-        if not task:
-            raise DatasetError(f"'{reader.path}' does not name its task: pass --task.")
-        reader.check_task(task)
-        if task not in gym.registry:
-            known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
-            raise DatasetError(f"'{reader.path}': task '{task}' is not registered (registered: {known}); replay.py"
-                               " replays the tasks this package registers.")
+        check_replay_task(reader, task)
         if not reader.demo_names:
             raise DatasetError(f"'{reader.path}' holds no demos.")
         unknown = sorted(set(args.demos or ()) - set(reader.demo_names))
@@ -89,15 +83,7 @@ def replay(args: argparse.Namespace) -> int:
                       " states: their effect cannot be re-applied and the replay drifts from the first one on.")
             with tqdm(total=len(replayer.demos), desc="demos", unit="demo") as progress:
                 results = replayer.run(on_done=lambda _: progress.update())
-    table = PrettyTable(["demo", "samples", "max state error", "worst state", "env", "at recorded origin", "events"])
-    for r in results:
-        origin = "unknown" if r.at_recorded_origin is None else ("yes" if r.at_recorded_origin else "no")
-        table.add_row([r.demo, r.num_samples, f"{r.max_state_error:.3g}", r.worst_state or "-", r.env_id, origin,
-                       r.events_applied])
-    if args.check_images:
-        table.add_column("max pixel error", [r.max_image_error for r in results])
-    table.align["demo"] = table.align["worst state"] = "l"
-    print(table)
+    print(replay_table(results, args.check_images))
     # NaN (a diverged state) fails; with --check_images any pixel difference fails
     failed = [r.demo for r in results if not r.max_state_error <= args.tolerance or (r.max_image_error or 0) > 0]
     worst = max((r.max_state_error for r in results), key=lambda e: math.inf if math.isnan(e) else e)

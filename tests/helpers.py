@@ -6,7 +6,7 @@ from types import ModuleType
 
 import torch
 
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import make_default_model
 from isaaclab_suspend.utils import open_env

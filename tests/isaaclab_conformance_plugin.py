@@ -9,7 +9,7 @@ import isaaclab.envs
 import isaaclab.managers
 
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
-from isaaclab_suspend.managers import SuspendableRecorderManager
+from isaaclab_suspend.recording import SuspendableRecorderManager
 
 
 class ConformanceEnv(SuspendableManagerBasedRLEnv):

@@ -16,7 +16,7 @@ import torch
 from isaaclab.app.sim_launcher import launch_simulation
 
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
-from isaaclab_suspend.managers.frozen_rows import bits
+from isaaclab_suspend.suspension.frozen_rows import bits
 from isaaclab_tasks.utils import parse_env_cfg
 
 sys.path.insert(0, os.path.dirname(__file__))

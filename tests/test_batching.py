@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from isaaclab_suspend.policies import (
+from isaaclab_suspend.serving import (
     BatchingCfg,
     BatchingChunkModel,
     PolicyServer,

@@ -10,7 +10,8 @@ import h5py
 import pytest
 import torch
 
-from isaaclab_suspend.datasets import DatasetError, DatasetRecorderManagerCfg
+from isaaclab_suspend.datasets import DatasetError
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.learning import (
     BCTrainerCfg,
     ChunkDataset,

@@ -8,7 +8,7 @@ from isaaclab.envs.mdp import joint_pos_out_of_manual_limit
 from isaaclab.managers import SceneEntityCfg
 from isaaclab.managers import TerminationTermCfg as DoneTerm
 
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.utils import open_env
 
 from host_syncs import check_quiet_steps, cuda_forbids_syncs

@@ -23,17 +23,16 @@ from websockets.frames import CloseCode
 from websockets.sync.client import connect
 
 from isaaclab_suspend.cli.serving import load_expert
-from isaaclab_suspend.policies import (
-    ActionChunkingPolicy,
+from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
+from isaaclab_suspend.serving import (
     OpenpiChunkModel,
     OpenpiChunkModelCfg,
     OpenpiPolicyServer,
     OpenpiPolicyServerCfg,
     OpenpiServerError,
-    make_default_model,
 )
-from isaaclab_suspend.policies import WireLimitsCfg, msgpack_arrays
-from isaaclab_suspend.policies.remote import TOKEN_ENV
+from isaaclab_suspend.serving import WireLimitsCfg, msgpack_arrays
+from isaaclab_suspend.serving.remote import TOKEN_ENV
 from isaaclab_suspend.utils import open_env
 
 H = 8

@@ -16,8 +16,9 @@ import torch
 from isaaclab.app.sim_launcher import launch_simulation
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
-from isaaclab_suspend.datasets import DatasetReader, DatasetRecorderManagerCfg, DatasetReplayer, make_replay_env_cfg
-from isaaclab_suspend.managers import EpisodeWriterCfg
+from isaaclab_suspend.datasets import DatasetReader, DatasetReplayer, make_replay_env_cfg
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import EpisodeWriterCfg
 from isaaclab_suspend.utils import open_env
 
 TASK = "Isaac-Cartpole-Suspendable"
@@ -119,8 +120,8 @@ def test_failing_write_raises_on_the_step_thread_and_keeps_earlier_episodes(tmp_
 
 KILLED_RUN = """
 import sys, torch
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
-from isaaclab_suspend.managers import EpisodeWriterCfg
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import EpisodeWriterCfg
 from isaaclab_suspend.utils import open_env
 
 point, out = sys.argv[1], sys.argv[2]

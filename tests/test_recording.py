@@ -10,10 +10,15 @@ from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManager
 from isaaclab.managers import DatasetExportMode
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
-from isaaclab_suspend.managers import (EpisodeBatch, EpisodeBuffers, EpisodeWriter, EpisodeWriterCfg,
-                                       SuspendableRecorderManager)
-from isaaclab_suspend.managers.staging_ring import StagingRing
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import (
+    EpisodeBatch,
+    EpisodeBuffers,
+    EpisodeWriter,
+    EpisodeWriterCfg,
+    SuspendableRecorderManager,
+)
+from isaaclab_suspend.recording.staging_ring import StagingRing
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import make_default_model
 from isaaclab_suspend.utils import open_env

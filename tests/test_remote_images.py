@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from isaaclab_suspend.policies import (
+from isaaclab_suspend.serving import (
     OpenpiChunkModel,
     OpenpiChunkModelCfg,
     OpenpiPolicyServer,

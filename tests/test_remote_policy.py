@@ -15,16 +15,15 @@ import pytest
 import torch
 
 from isaaclab_suspend.datasets import DatasetReader
-from isaaclab_suspend.policies import (
-    ActionChunkingPolicy,
+from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
+from isaaclab_suspend.serving import (
     PolicyServer,
     PolicyServerCfg,
     RemoteChunkModel,
     RemoteChunkModelCfg,
     WireLimitsCfg,
-    make_default_model,
 )
-from isaaclab_suspend.policies.wire import receive_message
+from isaaclab_suspend.serving.wire import receive_message
 from isaaclab_suspend.utils import open_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

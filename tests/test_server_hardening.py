@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 
 from helpers import ROOT, check_usage_errors, load_script
 
-from isaaclab_suspend.policies import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
-from isaaclab_suspend.policies.remote import TOKEN_ENV, PolicyServerError
-from isaaclab_suspend.policies.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
+from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.serving.remote import TOKEN_ENV, PolicyServerError
+from isaaclab_suspend.serving.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
 H = 4
 MESSAGE_MB, CONNECTIONS = 4, 8
 """Caps of the fuzzed server: the documented bound of its resident memory is 2x idle + 4 MiB x 8."""

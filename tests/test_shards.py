@@ -14,7 +14,7 @@ import h5py
 import numpy as np
 import pytest
 
-from isaaclab_suspend.shards import Shard, merge_stats
+from isaaclab_suspend.datasets.shards import Shard, merge_stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -5,7 +5,7 @@ import torch
 from isaaclab.utils.buffers import CircularBuffer, DelayBuffer
 from isaaclab.utils.images import CameraFrameStack
 
-from isaaclab_suspend.managers import discover
+from isaaclab_suspend.suspension import discover
 
 N = 5
 

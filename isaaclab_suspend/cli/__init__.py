@@ -17,6 +17,7 @@ from .arguments import (
     non_negative_float,
     non_negative_int,
     positive_int,
+    schedules,
     shard,
 )
 from .outputs import (
@@ -33,6 +34,7 @@ from .policy import (
     RandomPolicy,
     add_policy_args,
     describe_policy,
+    describe_run,
     make_chunk_model,
     resolve_policy,
 )
@@ -57,6 +59,7 @@ __all__ = [
     "dataset_recorder_cfg",
     "dataset_table",
     "describe_policy",
+    "describe_run",
     "describe_shard",
     "desync_episodes",
     "device",
@@ -76,6 +79,7 @@ __all__ = [
     "resolve_policy",
     "rollout",
     "run",
+    "schedules",
     "shard",
     "start_episodes",
     "user_errors",

@@ -11,8 +11,9 @@ from collections.abc import Callable
 import torch
 
 from ..policies.latency import LatencyCfg
-from ..policies.remote_address import parse_address
-from ..shards import Shard
+from ..policies.schedules import SCHEDULES
+from ..serving.remote_address import parse_address
+from ..datasets.shards import Shard
 
 
 def _bound(value: float) -> str:
@@ -113,7 +114,7 @@ address = _parsed_by(parse_address, "address", keep_text=True)
 key_pair = _parsed_by(_key_pair, "key pair")
 """``OPENPI_KEY=PATH`` as ``(key, path)``: an openpi request key and the env's observation path it holds."""
 shard = _parsed_by(Shard.parse, "shard")
-"""``I/K`` as a :class:`~isaaclab_suspend.shards.Shard`."""
+"""``I/K`` as a :class:`~isaaclab_suspend.datasets.shards.Shard`."""
 
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,
@@ -139,3 +140,15 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
 def env_overrides(args: argparse.Namespace) -> list[str]:
     """The Hydra-style overrides of ``--presets`` for :func:`~isaaclab_suspend.utils.open_env`."""
     return [f"presets={args.presets}"] if args.presets else []
+
+
+def _schedules(text: str) -> list[str]:
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in SCHEDULES]
+    if not names or unknown:
+        raise ValueError(f"unknown schedules {unknown or [text]}; choose from {sorted(SCHEDULES)}")
+    return names
+
+
+schedules = _parsed_by(_schedules, "comma-separated schedules", keep_text=False)
+"""A comma-separated list of known chunk schedules."""

@@ -11,8 +11,8 @@ from prettytable import PrettyTable
 
 from isaaclab.managers import DatasetExportMode
 
-from ..datasets import DatasetRecorderManagerCfg
-from ..managers.recorder_manager import dataset_file_paths
+from ..recording import DatasetRecorderManagerCfg
+from ..recording.recorder_manager import dataset_file_paths
 
 if TYPE_CHECKING:
     from isaaclab.managers import RecorderManagerBaseCfg

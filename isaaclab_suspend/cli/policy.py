@@ -28,7 +28,8 @@ import gymnasium as gym
 import torch
 
 from ..learning import load_chunk_policy
-from ..policies import AGGREGATORS, OPENPI_SCHEME, SCHEDULES, LatencyCfg, LatencyEmulator, connect_remote
+from ..policies import AGGREGATORS, SCHEDULES, LatencyCfg, LatencyEmulator
+from ..serving import OPENPI_SCHEME, connect_remote
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import shipped_checkpoint
@@ -150,6 +151,17 @@ def describe_policy(args: argparse.Namespace) -> str:
     return {"chunk": "embedded model", "bc": f"chunk policy {args.checkpoint}",
             "remote": f"remote policy {args.remote}", "checkpoint": f"checkpoint {args.checkpoint}",
             "random": "random actions"}[args.policy]
+
+
+def describe_run(args: argparse.Namespace, steps: int | None = None) -> str:
+    """The header of a run's report: task, policy, envs, steps, chunk length, seed, shard, desync, latency."""
+    from .sharding import describe_shard
+
+    latency = f", latency {args.latency}{' (virtual)' if args.virtual_latency else ''}" if args.latency else ""
+    desync = ", desynchronised episodes" if args.desync else ""
+    length = f" {steps} steps," if steps else ""
+    return (f"{args.task}, {describe_policy(args)}: {args.num_envs} envs,{length} H = {args.chunk},"
+            f" seed {args.seed}{describe_shard(args)}{desync}{latency}")
 
 
 class RandomPolicy:

@@ -10,10 +10,9 @@ import argparse
 import os
 
 from ..learning import load_chunk_policy
-from ..policies import (
+from ..policies import LatencyCfg, LatencyEmulator
+from ..serving import (
     BatchingCfg,
-    LatencyCfg,
-    LatencyEmulator,
     OpenpiPolicyServer,
     OpenpiPolicyServerCfg,
     PolicyServer,
@@ -21,7 +20,7 @@ from ..policies import (
     WireLimitsCfg,
 )
 from ..policies.embedded import DEFAULT_MODELS, make_default_model
-from ..policies.remote import TOKEN_ENV
+from ..serving.remote import TOKEN_ENV
 from .arguments import device, existing_file, float_in, int_in, key_pair, latency
 
 PROTOCOLS = {"project": PolicyServerCfg, "openpi": OpenpiPolicyServerCfg}

@@ -1,7 +1,7 @@
 """``--shard I/K`` (and ``--results``): one run split into K processes, merged by ``scripts/merge_shards.py``.
 
 Shard ``i/K`` runs with seed ``seed + i`` and writes ``<stem>-shard<i>of<K><ext>`` files; a recording shard writes
-its part of ``--episodes`` (see :mod:`isaaclab_suspend.shards`).
+its part of ``--episodes`` (see :mod:`isaaclab_suspend.datasets.shards`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 
-from ..shards import Shard
+from ..datasets.shards import Shard
 from .arguments import shard
 
 

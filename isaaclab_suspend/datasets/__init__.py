@@ -1,14 +1,14 @@
-"""Clean datasets: recorder terms for exact replay, a dataset reader and a parallel, state-exact replayer."""
+"""Reading clean datasets: the reader, the parallel state-exact replayer, image checks and shard merging."""
 
 from .reader import DatasetError, DatasetReader, Demo
-from .recorders import InitialEnvOriginRecorder, PreStepStatesRecorder
-from .recorders_cfg import DatasetRecorderManagerCfg, InitialEnvOriginRecorderCfg, PreStepStatesRecorderCfg
 from .replay import (
     MAX_REPLAY_ENVS,
     DatasetReplayer,
     ReplayResult,
     check_replay_fits,
+    check_replay_task,
     make_replay_env_cfg,
+    replay_table,
     write_scene_state,
 )
 
@@ -16,15 +16,12 @@ __all__ = [
     "MAX_REPLAY_ENVS",
     "DatasetError",
     "DatasetReader",
-    "DatasetRecorderManagerCfg",
     "DatasetReplayer",
     "Demo",
-    "InitialEnvOriginRecorder",
-    "InitialEnvOriginRecorderCfg",
-    "PreStepStatesRecorder",
-    "PreStepStatesRecorderCfg",
     "ReplayResult",
     "check_replay_fits",
+    "check_replay_task",
     "make_replay_env_cfg",
+    "replay_table",
     "write_scene_state",
 ]

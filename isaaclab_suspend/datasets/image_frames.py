@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from PIL import Image
 
-from .image_recorders import IMAGE_GROUP
+from ..recording.image_recorders import IMAGE_GROUP
 from .reader import DatasetError, DatasetReader
 
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .image_recorders import IMAGE_GROUP
+from ..recording.image_recorders import IMAGE_GROUP
 from .reader import DatasetError, DatasetReader, Demo
 from .replay import DatasetReplayer, ReplayResult
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import torch
+from prettytable import PrettyTable
 
 from isaaclab.managers import EventTermCfg
 
@@ -42,6 +43,36 @@ MAX_REPLAY_ENVS = 16384
 ENV_BYTES = 256 * 1024
 """Memory one replay env is assumed to take beyond the demos' buffers [bytes]: push-cube on the CPU measured
 about 56 KiB (749 MiB with 16 envs, 776 MiB with 512), taken with headroom."""
+
+
+def check_replay_task(reader: DatasetReader, task: str | None) -> None:
+    """Check that ``task`` (``None``: the one the file names) is the recorded one and is registered.
+
+    Raises:
+        DatasetError: If the file names no task and none is given, or the task is another or unknown.
+    """
+    import gymnasium as gym
+
+    if not task:
+        raise DatasetError(f"'{reader.path}' does not name its task: pass --task.")
+    reader.check_task(task)
+    if task not in gym.registry:
+        known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
+        raise DatasetError(f"'{reader.path}': task '{task}' is not registered (registered: {known}); replay.py"
+                           " replays the tasks this package registers.")
+
+
+def replay_table(results: Sequence[ReplayResult], check_images: bool = False) -> PrettyTable:
+    """One row per replayed demo: samples, largest state error and where, env, origin, events (and pixels)."""
+    table = PrettyTable(["demo", "samples", "max state error", "worst state", "env", "at recorded origin", "events"])
+    for r in results:
+        origin = "unknown" if r.at_recorded_origin is None else ("yes" if r.at_recorded_origin else "no")
+        table.add_row([r.demo, r.num_samples, f"{r.max_state_error:.3g}", r.worst_state or "-", r.env_id, origin,
+                       r.events_applied])
+    if check_images:
+        table.add_column("max pixel error", [r.max_image_error for r in results])
+    table.align["demo"] = table.align["worst state"] = "l"
+    return table
 
 
 def check_replay_fits(num_envs: int, demos: Mapping[str, Demo], source: str) -> None:

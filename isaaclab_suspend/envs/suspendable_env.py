@@ -10,8 +10,8 @@ from isaaclab.envs import ManagerBasedRLEnv
 from isaaclab.envs.common import VecEnvStepReturn
 from isaaclab.utils import index_fill_
 
-from ..managers.recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
-from ..managers.suspension_manager import SuspensionManager
+from ..recording.recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
+from ..suspension.suspension_manager import SuspensionManager
 from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg, SuspendCfg
 
 EnvIds = torch.Tensor | Sequence[int]
@@ -31,7 +31,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
 
     The life of the mask, in one place:
 
-    * owned by the :class:`~isaaclab_suspend.managers.SuspensionManager` (:attr:`suspension_manager`), with the
+    * owned by the :class:`~isaaclab_suspend.suspension.SuspensionManager` (:attr:`suspension_manager`), with the
       frozen state of every part of the env, found at start-up by walking each part's per-env tensors;
     * set by :meth:`suspend_envs` (captures the frozen rows) and cleared by :meth:`resume_envs` or by a reset
       of the env (a reset starts a new episode, which resumes it);

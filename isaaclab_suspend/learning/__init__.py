@@ -7,9 +7,9 @@ from .chunk_policy import (
     ChunkPolicyCfg,
     ChunkPolicyModel,
     ChunkPolicyNet,
-    load_chunk_policy,
     save_chunk_policy,
 )
+from .checkpoints import load_chunk_policy
 
 __all__ = [
     "CHECKPOINT_FORMAT",

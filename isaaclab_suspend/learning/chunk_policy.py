@@ -64,6 +64,11 @@ class ChunkPolicyNet(nn.Module):
         """A network with the observation and action dims of ``dataset``."""
         return cls(cfg, dataset.obs_dim, dataset.action_dim)
 
+    @classmethod
+    def from_checkpoint_dims(cls, cfg: ChunkPolicyCfg, ckpt: dict) -> ChunkPolicyNet:
+        """The (untrained) network that the dims :meth:`checkpoint_dims` stored describe."""
+        return cls(cfg, ckpt["obs_dim"], ckpt["action_dim"])
+
     def checkpoint_dims(self) -> dict:
         """The dims a checkpoint stores to rebuild the network."""
         return {"obs_dim": self.obs_dim, "action_dim": self.action_dim}
@@ -115,7 +120,7 @@ class ChunkPolicyCfg:
 
 
 def save_chunk_policy(path: str, net: ChunkPolicyNet, task: str, info: dict | None = None) -> None:
-    """Write a checkpoint that :func:`load_chunk_policy` reads: the cfg, dims, task, weights and
+    """Write a checkpoint that :func:`~.checkpoints.load_chunk_policy` reads: the cfg, dims, task, weights and
     normalisation, and ``info`` (training figures)."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     torch.save({
@@ -187,38 +192,15 @@ class ChunkPolicyModel:
         return f"ChunkPolicyModel('{self.path}', {self.net.cfg.arch}, H={self.chunk_length})"
 
 
-def load_chunk_policy(path: str, device: str | torch.device = "cpu",
-                      env: ManagerBasedRLEnv | None = None) -> ChunkPolicyModel:
-    """Load a checkpoint written by :func:`save_chunk_policy` (``scripts/train_chunk_policy.py``).
-
-    Args:
-        path: The checkpoint.
-        device: Device to run the network on.
-        env: If given, the env is checked to be the policy's task with its observation and action dims.
-
-    Raises:
-        FileNotFoundError: If the file does not exist.
-        ValueError: If it is not a chunk policy checkpoint, or does not fit ``env``.
-    """
-    path = os.path.abspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Chunk policy checkpoint '{path}' does not exist.")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # torch raises many types for a file that is not a checkpoint
-        raise ValueError(f"'{path}' is not a readable chunk policy checkpoint: {err}") from err
-    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"'{path}' is not a chunk policy checkpoint (no format '{CHECKPOINT_FORMAT}'); write one"
-                         " with scripts/train_chunk_policy.py.")
-    if "image_shape" in ckpt:
-        from .image_chunk_policy import load_image_chunk_policy
-
-        return load_image_chunk_policy(ckpt, path, device, env)
-    cfg = ChunkPolicyCfg()
+def build_chunk_policy(ckpt: dict, path: str, device: str | torch.device, env: ManagerBasedRLEnv | None = None,
+                       cfg_class: type = ChunkPolicyCfg, model_class: type = ChunkPolicyModel) -> ChunkPolicyModel:
+    """The model of a loaded checkpoint (see :func:`~.checkpoints.load_chunk_policy`): ``cfg_class`` rebuilt from
+    its dict, the network from ``cfg.class_type`` and the stored dims, ``model_class`` around it."""
+    cfg = cfg_class()
     cfg.from_dict({k: v for k, v in ckpt["cfg"].items() if k != "class_type"})
-    net = ChunkPolicyNet(cfg, ckpt["obs_dim"], ckpt["action_dim"]).to(device)
+    net = cfg.class_type.from_checkpoint_dims(cfg, ckpt).to(device)
     net.load_state_dict(ckpt["state_dict"])
-    model = ChunkPolicyModel(net.eval(), ckpt.get("task", ""), path, ckpt.get("info", {}))
+    model = model_class(net.eval(), ckpt.get("task", ""), path, ckpt.get("info", {}))
     if env is not None:
         model.check_env(env)
     return model

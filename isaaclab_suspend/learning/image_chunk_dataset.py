@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ..datasets import DatasetError, DatasetReader
-from ..datasets.image_recorders import IMAGE_GROUP
+from ..recording.image_recorders import IMAGE_GROUP
 from .chunk_dataset import ChunkDataset
 
 

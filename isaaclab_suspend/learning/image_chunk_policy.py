@@ -9,8 +9,8 @@ from torch import nn
 
 from isaaclab.utils import configclass
 
-from ..datasets.image_recorders import IMAGE_GROUP
-from .chunk_policy import ChunkPolicyCfg, ChunkPolicyModel, ChunkPolicyNet
+from ..recording.image_recorders import IMAGE_GROUP
+from .chunk_policy import ChunkPolicyCfg, ChunkPolicyModel, ChunkPolicyNet, build_chunk_policy
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -81,6 +81,11 @@ class ImageChunkPolicyNet(ChunkPolicyNet):
         self.action_mean.copy_(actions.mean(0))
         self.action_std.copy_(actions.std(0).nan_to_num(1.0).clamp_min(1e-6))
 
+    @classmethod
+    def from_checkpoint_dims(cls, cfg: ImageChunkPolicyCfg, ckpt: dict) -> ImageChunkPolicyNet:
+        """The (untrained) network that the dims :meth:`checkpoint_dims` stored describe."""
+        return cls(cfg, tuple(ckpt["image_shape"]), ckpt["obs_dim"], ckpt["action_dim"])
+
     def checkpoint_dims(self) -> dict:
         """The dims a checkpoint stores to rebuild the network: the ``policy`` observation dim and the image shape."""
         return {"obs_dim": self.policy_obs_dim, "action_dim": self.action_dim, "image_shape": list(self.image_shape)}
@@ -148,14 +153,7 @@ class ImageChunkPolicyModel(ChunkPolicyModel):
         return self.net(inputs).to(obs_rows["policy"].device)
 
 
-def load_image_chunk_policy(ckpt: dict, path: str, device: str | torch.device,
-                            env: ManagerBasedRLEnv | None) -> ImageChunkPolicyModel:
-    """The :class:`ImageChunkPolicyModel` of a loaded checkpoint (see :func:`~.chunk_policy.load_chunk_policy`)."""
-    cfg = ImageChunkPolicyCfg()
-    cfg.from_dict({k: v for k, v in ckpt["cfg"].items() if k != "class_type"})
-    net = ImageChunkPolicyNet(cfg, tuple(ckpt["image_shape"]), ckpt["obs_dim"], ckpt["action_dim"]).to(device)
-    net.load_state_dict(ckpt["state_dict"])
-    model = ImageChunkPolicyModel(net.eval(), ckpt.get("task", ""), path, ckpt.get("info", {}))
-    if env is not None:
-        model.check_env(env)
-    return model
+def build_image_chunk_policy(ckpt: dict, path: str, device: str | torch.device,
+                             env: ManagerBasedRLEnv | None = None) -> ImageChunkPolicyModel:
+    """The :class:`ImageChunkPolicyModel` of a loaded checkpoint (see :func:`~.checkpoints.load_chunk_policy`)."""
+    return build_chunk_policy(ckpt, path, device, env, ImageChunkPolicyCfg, ImageChunkPolicyModel)

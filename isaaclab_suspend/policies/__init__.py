@@ -5,14 +5,13 @@ What a reader looks for, where:
 * the core: :class:`ActionChunkingPolicy` (``chunking_policy``), the chunk-model contract
   :class:`~.model.ChunkModel` (``model``), schedules, per-env chunk queues, aggregators, the inference cost
   model, and the ``async`` schedule's worker thread (``async_inference``);
-* model wrappers: latency emulation (``latency``), request batching (``batching``), the project's TCP transport
-  (``remote``, ``wire``) and openpi's websocket protocol (``openpi_client``, ``openpi_server``, ``msgpack_arrays``);
+* latency emulation (``latency``), a model wrapper; transports (TCP, openpi, batching) live in
+  :mod:`isaaclab_suspend.serving` and nothing here imports them;
 * evaluation reporting (``evaluation``): figures, episode outcomes, the timeline;
 * each task's embedded planner lives in its task package and is found by :func:`make_default_model`.
 """
 
 from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, temporal_ensemble
-from .batching import BatchingCfg, BatchingChunkModel
 from .chunk_queues import ChunkQueues
 from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
 from .cost_model import InferenceCostModel
@@ -20,12 +19,7 @@ from .embedded import make_default_model, tasks_with_chunk_model
 from .evaluation import ChunkingStats, ChunkTimeline, EpisodeOutcomes, plot_timelines, stats_table
 from .latency import LatencyCfg, LatencyEmulator
 from .model import ChunkModel
-from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
-from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
-from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
-from .remote_address import OPENPI_SCHEME, connect_remote, parse_address
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
-from .wire import ProtocolError, WireLimitsCfg
 
 _TASK_MODELS = {
     "CartpoleLQRCfg": "isaaclab_suspend.tasks.cartpole.chunk_model",
@@ -54,8 +48,6 @@ __all__ = [
     "SCHEDULES",
     "ActionChunkingPolicy",
     "ActionChunkingPolicyCfg",
-    "BatchingCfg",
-    "BatchingChunkModel",
     "CartpoleLQRCfg",
     "CartpoleLQRChunkModel",
     "ChunkModel",
@@ -67,28 +59,13 @@ __all__ = [
     "InferenceCostModel",
     "LatencyCfg",
     "LatencyEmulator",
-    "OPENPI_SCHEME",
-    "OpenpiChunkModel",
-    "OpenpiChunkModelCfg",
-    "OpenpiPolicyServer",
-    "OpenpiPolicyServerCfg",
-    "OpenpiServerError",
     "PushCubeChunkCfg",
-    "PolicyServer",
-    "PolicyServerCfg",
-    "PolicyServerError",
-    "ProtocolError",
     "PushCubeChunkModel",
-    "RemoteChunkModel",
-    "RemoteChunkModelCfg",
     "SchedulePlan",
     "StepStatus",
-    "WireLimitsCfg",
     "blend",
-    "connect_remote",
     "make_default_model",
     "make_schedule",
-    "parse_address",
     "plot_timelines",
     "replace",
     "resolve_aggregator",

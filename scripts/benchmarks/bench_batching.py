@@ -36,7 +36,8 @@ def parse_args() -> argparse.Namespace:
 
 def client(rank: int, args: argparse.Namespace, pipe) -> None:
     """An env process: for each (host, port) it receives, run the global clock and send its figures back."""
-    from isaaclab_suspend.policies import ActionChunkingPolicy, RemoteChunkModel, RemoteChunkModelCfg
+    from isaaclab_suspend.policies import ActionChunkingPolicy
+    from isaaclab_suspend.serving import RemoteChunkModel, RemoteChunkModelCfg
     from isaaclab_suspend.utils import open_env
 
     torch.set_num_threads(1)
@@ -64,7 +65,7 @@ def client(rank: int, args: argparse.Namespace, pipe) -> None:
 def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float, float]:
     """Model calls per tick (K requests / requests per call) while every client measures, and useful env-steps/s
     of the clients of ``pipes`` against one server."""
-    from isaaclab_suspend.policies import PolicyServer
+    from isaaclab_suspend.serving import PolicyServer
 
     rows = []
 
@@ -89,7 +90,8 @@ def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float
 
 def main() -> None:
     args = parse_args()
-    from isaaclab_suspend.policies import BatchingCfg, LatencyCfg, LatencyEmulator, PolicyServerCfg, make_default_model
+    from isaaclab_suspend.policies import LatencyCfg, LatencyEmulator, make_default_model
+    from isaaclab_suspend.serving import BatchingCfg, PolicyServerCfg
 
     model = LatencyEmulator(make_default_model(TASK, args.chunk), LatencyCfg(fixed_s=args.latency))
     context = mp.get_context("spawn")

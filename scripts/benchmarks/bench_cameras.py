@@ -27,7 +27,7 @@ import h5py
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.utils import open_env
 
 TASKS = {0: "Isaac-PushCube-Suspendable", 1: "Isaac-PushCube-Camera-Suspendable", 2: "Isaac-PushCube-TwoCamera-Suspendable"}

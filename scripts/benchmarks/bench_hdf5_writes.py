@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.utils import open_env
 
 STATE = {

@@ -28,7 +28,7 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.datasets import DatasetRecorderManagerCfg
+from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
 from isaaclab_suspend.utils import open_env

@@ -20,7 +20,8 @@ import time
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.policies import OpenpiChunkModel, OpenpiChunkModelCfg, make_default_model
+from isaaclab_suspend.policies import make_default_model
+from isaaclab_suspend.serving import OpenpiChunkModel, OpenpiChunkModelCfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASK = "Isaac-Cartpole-Suspendable"

@@ -35,7 +35,7 @@ from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManager
 from isaaclab.managers import RecorderManager
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.managers import SuspendableRecorderManager
+from isaaclab_suspend.recording import SuspendableRecorderManager
 from isaaclab_suspend.utils import open_env
 
 STEP_HOOKS = ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")

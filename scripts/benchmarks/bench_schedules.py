@@ -36,7 +36,13 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator, make_default_model
+from isaaclab_suspend.policies import (
+    SCHEDULES,
+    ActionChunkingPolicy,
+    LatencyCfg,
+    LatencyEmulator,
+    make_default_model,
+)
 from isaaclab_suspend.policies.embedded import tasks_with_chunk_model
 from isaaclab_suspend.utils import open_env
 

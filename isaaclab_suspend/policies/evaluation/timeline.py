@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -78,5 +80,6 @@ def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str, title: str
     if title:
         fig.suptitle(title, x=0.01, ha="left", fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

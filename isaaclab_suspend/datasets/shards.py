@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
-from .datasets.reader import DatasetError, DatasetReader
+from .reader import DatasetError, DatasetReader
 
 SUMMED = ("steps", "num_envs", "inference_calls", "rows_inferred", "envs_served", "active_env_steps",
           "suspended_env_steps", "held_env_steps", "episodes_completed", "episodes_scored", "inference_s",

@@ -1,6 +1,6 @@
 """The process that writes recorded episodes to Isaac Lab's HDF5 layout; it imports only h5py and numpy.
 
-:class:`~isaaclab_suspend.managers.EpisodeWriter` starts it with :func:`main` and talks to it over a pair of
+:class:`~isaaclab_suspend.recording.EpisodeWriter` starts it with :func:`main` and talks to it over a pair of
 pipes. It runs in its own process so that neither h5py nor compression ever holds the recording process's
 GIL, and it ignores SIGINT: a Ctrl-C stops the recording, and the writer writes what it was handed. On Linux
 it runs under ``SCHED_BATCH``, so that a message does not wake it ahead of the recording process (measured

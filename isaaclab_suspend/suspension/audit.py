@@ -19,9 +19,9 @@ from prettytable import PrettyTable
 
 from isaaclab.utils import configclass
 
-from .managers.frozen_rows import bits
-from .managers.suspension_manager import PARTS
-from .utils import open_env
+from .frozen_rows import bits
+from .suspension_manager import PARTS
+from ..utils import open_env
 
 
 @configclass

@@ -37,7 +37,7 @@ from isaaclab.utils import configclass
 from ..tensor_tree import flatten_names, unflatten_names
 from . import msgpack_arrays
 from .batching import BatchingCfg, BatchingChunkModel
-from .model import ChunkModel
+from ..policies.model import ChunkModel
 from .remote import PolicyServerCfg
 
 

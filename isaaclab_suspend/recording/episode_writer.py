@@ -22,7 +22,7 @@ from isaaclab.managers import DatasetExportMode
 from isaaclab.utils import configclass
 from isaaclab.utils.datasets.hdf5_dataset_file_handler import DATASET_FORMAT_VERSION
 
-from .. import hdf5_writer
+from . import hdf5_writer
 from .episode_buffers import EpisodeRows
 from .staging_ring import ALIGNMENT, StagingRing, aligned_offsets
 
@@ -105,7 +105,7 @@ class EpisodeWriter:
 
     :meth:`put` takes the episodes of one export (an :class:`EpisodeBatch` of tensors the caller will not touch
     again), routes them by export mode and success, and hands them to the writer process
-    (:mod:`isaaclab_suspend.hdf5_writer`), which keeps the file(s) open, writes every demo it has been sent
+    (:mod:`isaaclab_suspend.recording.hdf5_writer`), which keeps the file(s) open, writes every demo it has been sent
     (``data/demo_N`` with ``num_samples``, ``seed``, ``success`` and one dataset per tensor,
     ``data.attrs["total"]``) and flushes at most every :attr:`EpisodeWriterCfg.flush_interval_s`; the file is
     valid after every flush (``total`` and the demos change together). The tensors travel through shared
@@ -233,7 +233,7 @@ class EpisodeWriter:
     def inject_fault(self, point: str, nth: int, action: str) -> None:
         """For tests: make the writer process act at the ``nth`` time it reaches ``point`` (``"demo"``,
         ``"datasets"``, ``"flush"``); ``action`` is ``"sigkill"``, ``"enospc"`` or ``"pause"`` (see
-        :mod:`isaaclab_suspend.hdf5_writer`)."""
+        :mod:`isaaclab_suspend.recording.hdf5_writer`)."""
         self._send_message(("fault", point, nth, action))
 
     def close(self) -> None:
@@ -477,7 +477,7 @@ def _options(cfg: CompressionCfg) -> dict | None:
 
 
 def _start_process(ring_fd: int) -> tuple[subprocess.Popen, int, Connection]:
-    """Start :func:`isaaclab_suspend.hdf5_writer.main` in a child process that maps the shared memory ``ring_fd``;
+    """Start :func:`isaaclab_suspend.recording.hdf5_writer.main` in a child process that maps the shared memory ``ring_fd``;
     returns it, the (non-blocking) file descriptor to write to it and the connection to read its answers."""
     to_child, from_parent = os.pipe()[::-1]
     from_child, to_parent = os.pipe()
@@ -489,7 +489,7 @@ def _start_process(ring_fd: int) -> tuple[subprocess.Popen, int, Connection]:
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     # main() returns with the files closed; os._exit skips the interpreter's teardown (about 40 ms), which
     # close() would otherwise wait for
-    code = (f"import os, sys; sys.path.insert(0, {root!r}); from isaaclab_suspend.hdf5_writer import main;"
+    code = (f"import os, sys; sys.path.insert(0, {root!r}); from isaaclab_suspend.recording.hdf5_writer import main;"
             " main(*map(int, sys.argv[1:])); os._exit(0)")
     process = subprocess.Popen([sys.executable, "-c", code, str(from_parent), str(to_parent), str(ring_fd)],
                                pass_fds=(from_parent, to_parent, ring_fd))

@@ -12,7 +12,7 @@ from isaaclab.envs.mdp.recorders.recorders_cfg import (
 from isaaclab.managers import RecorderTermCfg
 from isaaclab.utils import configclass
 
-from ..managers.recorder_manager import SuspendableRecorderManagerCfg
+from .recorder_manager import SuspendableRecorderManagerCfg
 from .image_recorders import PreStepImageObservationsRecorder
 from .recorders import InitialEnvOriginRecorder, PreStepStatesRecorder
 

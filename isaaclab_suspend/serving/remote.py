@@ -6,7 +6,7 @@ each ship a policy server). :class:`PolicyServer` hosts any chunk model ``model(
 :class:`~isaaclab_suspend.policies.ActionChunkingPolicy` runs a remote policy under any schedule (``async``
 overlaps the network round trip with the simulation).
 
-Messages use the format of :mod:`~isaaclab_suspend.policies.wire`, checked against :class:`WireLimitsCfg` on
+Messages use the format of :mod:`~isaaclab_suspend.serving.wire`, checked against :class:`WireLimitsCfg` on
 both sides. Requests are ``hello`` (protocol version and, where the server wants one, its token; the server
 answers its metadata) and ``infer`` (observation rows and ``env_ids`` in, ``chunk`` or ``error`` out).
 """
@@ -30,7 +30,7 @@ import torch
 from isaaclab.utils import configclass
 
 from .batching import BatchingCfg, BatchingChunkModel
-from .model import ChunkModel
+from ..policies.model import ChunkModel
 from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
 
 if TYPE_CHECKING:

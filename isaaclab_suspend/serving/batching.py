@@ -24,7 +24,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..tensor_tree import flatten_names
-from .model import ChunkModel
+from ..policies.model import ChunkModel
 
 
 def _signature(tree: Mapping) -> tuple:

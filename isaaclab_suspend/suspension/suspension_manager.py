@@ -47,7 +47,7 @@ class SuspensionManager:
     Per-env state is discovered, not listed: each part (the action manager and its terms, the Newton state and
     the solver's warm start, every actuator, every sensor, the termination, reward, command, event and
     observation managers with their class-based terms) is walked for tensors and Warp arrays with an env
-    dimension (see :func:`~isaaclab_suspend.managers.state_discovery.discover`). Each lands in the
+    dimension (see :func:`~isaaclab_suspend.suspension.state_discovery.discover`). Each lands in the
     :class:`FrozenRows` group of the step phase that changes it, and the env calls one hook per phase; each
     hook is two fused foreach ops whatever the number of tensors. A tensor that looks per-env but whose
     layout is unknown is named in a warning at start-up.

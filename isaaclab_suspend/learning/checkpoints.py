@@ -1,0 +1,43 @@
+"""Loading a chunk-policy checkpoint: one entry point that picks the network its contents describe."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+import torch
+
+from .chunk_policy import CHECKPOINT_FORMAT, ChunkPolicyModel, build_chunk_policy
+from .image_chunk_policy import build_image_chunk_policy
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnv
+
+
+def load_chunk_policy(path: str, device: str | torch.device = "cpu",
+                      env: ManagerBasedRLEnv | None = None) -> ChunkPolicyModel:
+    """Load a checkpoint written by :func:`~.chunk_policy.save_chunk_policy` (``scripts/train_chunk_policy.py``).
+
+    The file is read with ``weights_only=True``: tensors and plain containers only, no code runs from it.
+
+    Args:
+        path: The checkpoint.
+        device: Device to run the network on.
+        env: If given, the env is checked to be the policy's task with its observation and action dims.
+
+    Raises:
+        FileNotFoundError: If the file does not exist.
+        ValueError: If it is not a chunk policy checkpoint, or does not fit ``env``.
+    """
+    path = os.path.abspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Chunk policy checkpoint '{path}' does not exist.")
+    try:
+        ckpt = torch.load(path, map_location=device, weights_only=True)
+    except Exception as err:  # torch raises many types for a file that is not a checkpoint
+        raise ValueError(f"'{path}' is not a readable chunk policy checkpoint: {err}") from err
+    if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"'{path}' is not a chunk policy checkpoint (no format '{CHECKPOINT_FORMAT}'); write one"
+                         " with scripts/train_chunk_policy.py.")
+    build = build_image_chunk_policy if "image_shape" in ckpt else build_chunk_policy
+    return build(ckpt, path, device, env)
