@@ -27,8 +27,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 
 from prettytable import PrettyTable
 
@@ -37,15 +35,9 @@ from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg
 from isaaclab_suspend.learning import train_bc
 from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
 from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
-from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
+from isaaclab_suspend.cli.junk_experiment import SCHEDULES, evaluate_under_global_clock, means_table, record_expert
 from isaaclab_suspend.policies.evaluation.runs_plot import plot_runs
 from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
-from isaaclab_suspend.utils import open_env
-
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCHEDULES = ("hold", "global_clock")
-"""Recording schedules compared."""
-
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -83,39 +75,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def record(args: argparse.Namespace, schedule: str) -> str:
-    """Record the expert under ``schedule`` with ``scripts/record.py``; returns the file."""
-    path = os.path.abspath(os.path.join(args.out_dir, args.task, f"{schedule}.hdf5"))
-    expert = ["--policy", "bc", "--checkpoint", args.expert.path] if args.expert is not None else ["--policy", "chunk"]
-    subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "record.py"), "--task", args.task, *expert,
-                    "--schedule", schedule, "--chunk", str(args.chunk), "--num_envs", str(args.num_envs),
-                    "--episodes", str(args.episodes), "--desync", "--seed", str(args.seed), "--output", path,
-                    "--overwrite"], check=True)
-    return path
-
-
 def evaluate(args: argparse.Namespace, model, label: str) -> dict:
-    """Run ``model`` under ``global_clock`` on a fresh env (seeded, desynchronised starts); outcomes and calls."""
-    with open_env(args.task, args.eval_envs, seed=args.seed) as env:
-        if hasattr(model, "check_env"):
-            model.check_env(env)
-        policy = ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule="global_clock")
-        outcomes = EpisodeOutcomes(env, score_first=False, final_term="cube_to_target")  # push-cube: what is left
-        for t in cli.rollout(env, policy, cli.start_episodes(env, args.seed, desync=True), args.eval_steps):
-            outcomes.update(t.dones, ~policy.last_step.suspended, t.obs)
-        figures = outcomes.as_dict()
-        result = {**figures, "final_distance": figures.get("final_cube_to_target", float("nan")),
-                  "has_success": outcomes.has_success, "inference_calls": policy.stats["inference_calls"]}
-        policy.close()
-    print(f"[{label}] {result}")
-    return result
+    return evaluate_under_global_clock(args.task, model, args.chunk, args.eval_envs, args.eval_steps, args.seed, label)
 
 
 def main() -> None:
     args = parse_args()
     datasets, figures = {}, {}
     for schedule in SCHEDULES:
-        path = record(args, schedule)
+        expert = ["--policy", "bc", "--checkpoint", args.expert.path] if args.expert else ["--policy", "chunk"]
+        path = record_expert(args.task, schedule, expert, os.path.join(args.out_dir, args.task, f"{schedule}.hdf5"),
+                             args.chunk, args.num_envs, args.episodes, args.seed)
         with_all = ChunkDataset(path, args.chunk)
         if len(with_all.demo_names) < args.episodes:
             raise RuntimeError(f"{path} holds {len(with_all.demo_names)} demos, fewer than --episodes {args.episodes}.")
@@ -152,13 +122,7 @@ def report(args: argparse.Namespace, figures: dict, rows: list[dict], expert: di
                        *([args.episodes, f["samples"], f["junk"], f["junk_episodes"], r["seed"], f"{r['val_loss']:.4f}"]
                          if f else ["-"] * 6), r["episodes_scored"], f"{r['success_rate']:.3f}",
                        f"{r['mean_episode_length']:.1f}", f"{r['final_distance']:.4f}", r["inference_calls"]])
-    means = PrettyTable(["BC on", "success rate (mean, min-max)", "mean episode length (mean, min-max)",
-                         "final distance [m] (mean, min-max)"])
-    for schedule in SCHEDULES:
-        columns = [([r[key] for r in rows if r["dataset"] == schedule], f) for key, f in
-                   (("success_rate", "{:.3f}"), ("mean_episode_length", "{:.1f}"), ("final_distance", "{:.4f}"))]
-        means.add_row([f"{schedule} data", *(f"{f.format(sum(v) / len(v))} ({f.format(min(v))}-{f.format(max(v))})"
-                                             for v, f in columns)])
+    means = means_table(rows)
     expert_source = f"chunk policy {args.expert_checkpoint}" if args.expert is not None else "embedded chunk model"
     print(f"\n{args.task}: expert ({expert_source}) recorded with {args.num_envs} envs, H = {args.chunk}, seed"
           f" {args.seed}, desynchronised starts, first {args.episodes} demos of each file; BC"

@@ -100,11 +100,9 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         # inside record_pre_step: the hand-over of the episodes due and the writer's check
         timed.time_calls("SuspendableRecorderManager", ours, ("_check_writer",), "check")
         children_cpu = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system seconds
-        gen = torch.Generator().manual_seed(0)
+        gen, resets = torch.Generator().manual_seed(0), 0
         env.reset()
-        # desynchronised episodes, so that some end (and are exported) at most steps
-        env.episode_length_buf[:] = torch.randint(0, int(env.max_episode_length), (num_envs,), generator=gen)
-        resets = 0
+        cli.desync_episodes(env, gen)  # so that some episodes end (and are exported) at most steps
         for step in range(warmup + steps):
             if step == warmup:
                 for seconds in timed.seconds.values():
@@ -126,8 +124,7 @@ def measure(task: str, num_envs: int, steps: int, warmup: int, out_dir: str) -> 
         total = hooks + ends + write
         rows.append({"num_envs": num_envs, "manager": name, "hooks_ms": 1e3 * hooks, "ends_ms": 1e3 * ends,
                      "write_ms": 1e3 * write, "drain_ms": 1e3 * seconds["drain"] / steps, "share": write / total,
-                     "total_ms": 1e3 * total,
-                     "writer_ms": 1e3 * seconds["writer"] / steps, "episodes": resets})
+                     "total_ms": 1e3 * total, "writer_ms": 1e3 * seconds["writer"] / steps, "episodes": resets})
     stock, ours = rows
     for key in ("hooks", "total"):
         ours[f"{key}_x"] = stock[f"{key}_ms"] / ours[f"{key}_ms"]
@@ -150,8 +147,7 @@ def main() -> None:
         ours = "hooks_x" in r
         table.add_row([r["num_envs"], r["manager"], f"{r['hooks_ms']:.3f}", f"{r['hooks_x']:.1f}x" if ours else "",
                        f"{r['ends_ms']:.3f}", f"{r['write_ms']:.3f}", f"{r['drain_ms']:.3f}" if ours else "",
-                       f"{100 * r['share']:.0f} %",
-                       f"{r['total_ms']:.3f}", f"{r['total_x']:.1f}x" if ours else "",
+                       f"{100 * r['share']:.0f} %", f"{r['total_ms']:.3f}", f"{r['total_x']:.1f}x" if ours else "",
                        f"{r['writer_ms']:.3f}" if ours else ""])
     episodes = [r["episodes"] for r in rows[::2]]
     print(f"\nTask {args.task}, random actions, desynchronised episodes, {args.steps} steps per size, CPU; both"
