@@ -160,7 +160,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         if isinstance(env_ids, torch.Tensor):
             if env_ids.dtype == torch.uint8:
                 raise TypeError(
-                    "env ids: a uint8 tensor is ambiguous (a 0/1 mask or ids): pass a bool mask or int64 ids."
+                    "env ids: a uint8 tensor is ambiguous: pass a bool mask or int64 ids (it could be either)."
                 )
             if env_ids.dtype == torch.bool:
                 if env_ids.shape != (n,):
