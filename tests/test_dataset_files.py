@@ -13,7 +13,8 @@ from helpers import load_script
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from isaaclab_suspend.datasets.shards import check_shard_set, missing_shards
+from isaaclab_suspend.datasets import DatasetError
+from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, missing_shards
 
 TASK = "Isaac-Cartpole-Suspendable"
 
@@ -75,7 +76,9 @@ def test_output_linked_to_a_shard_is_refused_and_the_shard_kept(link, shards, tm
     {"symlink": os.symlink, "hardlink": os.link}[link](shards[1], output)
     before = open(shards[1], "rb").read()
     status = merge(["--datasets", *shards, "--output", output, "--overwrite"])
-    _one_error_line(capsys, status, "is the shard", shards[1])
+    _one_error_line(capsys, status, f"--output '{output}' is one of the --datasets (the same file)")
+    with pytest.raises(DatasetError, match=f"The output '{re.escape(output)}' is the shard '{re.escape(shards[1])}'"):
+        merge_datasets(shards, output)
     assert open(shards[1], "rb").read() == before and _demos(shards[1]) == {"demo_0": [0.0] * 3}
 
 

@@ -97,6 +97,14 @@ def missing_shards(paths: Sequence[str]) -> list[str]:
             for i in range(count) if i not in present]
 
 
+def same_file(path: str, other: str) -> bool:
+    """Whether two paths name one file: the same path, or, where both exist, the same inode and device (a
+    symlink or hard link to it)."""
+    if os.path.abspath(path) == os.path.abspath(other):
+        return True
+    return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+
+
 def check_shard_set(paths: Sequence[str], partial: bool = False) -> None:
     """Raise if a file is named twice (by identity: a link to another counts), or, unless ``partial``, if a
     shard of a set among ``paths`` is missing (see :func:`missing_shards`).
@@ -106,7 +114,7 @@ def check_shard_set(paths: Sequence[str], partial: bool = False) -> None:
     """
     for i, path in enumerate(paths):
         for other in paths[:i]:
-            if os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other):
+            if same_file(path, other):
                 raise ValueError(f"'{path}' and '{other}' are the same file: name each shard once.")
     missing = [] if partial else missing_shards(paths)
     if missing:
@@ -130,7 +138,7 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
     """
     output = os.path.abspath(output)
     for path in paths:
-        if os.path.exists(output) and os.path.exists(path) and os.path.samefile(path, output):
+        if same_file(path, output):
             raise DatasetError(f"The output '{output}' is the shard '{path}' (the same file): write the merge to a"
                                " new file.")
     shards = []
