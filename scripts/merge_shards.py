@@ -39,7 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.output and not args.output.endswith(".hdf5"):
         args.output += ".hdf5"  # as Isaac Lab's file handler names it
     if args.output and any(same_file(path, args.output) for path in args.datasets):
-        parser.error(f"--output '{args.output}' is one of the --datasets (the same file): write the merge to a new file")
+        parser.error(f"--output '{args.output}' is one of the --datasets (the same file): write the merge to a new"
+                     " file")
     if args.output and os.path.isdir(args.output):
         parser.error(f"--output '{args.output}' is a folder")
     if args.output and os.path.lexists(args.output) and not args.overwrite:

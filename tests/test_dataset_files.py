@@ -5,6 +5,7 @@ bad one, refuses an incomplete set of shards unless --partial; view_dataset.py e
 import json
 import os
 import re
+import tempfile
 
 import h5py
 import numpy as np
@@ -160,3 +161,56 @@ def test_view_dataset_bounds_declared_and_tiled_sizes(tmp_path, capsys):
     _one_error_line(capsys, view([path, "--demos", "demo_0", "--scale", "100000", "--output", str(tmp_path / "v.gif")]),
                     "the tiled frames would take")
     assert view([path, "--demos", "demo_0", "--output", str(tmp_path / "v.gif")]) == 0
+
+
+def _escape(kind, f, group, name, other):
+    """Put at ``group/name`` something that reaches outside the file or loops (``other``: another file)."""
+    if kind == "external link":
+        group[name] = h5py.ExternalLink(other, "/data/demo_0/actions")
+    elif kind == "soft link":
+        group[name] = h5py.SoftLink("/data/demo_0/actions")
+    elif kind == "cycle":
+        group[name] = f["data"]
+    elif kind == "external storage":
+        group.create_dataset(name, (5, 1), "f4", external=[(other, 0, 20)])
+    elif kind == "virtual":
+        layout = h5py.VirtualLayout(shape=(5, 1), dtype="f4")
+        layout[:] = h5py.VirtualSource(other + ".missing", "x", shape=(5, 1))
+        group.create_virtual_dataset(name, layout, fillvalue=0)
+    else:  # declared, never written
+        group.create_dataset(name, (2**30, 4), "f4", chunks=(2**16, 4), compression="gzip")
+
+
+ESCAPES = ["external link", "soft link", "cycle", "external storage", "virtual", "sparse"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(ESCAPES), demo=st.integers(0, 1), depth=st.integers(0, 2),
+       key=st.sampled_from(["actions", "obs"]))
+def test_every_reader_refuses_a_demo_that_reaches_outside_its_file(kind, demo, depth, key):
+    """Wherever it sits in a demo, such an entry makes every way of reading the demo refuse it with one line
+    naming the file and demo, and leaves the other demo readable; merge refuses the file without an output."""
+    from isaaclab_suspend.datasets import DatasetReader
+
+    with tempfile.TemporaryDirectory() as folder:
+        path, other = write_dataset(os.path.join(folder, "run.hdf5")), write_dataset(os.path.join(folder, "b.hdf5"))
+        with h5py.File(path, "a") as f:
+            group = f[f"data/demo_{demo}"]
+            for level in range(depth):
+                group = group.require_group(f"nested{level}")
+            if key in group:
+                del group[key]
+            _escape(kind, f, group, key, other)
+        where = f"'{path}', demo 'demo_{demo}'"
+        with DatasetReader(path) as reader:
+            for read in (lambda: reader.check_demo(f"demo_{demo}"), lambda: reader.load(f"demo_{demo}", "cpu"),
+                         lambda: reader.load_episode(f"demo_{demo}"),
+                         lambda: reader.load_arrays(f"demo_{demo}", ("actions",))):
+                with pytest.raises(DatasetError) as err:
+                    read()
+                assert str(err.value).startswith(where) and "\n" not in str(err.value), str(err.value)
+            reader.check_demo(f"demo_{1 - demo}")
+        output = os.path.join(folder, "merged.hdf5")
+        with pytest.raises(DatasetError, match=re.escape(where)):
+            merge_datasets([path], output)
+        assert sorted(os.listdir(folder)) == ["b.hdf5", "run.hdf5"]

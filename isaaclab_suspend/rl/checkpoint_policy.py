@@ -179,7 +179,8 @@ def _load_skrl_actor(path: str, checkpoint: dict, env: ManagerBasedRLEnv, task: 
                 modules[name].load_state_dict(state)
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as err:
         message = " ".join(str(err).split())
-        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions: {message:.300}") from err
+        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions:"
+                         f" {message:.300}") from err
     agent.enable_training_mode(False, apply_to_models=True)
     return SkrlActor(agent)
 
