@@ -1,6 +1,10 @@
 """Merge the shards of a run: the figures of ``eval.py --shard I/K --results`` into one table, and the HDF5
 datasets of ``record.py --shard I/K`` (or ``eval.py --record``) into one dataset.
 
+Files named as shards (``<stem>-shard<I>of<K>``) must come as whole sets of K, unless ``--partial``. The merged
+dataset is written beside ``--output`` under a temporary name and renamed once complete: a failure leaves no
+partial file, and an ``--output`` that is one of the inputs (under any name) is refused. Exit status 2 on bad input.
+
 Examples::
 
     tools/run.sh python scripts/merge_shards.py --results outputs/eval-shard*of4.json
@@ -15,9 +19,8 @@ import json
 import os
 import sys
 
-from isaaclab_suspend.datasets.reader import DatasetError
 from isaaclab_suspend.policies import stats_table
-from isaaclab_suspend.datasets.shards import merge_datasets, merge_stats
+from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, merge_stats, same_file
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -26,6 +29,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--datasets", nargs="+", default=[], help="HDF5 datasets, one per shard, in shard order")
     parser.add_argument("--output", default=None, help="merged dataset (with --datasets)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
+    parser.add_argument("--partial", action="store_true", help="merge the shards given even if some of a set of K"
+                        " are missing (by default a missing shard is an error)")
     args = parser.parse_args(argv)
     if not args.results and not args.datasets:
         parser.error("nothing to merge: pass --results and/or --datasets")
@@ -33,10 +38,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--datasets needs --output, the merged dataset")
     if args.output and not args.output.endswith(".hdf5"):
         args.output += ".hdf5"  # as Isaac Lab's file handler names it
-    if args.output and any(os.path.abspath(path) == os.path.abspath(args.output) for path in args.datasets):
-        parser.error(f"--output '{args.output}' is one of the --datasets: write the merge to a new file")
-    if args.output and os.path.exists(args.output) and not args.overwrite:
+    if args.output and any(same_file(path, args.output) for path in args.datasets):
+        parser.error(f"--output '{args.output}' is one of the --datasets (the same file): write the merge to a new"
+                     " file")
+    if args.output and os.path.isdir(args.output):
+        parser.error(f"--output '{args.output}' is a folder")
+    if args.output and os.path.lexists(args.output) and not args.overwrite:
         parser.error(f"'{args.output}' exists: pass --overwrite to replace it")
+    try:
+        check_shard_set(args.results, args.partial)
+        check_shard_set(args.datasets, args.partial)
+    except ValueError as err:
+        parser.error(str(err))
     return args
 
 
@@ -64,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
             episodes, samples = merge_datasets(args.datasets, args.output)
             print(f"{episodes} episodes ({samples} samples) of {len(args.datasets)} shards written to"
                   f" {os.path.abspath(args.output)}")
-    except (OSError, ValueError, KeyError, DatasetError) as err:
+    except (OSError, ValueError, KeyError, TypeError) as err:  # DatasetError is a ValueError
         print(f"merge_shards.py: error: {err}", file=sys.stderr)
         return 2
     return 0

@@ -14,7 +14,6 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
@@ -22,7 +21,7 @@ from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.policies import EpisodeOutcomes
-from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
+from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,8 +37,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def play(args: argparse.Namespace) -> dict:
     """Run the checkpoint for ``args.steps`` steps; returns :meth:`EpisodeOutcomes.as_dict` and the wall time."""
     args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
-    if not os.path.isfile(args.checkpoint):
-        raise FileNotFoundError(f"Checkpoint file not found: '{args.checkpoint}'.")
+    read_checkpoint(args.checkpoint)  # a bad file stops the script before the env is built
     with cli.open_env(args) as env:
         policy = cli.make_chunk_model(args, env)
         outcomes = EpisodeOutcomes(env)

@@ -20,7 +20,7 @@ import numpy as np
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetError, DatasetReader
-from isaaclab_suspend.datasets.image_frames import load_images, tile, write_gif, write_png
+from isaaclab_suspend.datasets.image_frames import check_tileable, load_images, tile, write_gif, write_png
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -56,6 +56,7 @@ def view(args: argparse.Namespace) -> None:
         if not demos:
             raise DatasetError(f"'{reader.path}' holds no demos.")
         episodes = [load_images(reader, demo, args.camera) for demo in demos]
+    check_tileable(reader.path, dict(zip(demos, episodes)), args.columns, args.scale)
     output = args.output or os.path.splitext(args.dataset)[0] + f"_{args.camera}.gif"
     write_gif(tile(episodes, args.columns, args.scale), output, args.fps)
     print(f"wrote {output}: {len(demos)} demos ({', '.join(demos)}), camera '{args.camera}'")
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         view(args)
         return 0
-    except (DatasetError, OSError) as err:  # a missing file, or one that cannot be written
+    except (ValueError, OSError) as err:  # a bad or missing file (DatasetError), or one that cannot be written
         print(f"view_dataset.py: error: {err}", file=sys.stderr)
     return 2
 

@@ -1,7 +1,9 @@
 """Bad input to the chunking policy fails early with a clear message; module models and TensorBoard work."""
 
 import os
+import re
 
+import numpy as np
 import pytest
 import torch
 
@@ -91,7 +93,7 @@ def test_non_finite_actions_are_caught_at_the_inference_that_returns_them(env):
     for _ in range(H):  # first chunk: finite
         obs, _, terminated, truncated, _ = env.step(policy.act(obs))
         policy.observe(terminated | truncated)
-    with pytest.raises(ValueError, match=r"non-finite actions \(NaN or inf\) for envs \[2\]"):
+    with pytest.raises(ValueError, match=r"or non-finite \(NaN or inf\), e\.g\. nan for env 2 \(envs \[2\]\)"):
         policy.act(obs)
 
 
@@ -131,3 +133,54 @@ def test_torch_module_model_with_a_cfg_and_tensorboard(env, tmp_path):
     assert policy.stats["inference_calls"] == 3
     events = [f for f in os.listdir(tmp_path) if f.startswith("events.out.tfevents")]
     assert events and os.path.getsize(tmp_path / events[0]) > 0
+
+
+@pytest.mark.parametrize("bound, value", [(1.0e6, 3.0e38), (2.0, -2.5)])
+def test_actions_beyond_the_bound_are_refused_when_the_chunk_arrives(env, bound, value):
+    def model(obs_rows, env_ids):
+        chunk = torch.zeros(len(env_ids), H, 1)
+        chunk[1, 2] = value
+        return chunk
+
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="hold", action_bound=bound)
+    obs, _ = env.reset()
+    with pytest.raises(ValueError, match=re.escape(f"[-{bound:g}, {bound:g}] or non-finite (NaN or inf), e.g. {value:g}"
+                                                   " for env 1 (envs [1])")):
+        policy.act(obs)
+    unbounded = ActionChunkingPolicy(model, env, chunk_length=H, schedule="hold", action_bound=None)
+    unbounded.act(obs)
+    with pytest.raises(ValueError, match="action_bound must be a positive number"):
+        ActionChunkingPolicy(model, env, chunk_length=H, schedule="hold", action_bound=0.0)
+
+
+def test_a_chunk_that_requires_grad_is_installed_detached(env):
+    weights = torch.full((1, H, 1), 0.2)
+
+    def model(obs_rows, env_ids):
+        return weights.detach().repeat(len(env_ids), 1, 1).requires_grad_()  # a leaf that requires grad
+
+    policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="any")
+    obs, _ = env.reset()
+    policy.reset()
+    for _ in range(3 * H):
+        actions = policy.act(obs)
+        assert not actions.requires_grad and not policy.queues.chunks.requires_grad
+        obs, _, terminated, truncated, _ = env.step(actions)
+        policy.observe(terminated | truncated)
+    assert not env.action_manager.action.requires_grad
+
+
+def test_env_ids_of_every_kind(env):
+    """A uint8 tensor could be a mask or ids: refused; numpy ids and bool masks, and numpy ints in a list, work."""
+    with pytest.raises(TypeError, match="a uint8 tensor is ambiguous: pass a bool mask or int64 ids"):
+        env.env_mask(torch.tensor([1, 0, 0, 1], dtype=torch.uint8))
+    with pytest.raises(TypeError, match="a uint8 tensor is ambiguous"):
+        env.env_mask(np.array([1, 0, 0, 1], dtype=np.uint8))
+    expected = torch.tensor([True, False, False, True])
+    for ids in (np.array([0, 3]), np.array([3, 0], dtype=np.int32), np.array([True, False, False, True]),
+                [np.int64(0), np.int64(3)], torch.tensor([0, 3]), expected.clone(), np.array([0, 3, 3])[::-1]):
+        assert torch.equal(env.env_mask(ids), expected), ids
+    for ids, error in ((np.array([0.0, 3.0]), TypeError), (np.array([0, 4]), ValueError),
+                       ([np.True_, False], TypeError), (np.array([True, False]), ValueError)):
+        with pytest.raises(error):
+            env.env_mask(ids)

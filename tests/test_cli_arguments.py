@@ -77,7 +77,7 @@ CASES = [
     ("record", ["--policy", "bc"], "--policy bc needs --checkpoint"),
     ("record", ["--policy", "random", "--checkpoint", "{checkpoint}"], "--checkpoint needs --policy checkpoint or bc"),
     ("record", ["--policy", "checkpoint", "--chunk", "4"], "plans 1 actions per chunk"),
-    ("record", ["--policy", "checkpoint", "--checkpoint", "{missing}"], "checkpoint file not found"),
+    ("record", ["--policy", "checkpoint", "--checkpoint", "{missing}"], "Checkpoint file not found"),
     ("train", ["--log_root", "{under_file}"], "is a file, not a folder"),
     ("train", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
     ("train", ["--max_iterations", "0"], "argument --max_iterations: 0 is out of range"),

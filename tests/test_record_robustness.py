@@ -251,3 +251,16 @@ def test_small_shared_memory_grows_wraps_and_loses_nothing(tmp_path):
     assert 4096 < grown < 2**20
     assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count > 10
     _replay_passes(tmp_path / "run.hdf5")
+
+
+def test_record_output_in_a_folder_that_cannot_be_made_is_one_line(tmp_path, capsys):
+    """Even root cannot make a folder in /proc: record.py says so while parsing, with one line and no traceback
+    (the env's launcher would print one around the recorder's error)."""
+    from helpers import load_script
+
+    with pytest.raises(SystemExit) as exit_info:
+        load_script("record").parse_args(["--policy", "random", "--output", "/proc/no_such_folder/run.hdf5"])
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "Traceback" not in err, err
+    (line,) = [line for line in err.splitlines() if "error" in line]
+    assert "--output '/proc/no_such_folder/run.hdf5'" in line, line

@@ -65,6 +65,40 @@ def _sim_args(**sim_args):
     return lambda args: json.dumps({**args, "sim_args": {**args["sim_args"], **sim_args}})
 
 
+def _edit(path, edit):
+    with h5py.File(path, "a") as f:
+        edit(f["data/demo_0"])
+
+
+def _external_demo(path):
+    other = path + ".other.hdf5"
+    shutil.copy(path, other)
+    with h5py.File(path, "a") as f:
+        del f["data/demo_1"]
+        f["data/demo_1"] = h5py.ExternalLink(other, "/data/demo_1")
+
+
+def _external_storage(path, target):
+    if not os.path.exists(target):  # (opening a FIFO here would wait for a writer)
+        with open(target, "wb") as file:
+            file.write(bytes(40))
+    with h5py.File(path, "a") as f:
+        f["data/demo_0"].create_dataset("obs_ext", (10,), "f4", external=[(target, 0, 40)])
+
+
+def _fifo(path):
+    fifo = path + ".fifo"
+    os.mkfifo(fifo)
+    return fifo
+
+
+def _virtual(path):
+    layout = h5py.VirtualLayout(shape=(10, 2), dtype="f4")
+    layout[:] = h5py.VirtualSource(path + ".missing.h5", "x", shape=(10, 2))
+    with h5py.File(path, "a") as f:
+        f["data/demo_0"].create_virtual_dataset("obs_virtual", layout, fillvalue=0)
+
+
 CORRUPTIONS = {
     "nan state": (lambda p: _poke(p, f"data/demo_0/{STATE}", (3, 1), np.nan),
                   f"demo 'demo_0': '{STATE}' holds a non-finite value (nan) at sample 3"),
@@ -97,8 +131,27 @@ CORRUPTIONS = {
     "actions a group": (_group_actions, "'actions' is a group of ['x'], not one tensor"),
     "1-D states": (lambda p: _set(p, f"data/demo_0/{STATE}", np.zeros(10, np.float32)),
                    f"'{STATE}' has shape (10,): it needs 10 samples"),
-    "a declared huge dataset": (_declare_huge, "demo 'demo_0' holds 4194304 MiB of tensors, over half of the"),
+    "a declared huge dataset": (_declare_huge, "demo 'demo_0': 'obs_huge' declares (1099511627776,) float32 values"
+                                " (4194304.0 MiB) but the file stores 0.000 MiB"),
+    "a contiguous dataset never written": (lambda p: _edit(p, lambda d: d.create_dataset("obs_x", (10**6, 700), "f4")),
+                                           "'obs_x' declares (1000000, 700) float32 values (2670.3 MiB) but the file"),
+    "an external link": (lambda p: _edit(p, lambda d: d.__setitem__("obs_ext", h5py.ExternalLink(p + ".x", "/d"))),
+                         "demo 'demo_0': 'obs_ext' is an external link (to another file)"),
+    "a demo that is an external link": (_external_demo, "demo 'demo_1' is an external link (to another file)"),
+    "a soft link": (lambda p: _edit(p, lambda d: d.__setitem__("obs_soft", h5py.SoftLink("/data/demo_1/actions"))),
+                    "demo 'demo_0': 'obs_soft' is a soft link"),
+    "a link cycle": (lambda p: _edit(p, lambda d: d["states"].__setitem__("loop", d)),
+                     "is linked from more than one place (a link cycle or a shared object)"),
+    "a shared dataset": (lambda p: _edit(p, lambda d: d.__setitem__("obs_actions", d["actions"])),
+                         "'actions' is linked from more than one place"),
+    "external storage": (lambda p: _external_storage(p, p + ".bin"), "'obs_ext' keeps its data in external files"),
+    "external storage on a FIFO": (lambda p: _external_storage(p, _fifo(p)),
+                                   "'obs_ext' keeps its data in external files"),
+    "a virtual dataset without source": (_virtual, "'obs_virtual' is a virtual dataset"),
+    "deeply nested env_args": (lambda p: _env_args(p, lambda a: "[" * 100_000 + "]" * 100_000),
+                               "is not a readable Isaac Lab dataset"),
 }
+
 
 
 @pytest.mark.parametrize("case", sorted(CORRUPTIONS))
@@ -107,7 +160,7 @@ def test_corrupt_file_exits_2_naming_demo_and_field(case, dataset, script, tmp_p
     path = str(tmp_path / "corrupt.hdf5")
     shutil.copy(dataset, path)
     corrupt(path)
-    status = script.main([path])
+    status = script.main([path])  # a FIFO opened for reading would block forever: refused before any read
     out, err = capsys.readouterr()
     assert status == 2, (out[-2000:], err[-2000:])
     lines = [line for line in err.splitlines() if line.strip()]

@@ -56,7 +56,9 @@ def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all") -> Da
 
 
 def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str = "--output") -> list[str]:
-    """The files a recorder with ``cfg`` will write, after checking that each can be written and is new.
+    """The files a recorder with ``cfg`` will write, after checking that each can be written and is new, and
+    creating their folder (a folder that cannot be made, e.g. under ``/sys`` where even root cannot write, fails
+    here with one line rather than in the env's construction, whose launcher prints a traceback).
 
     Raises:
         ValueError: If a path is not writable, is a folder, or exists and ``overwrite`` is False.
@@ -64,6 +66,10 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
     paths = dataset_file_paths(cfg)
     for path in paths:
         check_writable(path, what)
+        try:
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+        except OSError as err:
+            raise ValueError(f"{what} '{path}': cannot create its folder: {err.strerror}.") from None
         if os.path.isdir(path):
             raise ValueError(f"{what}: '{path}' is a directory.")
         if os.path.exists(path) and not overwrite:

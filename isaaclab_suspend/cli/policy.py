@@ -21,7 +21,6 @@ Files and servers are opened while parsing, so a bad one stops the script before
 from __future__ import annotations
 
 import argparse
-import os
 from typing import TYPE_CHECKING
 
 import gymnasium as gym
@@ -32,7 +31,7 @@ from ..policies import AGGREGATORS, SCHEDULES, LatencyCfg, LatencyEmulator
 from ..serving import OPENPI_SCHEME, connect_remote
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
-from ..rl.checkpoint_policy import shipped_checkpoint
+from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 from .arguments import address, fraction, key_pair, latency, positive_int
 
 if TYPE_CHECKING:
@@ -107,8 +106,7 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             raise ValueError(f"unknown task '{args.task}'; tasks: {known}")
         if args.policy == "checkpoint":
             args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
-            if not os.path.isfile(args.checkpoint):
-                raise FileNotFoundError(f"checkpoint file not found: '{args.checkpoint}'")
+            read_checkpoint(args.checkpoint)  # a bad file stops the script before an env or output file exists
     except (OSError, ValueError, RuntimeError) as err:
         parser.error(str(err))
     if args.policy == "chunk" and args.task not in tasks_with_chunk_model():

@@ -74,13 +74,20 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Check the server arguments together (``parser.error`` on a problem); sets ``args.token`` and makes
-    ``args.keys`` a dict."""
+    """Check the server arguments together and read an ``--expert`` file (weights only) (``parser.error`` on a
+    problem); sets ``args.token`` and makes ``args.keys`` a dict."""
     if args.checkpoint and args.expert is not None:
         parser.error("--checkpoint and --expert both name the policy: pass one")
     if args.keys and args.protocol != "openpi":
         parser.error("--keys needs --protocol openpi")
     args.keys = dict(args.keys or ())
+    if args.expert:  # a bad file stops the server before its env is built
+        from ..rl.checkpoint_policy import read_checkpoint
+
+        try:
+            read_checkpoint(args.expert)
+        except (OSError, ValueError) as err:
+            parser.error(str(err))
     args.token = os.environ.get(TOKEN_ENV) or None
     if args.token_file:
         with open(args.token_file) as file:

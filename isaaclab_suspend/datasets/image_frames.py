@@ -6,22 +6,47 @@ import numpy as np
 from PIL import Image
 
 from ..recording.image_recorders import IMAGE_GROUP
-from .reader import DatasetError, DatasetReader
+from .reader import DatasetError, DatasetReader, available_memory_bytes
 
 
 def load_images(reader: DatasetReader, demo: str, camera: str) -> np.ndarray:
     """The recorded images of ``camera`` in ``demo``. Shape: (num_samples, H, W, 3), uint8.
 
     Raises:
-        DatasetError: If the demo has no images of that camera (the error lists the cameras it has).
+        DatasetError: If the demo has no images of that camera (the error lists the cameras it has), they are not
+            uint8 RGB frames, or the demo is refused by :meth:`DatasetReader.check_demo`.
     """
-    group = reader._data[demo] if demo in reader.demo_names else None
-    if group is not None and IMAGE_GROUP in group and camera not in group[IMAGE_GROUP]:
-        raise DatasetError(f"'{reader.path}', demo '{demo}' has no camera '{camera}' (found {sorted(group[IMAGE_GROUP])}).")
-    images = reader.load_arrays(demo, (f"{IMAGE_GROUP}/{camera}",))[f"{IMAGE_GROUP}/{camera}"].numpy()
-    if images.dtype != np.uint8 or images.ndim != 4 or images.shape[-1] % 3:
-        raise DatasetError(f"'{reader.path}', demo '{demo}': '{camera}' is {images.dtype} {images.shape}, not uint8 RGB.")
+    key = f"{IMAGE_GROUP}/{camera}"
+    datasets = reader.check_demo(demo)  # a missing demo, or one reaching outside the file, is refused here
+    if key not in datasets:
+        cameras = sorted(path.split("/")[1] for path in datasets if path.startswith(f"{IMAGE_GROUP}/"))
+        raise DatasetError(f"'{reader.path}', demo '{demo}' has no camera '{camera}' (found {cameras}).")
+    images = reader.load_arrays(demo, (key,))[key].numpy()
+    if images.dtype != np.uint8 or images.ndim != 4 or 0 in images.shape or images.shape[-1] % 3:
+        raise DatasetError(f"'{reader.path}', demo '{demo}': '{camera}' is {images.dtype} {images.shape}, not uint8"
+                           " RGB frames (num_samples > 0, H > 0, W > 0, a multiple of 3 channels > 0).")
     return images[..., -3:]  # the newest frame of a stack
+
+
+def check_tileable(path: str, episodes: dict[str, np.ndarray], columns: int, scale: int) -> None:
+    """Raise unless the demos' frames (by demo name, each (T, H, W, 3)) have one size and their tiling fits in
+    half the memory the machine has left.
+
+    Raises:
+        DatasetError: Naming the demos whose frame size differs, or the size the tiled frames would take.
+    """
+    sizes = {name: frames.shape[1:3] for name, frames in episodes.items()}
+    first = next(iter(sizes.values()))
+    other = [name for name, size in sizes.items() if size != first]
+    if other:
+        raise DatasetError(f"'{path}': demos {other[:4]} have frames of another size than {next(iter(sizes))}'s"
+                           f" {tuple(first)}: view them separately.")
+    rows = -(-len(episodes) // columns)
+    steps = max(len(frames) for frames in episodes.values())
+    needed = steps * rows * (first[0] + 1) * columns * (first[1] + 1) * 3 * scale**2
+    if needed > available_memory_bytes() // 2:
+        raise DatasetError(f"'{path}': the tiled frames would take {needed / 2**20:.0f} MiB, over half the memory"
+                           " available: show fewer demos (--demos, --max_demos) or a smaller --scale.")
 
 
 def tile(episodes: list[np.ndarray], columns: int, scale: int = 1, gap: int = 1) -> np.ndarray:

@@ -1,8 +1,15 @@
-"""Open an Isaac Lab HDF5 dataset and load its demos, with errors that name the file and the demo."""
+"""Open an Isaac Lab HDF5 dataset and load its demos, with errors that name the file and the demo.
+
+A demo is read only when it holds its data itself (every reader of datasets, merge, replay, view and training,
+comes through here): an external link, a soft link, a group or dataset linked twice (a cycle), external storage
+or a virtual dataset (data in other files, or zeros where a source is missing) is refused, as are datasets whose
+declared size the file does not store (chunks never written, more than compression can expand).
+"""
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -10,7 +17,7 @@ from dataclasses import dataclass
 import h5py
 import torch
 
-from isaaclab.utils.datasets import HDF5DatasetFileHandler
+from isaaclab.utils.datasets import EpisodeData, HDF5DatasetFileHandler
 
 from ..tensor_tree import flatten_tree
 
@@ -21,6 +28,10 @@ StatePath = tuple[str, ...]
 class DatasetError(ValueError):
     """A dataset that cannot be read or replayed; the message names the file and, where it applies, the demo."""
 
+
+MAX_EXPANSION = 1100
+"""Most bytes a dataset may declare per byte it stores: deflate expands at most ~1032-fold, so more is a file
+declaring sizes it does not hold (a few MB claiming GiB)."""
 
 REPLAY_KEYS = ("actions", "initial_state", "states", "pre_step_states", "env_origin")
 """What a replay reads from a demo; each must hold finite numbers."""
@@ -105,7 +116,7 @@ class DatasetReader:
             self._data = self._handler._hdf5_data_group
             self.env_args: dict = json.loads(self._data.attrs["env_args"])
             """The ``env_args`` attribute of the ``data`` group (task id, sim args, ...), checked."""
-        except (OSError, KeyError, ValueError, TypeError) as err:
+        except (OSError, KeyError, ValueError, TypeError, RecursionError) as err:
             self._handler.close()
             raise DatasetError(
                 f"'{self.path}' is not a readable Isaac Lab dataset (an HDF5 file with a 'data' group and its"
@@ -162,11 +173,7 @@ class DatasetReader:
         for key in ("actions", "initial_state", "states"):
             if key not in group:
                 raise DatasetError(f"{where} has no '{key}': it cannot be replayed (found {sorted(group)}).")
-        self._check_datasets(where, group)
-        try:
-            episode = self._handler.load_episode(name, device)
-        except (OSError, KeyError, ValueError, TypeError) as err:
-            raise DatasetError(f"{where} cannot be read: {err}") from err
+        episode = self.load_episode(name, device)
         data = episode.data
         for key in ("actions", "env_origin"):
             if isinstance(data.get(key), dict):
@@ -209,6 +216,33 @@ class DatasetReader:
             success=None if episode.success is None else bool(episode.success),
         )
 
+    def check_demo(self, name: str) -> dict[str, h5py.Dataset]:
+        """The datasets of one demo by path, after checking that it holds its data itself, numbers only, in sizes
+        that it stores and that fit in memory (nothing is read yet).
+
+        Raises:
+            DatasetError: If the demo does not exist, reaches outside the file (external link, external storage,
+                virtual dataset), links an object twice (a cycle), holds anything but numbers, declares sizes that
+                it does not store, or would not fit in half the memory the machine has left.
+        """
+        where = f"'{self.path}', demo '{name}'"
+        datasets = _stored_datasets(where, self._demo_group(name))
+        _check_fits(where, datasets.items())
+        return datasets
+
+    def load_episode(self, name: str, device: str | torch.device = "cpu") -> EpisodeData:
+        """One demo as Isaac Lab's :class:`EpisodeData` (every dataset, unchecked values), after :meth:`check_demo`
+        (what ``scripts/merge_shards.py`` copies).
+
+        Raises:
+            DatasetError: See :meth:`check_demo`; or if the demo cannot be read.
+        """
+        self.check_demo(name)
+        try:
+            return self._handler.load_episode(name, device)
+        except (OSError, KeyError, ValueError, TypeError, RecursionError) as err:
+            raise DatasetError(f"'{self.path}', demo '{name}' cannot be read: {err}") from err
+
     def load_arrays(self, name: str, keys: tuple[str, ...], device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
         """Load only the datasets ``keys`` of one demo (e.g. ``("obs", "actions")`` to learn from it), without
         its states.
@@ -223,13 +257,14 @@ class DatasetReader:
         """
         where = f"'{self.path}', demo '{name}'"
         group = self._demo_group(name)
+        datasets = _stored_datasets(where, group)
         arrays = {}
         for key in keys:
             if key not in group:
                 raise DatasetError(f"{where} has no '{key}' (found {sorted(group)}).")
-            if not isinstance(group[key], h5py.Dataset):
+            if key not in datasets:
                 raise DatasetError(f"{where}: '{key}' is a group of {sorted(group[key])}, not one tensor.")
-        self._check_datasets(where, {key: group[key] for key in keys})
+        _check_fits(where, [(key, datasets[key]) for key in keys])
         for key in keys:
             try:
                 arrays[key] = torch.as_tensor(group[key][()], device=device)
@@ -270,32 +305,68 @@ class DatasetReader:
         where = f"'{self.path}', demo '{name}'"
         if name not in self.demo_names:
             raise DatasetError(f"{where} does not exist; the file holds {len(self.demo_names)} demos.")
+        link = self._data.get(name, getlink=True)
+        if not isinstance(link, h5py.HardLink):
+            raise DatasetError(f"{where} is {_LINK_KINDS.get(type(link), 'a link')}: a demo must be stored in the"
+                               " file itself.")
         group = self._data[name]
         if not isinstance(group, h5py.Group):
             raise DatasetError(f"{where} is one tensor, not a group of an episode's tensors.")
         return group
 
-    def _check_datasets(self, where: str, members) -> None:
-        """Raise before anything is read if a dataset under ``members`` (a group, or a dict of datasets) holds
-        anything but numbers, or they would not fit in the memory the machine has left."""
-        datasets = []
-        for key, item in members.items():
-            if isinstance(item, h5py.Dataset):
-                datasets.append((key, item))
-            else:
-                item.visititems(lambda sub, obj: datasets.append((f"{key}/{sub}", obj))
-                                if isinstance(obj, h5py.Dataset) else None)
-        total = 0
-        for key, dataset in datasets:
-            if dataset.dtype.kind not in "biuf":
-                raise DatasetError(f"{where}: '{key}' holds {dataset.dtype} values, not numbers.")
-            total += dataset.size * dataset.dtype.itemsize
-        available = available_memory_bytes()
-        if total > available // 2:
-            raise DatasetError(
-                f"{where} holds {total / 2**20:.0f} MiB of tensors, over half of the {available / 2**20:.0f} MiB"
-                " this machine has available: the file is corrupt or too large to load here."
-            )
+
+_LINK_KINDS = {h5py.ExternalLink: "an external link (to another file)", h5py.SoftLink: "a soft link"}
+
+
+def _stored_datasets(where: str, group: h5py.Group) -> dict[str, h5py.Dataset]:
+    """The datasets under ``group`` by path, after refusing links other than plain hard links, objects linked
+    twice (cycles), external storage, virtual datasets, non-numbers, and sizes the file does not store."""
+    datasets, links = {}, []
+    group.visititems_links(lambda path, link: links.append((path, link)))
+    for path, link in links:
+        if not isinstance(link, h5py.HardLink):
+            raise DatasetError(f"{where}: '{path}' is {_LINK_KINDS.get(type(link), 'a link')}: a demo must hold its"
+                               " data itself.")
+        item = group[path]
+        if h5py.h5o.get_info(item.id).rc > 1:
+            raise DatasetError(f"{where}: '{path}' is linked from more than one place (a link cycle or a shared"
+                               " object): the file was not written by a recorder.")
+        if isinstance(item, h5py.Dataset):
+            _check_stored(where, path, item)
+            datasets[path] = item
+    return datasets
+
+
+def _check_stored(where: str, path: str, dataset: h5py.Dataset) -> None:
+    """Raise if ``dataset`` keeps its data outside the file, holds anything but numbers, or declares more than it
+    stores."""
+    if dataset.is_virtual:
+        raise DatasetError(f"{where}: '{path}' is a virtual dataset (its data lives in other files): not read.")
+    if dataset.id.get_create_plist().get_external_count():
+        raise DatasetError(f"{where}: '{path}' keeps its data in external files {dataset.external!r:.120}: not read.")
+    if dataset.dtype.kind not in "biuf":
+        raise DatasetError(f"{where}: '{path}' holds {dataset.dtype} values, not numbers.")
+    declared, stored = dataset.size * dataset.dtype.itemsize, dataset.id.get_storage_size()
+    if dataset.chunks is not None:
+        needed = math.prod(-(-n // c) for n, c in zip(dataset.shape, dataset.chunks))
+        complete = dataset.id.get_num_chunks() == needed and declared <= MAX_EXPANSION * stored
+    else:
+        complete = stored >= declared
+    if not complete:
+        raise DatasetError(f"{where}: '{path}' declares {tuple(dataset.shape)} {dataset.dtype} values"
+                           f" ({declared / 2**20:.1f} MiB) but the file stores {stored / 2**20:.3f} MiB of them: it"
+                           " is corrupt or crafted.")
+
+
+def _check_fits(where: str, datasets) -> None:
+    """Raise if the ``(path, dataset)`` pairs would not fit in half the memory the machine has left."""
+    total = sum(dataset.size * dataset.dtype.itemsize for _, dataset in datasets)
+    available = available_memory_bytes()
+    if total > available // 2:
+        raise DatasetError(
+            f"{where} holds {total / 2**20:.0f} MiB of tensors, over half of the {available / 2**20:.0f} MiB"
+            " this machine has available: the file is corrupt or too large to load here."
+        )
 
 
 def _check_finite(where: str, key: str, value: torch.Tensor) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -79,14 +80,67 @@ def merge_stats(shards: Sequence[dict]) -> dict:
     return merged
 
 
+SHARD_NAME = re.compile(r"(.*)-shard(\d+)of(\d+)(\.[^./]*)?")
+"""A shard's file name, :meth:`Shard.path`: groups stem, index, count, extension."""
+
+
+def missing_shards(paths: Sequence[str]) -> list[str]:
+    """The files of the shard sets among ``paths`` that are not there: a file named ``<stem>-shard<i>of<K><ext>``
+    (as :meth:`Shard.path` names them) belongs to the set of K shards of ``<stem><ext>``, whose other files must
+    be among ``paths`` too. Files named otherwise belong to no set."""
+    sets: dict[tuple[str, int, str], set[int]] = {}
+    for path in paths:
+        match = SHARD_NAME.fullmatch(os.path.abspath(path))
+        if match:
+            sets.setdefault((match[1], int(match[3]), match[4]), set()).add(int(match[2]))
+    return [f"{stem}-shard{i}of{count}{ext}" for (stem, count, ext), present in sets.items()
+            for i in range(count) if i not in present]
+
+
+def same_file(path: str, other: str) -> bool:
+    """Whether two paths name one file: the same path, or, where both exist, the same inode and device (a
+    symlink or hard link to it)."""
+    if os.path.abspath(path) == os.path.abspath(other):
+        return True
+    return os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+
+
+def check_shard_set(paths: Sequence[str], partial: bool = False) -> None:
+    """Raise if a file is named twice (by identity: a link to another counts), or, unless ``partial``, if a
+    shard of a set among ``paths`` is missing (see :func:`missing_shards`).
+
+    Raises:
+        ValueError: Naming the files.
+    """
+    for i, path in enumerate(paths):
+        for other in paths[:i]:
+            if same_file(path, other):
+                raise ValueError(f"'{path}' and '{other}' are the same file: name each shard once.")
+    missing = [] if partial else missing_shards(paths)
+    if missing:
+        raise ValueError(f"{len(missing)} shards of the set are missing: {missing}. Merge every shard, or pass"
+                         " --partial to merge the ones given.")
+
+
 def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
     """Write the episodes of the HDF5 datasets ``paths``, in order, into one new dataset ``output`` with Isaac
     Lab's file handler (``env_args`` of the first shard); returns (episodes, samples).
 
+    Every demo is read through :meth:`DatasetReader.load_episode` (checked: nothing from outside its file). The
+    merge is written to a temporary file beside ``output`` and renamed to it once complete, so a failure leaves
+    no partial output and an existing ``output`` untouched; an ``output`` that is one of ``paths`` (the same file
+    under any name: a symlink or hard link) is refused.
+
     Raises:
         FileNotFoundError: If a shard file is missing.
-        DatasetError: If a shard is not a dataset, or the shards were recorded on different tasks.
+        DatasetError: If a shard is not a dataset, a demo is refused or cannot be read or written (naming the
+            file and the demo), ``output`` is one of ``paths``, or the shards were recorded on different tasks.
     """
+    output = os.path.abspath(output)
+    for path in paths:
+        if same_file(path, output):
+            raise DatasetError(f"The output '{output}' is the shard '{path}' (the same file): write the merge to a"
+                               " new file.")
     shards = []
     for path in paths:
         with DatasetReader(path) as reader:
@@ -94,18 +148,29 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
                 raise DatasetError(f"'{path}' was recorded on '{reader.env_name}', '{shards[0][0]}' on"
                                    f" '{shards[0][1]['env_name']}': merge the shards of one task.")
             shards.append((reader.path, reader.env_args, reader.demo_names))
+    directory, name = os.path.split(output)
+    os.makedirs(directory, exist_ok=True)
+    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.partial.hdf5")
     writer = HDF5DatasetFileHandler()
-    writer.create(output)
-    writer.add_env_args(shards[0][1])
-    episodes = samples = 0
-    for path, _, names in shards:
-        reader = HDF5DatasetFileHandler()
-        reader.open(path)
-        for name in names:
-            episode = reader.load_episode(name, "cpu")
-            writer.write_episode(episode)
-            episodes, samples = episodes + 1, samples + len(episode.data["actions"])
-        reader.close()
-    writer.flush()
-    writer.close()
+    try:
+        writer.create(temporary)
+        writer.add_env_args(shards[0][1])
+        episodes = samples = 0
+        for path, _, names in shards:
+            with DatasetReader(path) as reader:
+                for demo in names:
+                    episode = reader.load_episode(demo, "cpu")
+                    try:
+                        writer.write_episode(episode)
+                    except (OSError, ValueError, TypeError, KeyError) as err:
+                        raise DatasetError(f"'{output}': demo '{demo}' of '{path}' cannot be written: {err}") from err
+                    episodes, samples = episodes + 1, samples + len(episode.data["actions"])
+        writer.flush()
+        writer.close()
+        os.replace(temporary, output)
+    except BaseException:
+        writer.close()
+        if os.path.exists(temporary):
+            os.remove(temporary)
+        raise
     return episodes, samples

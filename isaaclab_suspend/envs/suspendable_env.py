@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 
 from isaaclab.envs import ManagerBasedRLEnv
@@ -14,9 +15,10 @@ from ..recording.recorder_manager import SuspendableRecorderManager, Suspendable
 from ..suspension.suspension_manager import SuspensionManager
 from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg, SuspendCfg
 
-EnvIds = torch.Tensor | Sequence[int]
-"""Env selection accepted by :meth:`SuspendableManagerBasedRLEnv.suspend_envs`: a 1-D integer tensor, a
-list or tuple of ints, or a bool mask of shape (num_envs,)."""
+EnvIds = torch.Tensor | np.ndarray | Sequence[int]
+"""Env selection accepted by :meth:`SuspendableManagerBasedRLEnv.suspend_envs`: a 1-D integer tensor or numpy
+array (int64 ids), a list or tuple of ints, or a bool mask of shape (num_envs,) (``torch.bool`` or ``np.bool_``).
+A uint8 tensor is refused: it could be either."""
 
 
 class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
@@ -147,11 +149,19 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         """Convert an env selection into a fresh bool mask of shape (num_envs,) on the env device.
 
         Raises:
-            TypeError: If the ids are floats, or a list holds non-integers.
+            TypeError: If the ids are floats or a uint8 tensor (ambiguous), or a list holds non-integers.
             ValueError: If ids are out of range, a tensor is not 1-D, or a mask has the wrong shape or device.
         """
         n = self.num_envs
+        if isinstance(env_ids, np.ndarray):
+            if env_ids.dtype.kind not in "biu":
+                raise TypeError(f"env ids must be integers or a bool mask, got a numpy {env_ids.dtype} array.")
+            env_ids = torch.from_numpy(np.ascontiguousarray(env_ids)).to(self.device)
         if isinstance(env_ids, torch.Tensor):
+            if env_ids.dtype == torch.uint8:
+                raise TypeError(
+                    "env ids: a uint8 tensor is ambiguous: pass a bool mask or int64 ids (it could be either)."
+                )
             if env_ids.dtype == torch.bool:
                 if env_ids.shape != (n,):
                     raise ValueError(f"A bool env mask must have shape ({n},), got {tuple(env_ids.shape)}.")
@@ -170,13 +180,13 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
                 if int(low) < 0 or int(high) >= n:
                     raise ValueError(f"env ids must lie in [0, {n - 1}], got values in [{int(low)}, {int(high)}].")
         elif isinstance(env_ids, (list, tuple, range)):
-            bad = [i for i in env_ids if isinstance(i, bool) or not isinstance(i, int)]
+            bad = [i for i in env_ids if isinstance(i, (bool, np.bool_)) or not isinstance(i, (int, np.integer))]
             if bad:
                 raise TypeError(f"env ids must be ints (use a bool tensor for a mask), got {bad[:3]!r}.")
             out_of_range = [i for i in env_ids if not 0 <= i < n]
             if out_of_range:
                 raise ValueError(f"env ids must lie in [0, {n - 1}], got {out_of_range[:5]!r}.")
-            ids = torch.tensor(list(env_ids), dtype=torch.long, device=self.device)
+            ids = torch.tensor([int(i) for i in env_ids], dtype=torch.long, device=self.device)
         else:
             raise TypeError(
                 f"env ids must be a tensor, a list/tuple of ints or a bool mask, got {type(env_ids).__name__}."

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..weights_only import load_weights
 from .chunk_policy import CHECKPOINT_FORMAT, ChunkPolicyModel, build_chunk_policy
 from .image_chunk_policy import build_image_chunk_policy
 
@@ -32,10 +33,7 @@ def load_chunk_policy(path: str, device: str | torch.device = "cpu",
     path = os.path.abspath(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Chunk policy checkpoint '{path}' does not exist.")
-    try:
-        ckpt = torch.load(path, map_location=device, weights_only=True)
-    except Exception as err:  # torch raises many types for a file that is not a checkpoint
-        raise ValueError(f"'{path}' is not a readable chunk policy checkpoint: {err}") from err
+    ckpt = load_weights(path, device, "chunk policy checkpoint")
     if not isinstance(ckpt, dict) or ckpt.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"'{path}' is not a chunk policy checkpoint (no format '{CHECKPOINT_FORMAT}'); write one"
                          " with scripts/train_chunk_policy.py.")

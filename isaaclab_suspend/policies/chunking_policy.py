@@ -19,7 +19,7 @@ from .async_inference import InferenceWorker
 from .chunk_queues import ChunkQueues
 from .evaluation.stats import ChunkingStats, stats_table
 from .model import ChunkModel, virtual_seconds
-from .schedules import AsyncClockSchedule, SchedulePlan, make_schedule
+from .schedules import FULL_BATCH, AsyncClockSchedule, SchedulePlan, make_schedule
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -92,6 +92,8 @@ class ActionChunkingPolicy:
             raise ValueError(
                 f"refill_threshold must lie in [0, 1] (a fraction of the chunk), got {cfg.refill_threshold}."
             )
+        if cfg.action_bound is not None and not cfg.action_bound > 0:
+            raise ValueError(f"action_bound must be a positive number (or None), got {cfg.action_bound!r}.")
         if cfg.log_interval <= 0:
             raise ValueError(f"log_interval must be a positive number of steps, got {cfg.log_interval}.")
         self.schedule = make_schedule(cfg.schedule)
@@ -175,8 +177,10 @@ class ActionChunkingPolicy:
             A new tensor of actions (never a buffer the policy writes again). Shape: (N, action_dim).
 
         Raises:
-            TypeError, ValueError: If the model returns something other than a finite float chunk of shape
-                (B, H, action_dim) (checked once per inference).
+            TypeError, ValueError: If the model returns something other than a float chunk of shape
+                (B, H, action_dim) with values in [-action_bound, action_bound] (checked once per inference,
+                when the chunk arrives). After any error (the model's too: a time-out) the policy stays
+                consistent: the next call retries the inference (under ``async`` synchronously).
         """
         if not isinstance(obs, Mapping):
             raise TypeError(f"obs must be the env's observation dict, got {type(obs).__name__}.")
@@ -187,7 +191,9 @@ class ActionChunkingPolicy:
             if plan.park is not None:
                 self._park(plan.park)
             if plan.collect:
-                served = self._collect()
+                # no inference in flight: the one launched for this tick failed (its error was raised at the
+                # collect): this tick infers synchronously, as the first does
+                served = self._collect() if self._worker.pending is not None else self._infer(obs, FULL_BATCH)
             if plan.infer:
                 served = self._infer(obs, plan)
             if plan.launch:
@@ -334,13 +340,20 @@ class ActionChunkingPolicy:
             )
         if not chunk.is_floating_point():
             raise TypeError(f"The model must return floating-point actions, got {chunk.dtype}.")
-        chunk = chunk.to(device=self.env.device, dtype=self.queues.chunks.dtype)
-        finite = torch.isfinite(chunk).flatten(1).all(dim=1)
-        if not bool(finite.all()):
-            bad = env_ids[~finite].tolist()
+        # detached: a chunk that requires grad would make the queues, and every later action, part of its graph
+        chunk = chunk.detach().to(device=self.env.device, dtype=self.queues.chunks.dtype)
+        bound = math.inf if self.cfg.action_bound is None else self.cfg.action_bound
+        valid = (chunk.abs() <= bound).flatten(1).all(dim=1)  # False for NaN; one sync, when a chunk arrives
+        if not bool(valid.all()):
+            bad = (~valid).nonzero().squeeze(1)
+            row = chunk[bad[0]].abs().nan_to_num(math.inf)
+            value = chunk[bad[0]].flatten()[int(row.flatten().argmax())]
+            ids = env_ids[bad].tolist()
             raise ValueError(
-                f"The model returned non-finite actions (NaN or inf) for envs {bad[:8]}"
-                f"{' ...' if len(bad) > 8 else ''}: check the model and its inputs for these envs."
+                f"The model returned actions outside [-action_bound, action_bound] = [-{bound:g}, {bound:g}] or"
+                f" non-finite (NaN or inf), e.g. {float(value):g} for env {ids[0]} (envs {ids[:8]}"
+                f"{' ...' if len(ids) > 8 else ''}): check the model and its inputs for these envs, or raise"
+                " ActionChunkingPolicyCfg.action_bound."
             )
         return chunk
 
@@ -382,6 +395,10 @@ class ActionChunkingPolicyCfg:
     """Fraction g of the chunk: under ``any`` and ``partial_batch`` an env requests a chunk once at most
     ``floor(g * H)`` actions are left (LeRobot's ``chunk_size_threshold``); 0 requests when the queue is empty.
     With g > 0, new chunks meet leftovers and the aggregator merges them."""
+    action_bound: float | None = 1.0e6
+    """Largest absolute action a chunk may hold, checked when a chunk arrives (one host sync per inference, none
+    per step): a model returning more (3e38 passes a finite check and turns the physics state to NaN) fails with
+    an error naming the envs and the value. None: only NaN and inf are refused."""
     log_dir: str | None = None
     """TensorBoard log directory (None: no TensorBoard)."""
     log_interval: int = 100

@@ -8,6 +8,9 @@ The files that rsl_rl writes (``model_<it>.pt``: actor, critic, optimizer), the 
 ``isaaclab_suspend/policies/checkpoints/`` (:func:`export_actor`) and skrl's agent files
 (``checkpoints/agent_<step>.pt``, ``best_agent.pt``) load. The network is rebuilt from the task's registered
 agent cfg of that library and the env's observation groups, exactly as the library builds it for training.
+Every file is read with ``weights_only=True`` (:func:`~isaaclab_suspend.weights_only.load_weights`): tensors and
+plain containers only, no code runs from it (skrl's own ``agent.load`` would unpickle anything, so its state dicts
+are loaded here).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from tensordict import TensorDict
 from isaaclab.envs import ManagerBasedRLEnv
 from isaaclab.utils.dict import class_to_dict
 
+from ..weights_only import load_weights
 from .runners import load_agent_cfg
 
 SHIPPED_CHECKPOINTS = {
@@ -97,6 +101,30 @@ class CheckpointPolicy:
         """Closed loop: nothing is queued, so nothing to drop when envs reset (the rollout loop calls it)."""
 
 
+def read_checkpoint(path: str, device: str | torch.device = "cpu") -> tuple[str, dict]:
+    """The library (``"rsl_rl"`` or ``"skrl"``) and contents of the checkpoint at ``path``, read weights only:
+    the scripts call it while parsing, so that a bad file stops them before an env or an output file exists.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: If the file holds more than tensors and plain containers, or is neither an rsl_rl nor an skrl
+            checkpoint.
+    """
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f"Checkpoint file not found: '{path}'.")
+    checkpoint = load_weights(path, device, "rsl_rl or skrl checkpoint")
+    library = None
+    if isinstance(checkpoint, dict):
+        library = "rsl_rl" if "actor_state_dict" in checkpoint else "skrl" if "policy" in checkpoint else None
+    if library is None:
+        keys = sorted(map(str, checkpoint)) if isinstance(checkpoint, dict) else type(checkpoint).__name__
+        raise ValueError(
+            f"'{path}' is neither an rsl_rl checkpoint (with 'actor_state_dict') nor an skrl one (with 'policy');"
+            f" found {keys}."
+        )
+    return library, checkpoint
+
+
 def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None = None) -> CheckpointPolicy:
     """Load the actor of an rsl_rl or skrl checkpoint for ``env`` (unwrapped) on the env's device.
 
@@ -108,23 +136,13 @@ def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None =
         ValueError: If the file is neither an rsl_rl nor an skrl checkpoint, or does not fit the env's
             observations and actions.
     """
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"Checkpoint file not found: '{path}'.")
-    checkpoint = torch.load(path, map_location=env.device, weights_only=False)
-    library = None
-    if isinstance(checkpoint, dict):
-        library = "rsl_rl" if "actor_state_dict" in checkpoint else "skrl" if "policy" in checkpoint else None
-    if library is None:
-        keys = sorted(checkpoint) if isinstance(checkpoint, dict) else type(checkpoint).__name__
-        raise ValueError(
-            f"'{path}' is neither an rsl_rl checkpoint (with 'actor_state_dict') nor an skrl one (with 'policy');"
-            f" found {keys}."
-        )
-    task = task or checkpoint.get("task") or (env.spec.id if env.spec is not None else None)
+    library, checkpoint = read_checkpoint(path, env.device)
+    stored = checkpoint.get("task")
+    task = task or (stored if isinstance(stored, str) else None) or (env.spec.id if env.spec is not None else None)
     if task is None:
         raise ValueError("Cannot tell which task's agent cfg trained the checkpoint: pass task=.")
     if library == "skrl":
-        return CheckpointPolicy(_load_skrl_actor(path, env, task))
+        return CheckpointPolicy(_load_skrl_actor(path, checkpoint, env, task))
     agent_cfg = load_agent_cfg(task, "rsl_rl", device=str(env.device))
     cfg = class_to_dict(agent_cfg)
     om = env.observation_manager
@@ -143,9 +161,9 @@ def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None =
     return CheckpointPolicy(actor.to(env.device).eval(), agent_cfg.clip_actions)
 
 
-def _load_skrl_actor(path: str, env: ManagerBasedRLEnv, task: str) -> SkrlActor:
+def _load_skrl_actor(path: str, checkpoint: dict, env: ManagerBasedRLEnv, task: str) -> SkrlActor:
     """Build the skrl agent of ``task``'s registered cfg on ``env`` as skrl's ``Runner`` does (no logs, no
-    checkpoints written) and load the agent file into it."""
+    checkpoints written) and load the state dicts of the agent file (read weights only) into its modules."""
     from skrl.utils.runner.torch import Runner
 
     from isaaclab_rl.skrl import SkrlVecEnvWrapper
@@ -154,17 +172,22 @@ def _load_skrl_actor(path: str, env: ManagerBasedRLEnv, task: str) -> SkrlActor:
     agent_cfg["agent"]["experiment"]["write_interval"] = 0
     agent_cfg["agent"]["experiment"]["checkpoint_interval"] = 0
     agent = Runner(SkrlVecEnvWrapper(env, ml_framework="torch"), agent_cfg).agent
+    modules = {name: module for name, module in agent.checkpoint_modules.items() if hasattr(module, "load_state_dict")}
     try:
-        agent.load(path)
-    except RuntimeError as err:
-        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions: {err}") from err
+        for name, state in checkpoint.items():
+            if name in modules:
+                modules[name].load_state_dict(state)
+    except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as err:
+        message = " ".join(str(err).split())
+        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions:"
+                         f" {message:.300}") from err
     agent.enable_training_mode(False, apply_to_models=True)
     return SkrlActor(agent)
 
 
 def export_actor(checkpoint_path: str, output_path: str, task: str) -> None:
     """Write the actor weights of an rsl_rl checkpoint (no critic, no optimizer) with the task id, to ship."""
-    checkpoint = torch.load(checkpoint_path, map_location="cpu", weights_only=False)
+    checkpoint = load_weights(checkpoint_path, "cpu", "rsl_rl checkpoint")
     os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
     torch.save({"actor_state_dict": checkpoint["actor_state_dict"], "task": task, "iter": checkpoint.get("iter")},
                output_path)
