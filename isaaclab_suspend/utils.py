@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
+import importlib.util
+import os
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 import gymnasium as gym
 
@@ -42,6 +46,59 @@ def make_env_cfg(
             owner = getattr(owner, part)
         setattr(owner, leaf, value)
     return cfg
+
+
+def _asset_paths(node: object, where: str, seen: set[int]) -> Iterator[tuple[str, str]]:
+    """``(dotted field, path)`` of every ``usd_path`` / ``mdl_path`` string under a cfg (configclasses are
+    dataclasses; dicts, lists and tuples are walked too)."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        items = ((f.name, getattr(node, f.name, None)) for f in dataclasses.fields(node))
+    elif isinstance(node, dict):
+        items = ((str(k), v) for k, v in node.items())
+    elif isinstance(node, (list, tuple)):
+        items = ((str(i), v) for i, v in enumerate(node))
+    else:
+        return
+    for name, value in items:
+        field = f"{where}.{name}" if where else name
+        if isinstance(value, str) and name in ("usd_path", "mdl_path"):
+            yield field, value
+        elif not isinstance(value, (str, bytes, int, float, bool, type(None))):
+            yield from _asset_paths(value, field, seen)
+
+
+def check_local_assets(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
+    """Refuse, before any env is built, a task whose USD (or MDL) assets cannot be opened here: files on NVIDIA's
+    asset server (a URL) without Omniverse's client (``omni.client``, which a kitless install skips), or local
+    files that do not exist. Isaac Lab would fail deep inside the scene's construction with a long traceback.
+
+    Raises:
+        ValueError: Naming the assets and what to do.
+    """
+    try:
+        has_client = importlib.util.find_spec("omni.client") is not None
+    except ImportError:  # no 'omni' package at all
+        has_client = False
+    remote, missing = [], []
+    for field, path in _asset_paths(getattr(cfg, "scene", None), "scene", set()):
+        if len(urlparse(path).scheme) > 1 and not os.path.isabs(path):
+            if not has_client:
+                remote.append((field, path))
+        elif not os.path.isfile(path):
+            missing.append((field, path))
+    if remote:
+        fields, host = ", ".join(field for field, _ in remote), urlparse(remote[0][1]).netloc
+        raise ValueError(
+            f"Task '{task}' loads {fields} from NVIDIA's asset server ({host}), which needs Omniverse's client"
+            " (omni.client), not part of this kitless install: give the task local USD files (a cfg subclass"
+            " that sets them: docs/your_task.rst)."
+        )
+    if missing:
+        field, path = missing[0]
+        raise ValueError(f"Task '{task}': {field} = '{path}' does not exist; point it at a USD file.")
 
 
 def import_task_modules(modules: Sequence[str]) -> None:
@@ -80,6 +137,7 @@ def open_env(
         cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
     elif num_envs is not None or overrides or attrs:
         raise TypeError("open_env takes either a ready cfg or num_envs, overrides and attrs to make one, not both.")
+    check_local_assets(cfg, task)
     error = None
     with launch_simulation(cfg, {}):
         if suspendable:

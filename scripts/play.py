@@ -21,7 +21,7 @@ import time
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import EpisodeOutcomes
+from isaaclab_suspend.policies.evaluation import EpisodeOutcomes, format_figure
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
 
 
@@ -49,7 +49,7 @@ def play(args: argparse.Namespace) -> dict:
         results = {"checkpoint": args.checkpoint, **outcomes.as_dict(), "seconds": time.perf_counter() - start}
     table = PrettyTable(["checkpoint", "episodes", "mean episode length", "success rate", "wall time (s)"])
     table.add_row([results["checkpoint"], results["episodes_scored"], f"{results['mean_episode_length']:.1f}",
-                   f"{results['success_rate']:.3f}", f"{results['seconds']:.1f}"])
+                   format_figure("{:.3f}", results["success_rate"]), f"{results['seconds']:.1f}"])
     print(f"\n{args.task}: {args.num_envs} envs, {args.steps} steps\n{table}")
     return results
 

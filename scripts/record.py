@@ -78,6 +78,7 @@ def record(args: argparse.Namespace) -> None:
     start, steps = time.perf_counter(), 0
     with cli.open_env(args, *((RuntimeError,) if args.remote else ()), recorders=args.recorders) as env:
         manager, generator = env.recorder_manager, torch.Generator(device=env.device).manual_seed(args.seed)
+        has_success = "success" in env.termination_manager.active_terms
         model = cli.make_chunk_model(args, env)
         policy = cli.RandomPolicy(env, generator) if model is None else ActionChunkingPolicy(
             model, env, chunk_length=args.chunk, schedule=args.schedule, aggregator=args.aggregator,
@@ -106,7 +107,7 @@ def record(args: argparse.Namespace) -> None:
           f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
           f" {written()} episodes written ({args.episodes} requested; episodes ending in the same step are all kept),"
           " open ones dropped.")
-    print(cli.dataset_table(args.paths))
+    print(cli.dataset_table(args.paths, has_success))
 
 
 def main(argv: list[str] | None = None) -> int:
