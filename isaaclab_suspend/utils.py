@@ -6,6 +6,8 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
+import io
+import logging
 import os
 import signal
 from collections.abc import Iterator, Sequence
@@ -24,6 +26,35 @@ if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnvCfg
 
 
+_QUIET = False
+"""Whether :func:`set_quiet` silenced the set-up output."""
+
+
+def set_quiet(quiet: bool = True) -> None:
+    """A script's ``--quiet``: silence what building an env prints (Isaac Lab's configuration and manager tables and
+    its info log, the suspension manager's report of what it freezes) and every progress bar, keeping the result,
+    warnings logged above info and errors (stderr)."""
+    global _QUIET
+    _QUIET = quiet
+    if quiet:
+        os.environ["TQDM_DISABLE"] = "1"  # tqdm reads its defaults from TQDM_* variables
+
+
+@contextlib.contextmanager
+def _set_up_output() -> Iterator[None]:
+    """Stdout and info logging of the block dropped after :func:`set_quiet`; unchanged otherwise."""
+    if not _QUIET:
+        yield
+        return
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            yield
+    finally:
+        logging.disable(previous)
+
+
 def make_env_cfg(
     task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
 ):
@@ -36,7 +67,8 @@ def make_env_cfg(
     if task not in gym.registry:
         known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
         raise ValueError(f"Unknown task '{task}'. Registered suspendable tasks: {known}.")
-    cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
+    with _set_up_output():
+        cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
     if suspendable and not isinstance(getattr(cfg, "suspend", None), SuspendCfg):
         cfg.suspend = SuspendCfg(enabled=True)
     for dotted, value in attrs.items():
@@ -140,10 +172,8 @@ def open_env(
     check_local_assets(cfg, task)
     error = None
     with launch_simulation(cfg, {}):
-        if suspendable:
-            env = SuspendableManagerBasedRLEnv(cfg)
-        else:
-            env = gym.make(task, cfg=cfg).unwrapped
+        with _set_up_output():
+            env = SuspendableManagerBasedRLEnv(cfg) if suspendable else gym.make(task, cfg=cfg).unwrapped
         try:
             yield env
         except Exception as err:  # re-raised below, unchanged

@@ -44,6 +44,7 @@ from isaaclab_suspend.policies import plot_timelines, stats_table
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser)
+    cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, latency_args=True)
     cli.add_shard_args(parser, results=True)
     parser.add_argument("--compare", type=cli.schedules, default=None,

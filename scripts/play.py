@@ -28,6 +28,7 @@ from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser, desync=False)
+    cli.add_quiet_arg(parser)
     parser.add_argument("--checkpoint", default=None, help="rsl_rl or skrl checkpoint (default: the task's shipped expert)")
     parser.add_argument("--steps", type=cli.positive_int, default=600, help="env steps to run")
     args = parser.parse_args(argv)

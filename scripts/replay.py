@@ -29,7 +29,7 @@ import sys
 from tqdm import tqdm
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-from isaaclab_suspend.cli import device, existing_file, float_in, int_in
+from isaaclab_suspend.cli import add_quiet_arg, device, existing_file, float_in, int_in
 from isaaclab_suspend.datasets import (
     MAX_REPLAY_ENVS,
     DatasetError,
@@ -41,7 +41,7 @@ from isaaclab_suspend.datasets import (
     replay_table,
 )
 from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.utils import open_env, set_quiet
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,10 +55,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", type=device, default="cpu")
     parser.add_argument("--check_images", action="store_true",
                         help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
+    add_quiet_arg(parser)
     return parser.parse_args(argv)
 
 
 def replay(args: argparse.Namespace) -> int:
+    set_quiet(args.quiet)
     with DatasetReader(args.dataset) as reader:
         task = args.task or reader.env_name
         check_replay_task(reader, task)

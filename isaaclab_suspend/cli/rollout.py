@@ -12,6 +12,7 @@ import torch
 from ..recording import DatasetRecorderManagerCfg
 from ..recording.recorder_manager import dataset_file_paths
 from ..utils import open_env as _open_env
+from ..utils import set_quiet
 from .app import user_errors
 from .arguments import env_overrides
 
@@ -46,12 +47,14 @@ class Transition(NamedTuple):
 
 @contextlib.contextmanager
 def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
-    """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``).
+    """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``,
+    and ``--quiet`` where the script has it).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
     traceback that ``launch_simulation`` would print. With ``recorders`` (a dataset recorder cfg) the line also says
     where the episodes exported before the error are kept (closing the env still hands them to the file).
     """
+    set_quiet(getattr(args, "quiet", False))
     if args.seed is not None:  # None: the cfg's own seed
         attrs["seed"] = args.seed
     with _open_env(args.task, args.num_envs, args.device, env_overrides(args), **attrs) as env:
