@@ -10,6 +10,7 @@ import io
 import logging
 import os
 import signal
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
@@ -31,25 +32,24 @@ _QUIET = False
 
 
 def set_quiet(quiet: bool = True) -> None:
-    """A script's ``--quiet``: silence what building an env prints (Isaac Lab's configuration and manager tables and
-    its info log, the suspension manager's report of what it freezes) and every progress bar, keeping the result,
-    warnings logged above info and errors (stderr)."""
+    """A script's ``--quiet``: silence what building an env prints (Isaac Lab's configuration and manager tables,
+    its info and warning log and Python warnings of the set-up, the suspension manager's report of what it
+    freezes). Errors still reach stderr; the script itself drops its progress bars."""
     global _QUIET
     _QUIET = quiet
-    if quiet:
-        os.environ["TQDM_DISABLE"] = "1"  # tqdm reads its defaults from TQDM_* variables
 
 
 @contextlib.contextmanager
 def _set_up_output() -> Iterator[None]:
-    """Stdout and info logging of the block dropped after :func:`set_quiet`; unchanged otherwise."""
+    """Stdout, logging below error and Python warnings of the block dropped after :func:`set_quiet`."""
     if not _QUIET:
         yield
         return
     previous = logging.root.manager.disable
-    logging.disable(logging.INFO)
+    logging.disable(logging.WARNING)
     try:
-        with contextlib.redirect_stdout(io.StringIO()):
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
             yield
     finally:
         logging.disable(previous)

@@ -88,7 +88,7 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
         outcomes = EpisodeOutcomes(env, score_first=not args.desync)
         obs = cli.start_episodes(env, args.seed, args.desync)
         progress = tqdm(cli.rollout(env, policy, obs, args.steps), total=args.steps, desc=f"{schedule:>13}",
-                        unit="step")
+                        unit="step", disable=args.quiet)
         for t in progress:
             timeline.record(policy.last_step, t.dones)
             outcomes.update(t.dones, ~policy.last_step.suspended)

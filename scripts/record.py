@@ -90,7 +90,8 @@ def record(args: argparse.Namespace) -> None:
             return succeeded if args.export == "succeeded" else succeeded + manager.exported_failed_episode_count
 
         obs = cli.start_episodes(env, args.seed, args.desync, generator)
-        with tqdm(total=args.episodes, desc="episodes", unit="ep") as progress, StopAfterStep() as stop:
+        progress = tqdm(total=args.episodes, desc="episodes", unit="ep", disable=args.quiet)
+        with progress, StopAfterStep() as stop:
             for t in cli.rollout(env, policy, obs):
                 steps += 1
                 if steps == 1:

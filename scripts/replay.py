@@ -83,7 +83,7 @@ def replay(args: argparse.Namespace) -> int:
             if reader.interval_events and any(d.pre_step_states is None for d in replayer.demos.values()):
                 print(f"[WARN] The recording ran interval events {reader.interval_events} but stored no pre-step"
                       " states: their effect cannot be re-applied and the replay drifts from the first one on.")
-            with tqdm(total=len(replayer.demos), desc="demos", unit="demo") as progress:
+            with tqdm(total=len(replayer.demos), desc="demos", unit="demo", disable=args.quiet) as progress:
                 results = replayer.run(on_done=lambda _: progress.update())
     print(replay_table(results, args.check_images))
     # NaN (a diverged state) fails; with --check_images any pixel difference fails

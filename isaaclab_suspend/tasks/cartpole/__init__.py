@@ -2,8 +2,6 @@
 
 import gymnasium as gym
 
-from isaaclab_tasks.core.cartpole import agents as isaaclab_agents
-
 from . import agents
 
 gym.register(
@@ -12,7 +10,7 @@ gym.register(
     disable_env_checker=True,
     kwargs={
         "env_cfg_entry_point": f"{__name__}.cartpole_env_cfg:CartpoleSuspendableEnvCfg",
-        "rsl_rl_cfg_entry_point": f"{isaaclab_agents.__name__}.rsl_rl_ppo_cfg:CartpolePPORunnerCfg",
+        "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:CartpolePPORunnerCfg",
         "skrl_cfg_entry_point": f"{agents.__name__}:skrl_ppo_cfg.yaml",
         "default_agent": "rsl_rl",
         "chunk_model_entry_point": f"{__name__}.chunk_model:CartpoleLQRCfg",
