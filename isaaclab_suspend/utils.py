@@ -1,4 +1,5 @@
-"""Helpers for scripts: create the project's envs the standard Isaac Lab way (kitless, Newton), stop on Ctrl-C."""
+"""Helpers for scripts: create the project's envs the standard Isaac Lab way (kitless, Newton), after checking that
+their USD assets can be opened here, quietly for ``--quiet``; stop on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -161,7 +162,8 @@ def open_env(
     The cfg is :func:`make_env_cfg` of the arguments (``attrs`` use ``__`` for nesting, e.g.
     ``suspend__enabled=False``), or ``cfg`` as it is (then give no other cfg argument). With ``suspendable`` the
     cfg runs in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever
-    the task's registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). An exception
+    the task's registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). Assets that
+    cannot be opened here raise first (:func:`check_local_assets`). An exception
     of the block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback:
     a script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
     """

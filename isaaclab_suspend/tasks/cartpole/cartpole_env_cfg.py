@@ -21,7 +21,8 @@ class CartpoleSuspendableEnvCfg(CartpoleEnvCfg):
     """Isaac Lab's :class:`CartpoleEnvCfg` (joints ``slider_to_cart``, ``cart_to_pole``) with local assets.
 
     Success is Isaac Lab's own for Cartpole (its ``Metrics/success_rate``): the episode reached the time-out
-    without an early termination. A ``success`` termination term that fires with the time-out (also a time-out,
+    without an early termination, i.e. the cart stayed within its bounds (a fallen pole ends no episode, so
+    success says nothing about balance; the pole-angle reward and the episode length do). A ``success`` termination term that fires with the time-out (also a time-out,
     so it changes no done, reward or reset) makes the recorder, ``eval.py`` and ``play.py`` count it the same way.
     """
 
