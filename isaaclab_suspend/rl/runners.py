@@ -11,11 +11,13 @@ adds a line of figures every few updates.
 from __future__ import annotations
 
 import os
+import sys
 from datetime import datetime
 from importlib.metadata import version
 
 import gymnasium as gym
 import numpy as np
+from tqdm import tqdm
 
 from isaaclab.envs import ManagerBasedRLEnv
 from isaaclab_rl.rsl_rl import RslRlOnPolicyRunnerCfg, RslRlVecEnvWrapper, handle_deprecated_rsl_rl_cfg
@@ -87,7 +89,9 @@ def print_skrl_metrics(agent, rollouts: int, every: int = 10) -> None:
                 if data.get(tag) and name not in shown:
                     shown[name] = fmt.format(float(np.mean(data[tag])))
             figures = ", ".join(f"{name} {value}" for name, value in shown.items())
-            print(f"skrl update {update}/{timesteps // rollouts}: {figures or 'no episode ended yet'}", flush=True)
+            # above skrl's progress bar, not appended to it
+            tqdm.write(f"skrl update {update}/{timesteps // rollouts}: {figures or 'no episode ended yet'}",
+                       file=sys.stdout)
         write(timestep=timestep, timesteps=timesteps)
 
     agent.write_tracking_data = write_and_print
