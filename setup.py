@@ -16,7 +16,7 @@ setup(
     keywords=EXTENSION_TOML_DATA["package"]["keywords"],
     author=EXTENSION_TOML_DATA["package"]["author"],
     license="BSD-3-Clause",
-    python_requires=">=3.11",
+    python_requires=">=3.12,<3.13",
     packages=find_packages(exclude=("tests", "scripts")),
     package_data={
         "isaaclab_suspend": ["assets/data/*.usda", "tasks/*/agents/*.yaml", "policies/checkpoints/*.pt"]

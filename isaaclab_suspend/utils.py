@@ -1,12 +1,20 @@
-"""Helpers for scripts: create the project's envs the standard Isaac Lab way (kitless, Newton), stop on Ctrl-C."""
+"""Helpers for scripts: create the project's envs the standard Isaac Lab way (kitless, Newton), after checking that
+their USD assets can be opened here, quietly for ``--quiet``; stop on Ctrl-C."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
+import importlib.util
+import io
+import logging
+import os
 import signal
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 import gymnasium as gym
 
@@ -18,6 +26,34 @@ from isaaclab_tasks.utils import parse_env_cfg
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnvCfg
+
+
+_QUIET = False
+"""Whether :func:`set_quiet` silenced the set-up output."""
+
+
+def set_quiet(quiet: bool = True) -> None:
+    """A script's ``--quiet``: silence what building an env prints (Isaac Lab's configuration and manager tables,
+    its info and warning log and Python warnings of the set-up, the suspension manager's report of what it
+    freezes). Errors still reach stderr; the script itself drops its progress bars."""
+    global _QUIET
+    _QUIET = quiet
+
+
+@contextlib.contextmanager
+def _set_up_output() -> Iterator[None]:
+    """Stdout, logging below error and Python warnings of the block dropped after :func:`set_quiet`."""
+    if not _QUIET:
+        yield
+        return
+    previous = logging.root.manager.disable
+    logging.disable(logging.WARNING)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logging.disable(previous)
 
 
 def make_env_cfg(
@@ -32,7 +68,8 @@ def make_env_cfg(
     if task not in gym.registry:
         known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
         raise ValueError(f"Unknown task '{task}'. Registered suspendable tasks: {known}.")
-    cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
+    with _set_up_output():
+        cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
     if suspendable and not isinstance(getattr(cfg, "suspend", None), SuspendCfg):
         cfg.suspend = SuspendCfg(enabled=True)
     for dotted, value in attrs.items():
@@ -42,6 +79,59 @@ def make_env_cfg(
             owner = getattr(owner, part)
         setattr(owner, leaf, value)
     return cfg
+
+
+def _asset_paths(node: object, where: str, seen: set[int]) -> Iterator[tuple[str, str]]:
+    """``(dotted field, path)`` of every ``usd_path`` / ``mdl_path`` string under a cfg (configclasses are
+    dataclasses; dicts, lists and tuples are walked too)."""
+    if id(node) in seen:
+        return
+    seen.add(id(node))
+    if dataclasses.is_dataclass(node) and not isinstance(node, type):
+        items = ((f.name, getattr(node, f.name, None)) for f in dataclasses.fields(node))
+    elif isinstance(node, dict):
+        items = ((str(k), v) for k, v in node.items())
+    elif isinstance(node, (list, tuple)):
+        items = ((str(i), v) for i, v in enumerate(node))
+    else:
+        return
+    for name, value in items:
+        field = f"{where}.{name}" if where else name
+        if isinstance(value, str) and name in ("usd_path", "mdl_path"):
+            yield field, value
+        elif not isinstance(value, (str, bytes, int, float, bool, type(None))):
+            yield from _asset_paths(value, field, seen)
+
+
+def check_local_assets(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
+    """Refuse, before any env is built, a task whose USD (or MDL) assets cannot be opened here: files on NVIDIA's
+    asset server (a URL) without Omniverse's client (``omni.client``, which a kitless install skips), or local
+    files that do not exist. Isaac Lab would fail deep inside the scene's construction with a long traceback.
+
+    Raises:
+        ValueError: Naming the assets and what to do.
+    """
+    try:
+        has_client = importlib.util.find_spec("omni.client") is not None
+    except ImportError:  # no 'omni' package at all
+        has_client = False
+    remote, missing = [], []
+    for field, path in _asset_paths(getattr(cfg, "scene", None), "scene", set()):
+        if len(urlparse(path).scheme) > 1 and not os.path.isabs(path):
+            if not has_client:
+                remote.append((field, path))
+        elif not os.path.isfile(path):
+            missing.append((field, path))
+    if remote:
+        fields, host = ", ".join(field for field, _ in remote), urlparse(remote[0][1]).netloc
+        raise ValueError(
+            f"Task '{task}' loads {fields} from NVIDIA's asset server ({host}), which needs Omniverse's client"
+            " (omni.client), not part of this kitless install: give the task local USD files (a cfg subclass"
+            " that sets them: docs/your_task.rst)."
+        )
+    if missing:
+        field, path = missing[0]
+        raise ValueError(f"Task '{task}': {field} = '{path}' does not exist; point it at a USD file.")
 
 
 def import_task_modules(modules: Sequence[str]) -> None:
@@ -72,7 +162,8 @@ def open_env(
     The cfg is :func:`make_env_cfg` of the arguments (``attrs`` use ``__`` for nesting, e.g.
     ``suspend__enabled=False``), or ``cfg`` as it is (then give no other cfg argument). With ``suspendable`` the
     cfg runs in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever
-    the task's registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). An exception
+    the task's registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). Assets that
+    cannot be opened here raise first (:func:`check_local_assets`). An exception
     of the block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback:
     a script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
     """
@@ -80,12 +171,11 @@ def open_env(
         cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
     elif num_envs is not None or overrides or attrs:
         raise TypeError("open_env takes either a ready cfg or num_envs, overrides and attrs to make one, not both.")
+    check_local_assets(cfg, task)
     error = None
     with launch_simulation(cfg, {}):
-        if suspendable:
-            env = SuspendableManagerBasedRLEnv(cfg)
-        else:
-            env = gym.make(task, cfg=cfg).unwrapped
+        with _set_up_output():
+            env = SuspendableManagerBasedRLEnv(cfg) if suspendable else gym.make(task, cfg=cfg).unwrapped
         try:
             yield env
         except Exception as err:  # re-raised below, unchanged

@@ -23,7 +23,7 @@ import sys
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
-from isaaclab_suspend.utils import import_task_modules
+from isaaclab_suspend.utils import import_task_modules, set_quiet
 
 
 def main() -> int:
@@ -36,16 +36,20 @@ def main() -> int:
     parser.add_argument("--suspend_steps", type=cli.positive_int, default=13)
     parser.add_argument("--env", type=cli.non_negative_int, default=0, help="env to suspend")
     parser.add_argument("--device", type=cli.device, default="cpu")
+    parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
+                        help="Isaac Lab cfg presets, e.g. newton_featherstone (as the other scripts take them)")
     parser.add_argument("--unfrozen", nargs="*", default=[], help="parts left unfrozen (SuspendCfg.unfrozen_parts)")
+    cli.add_quiet_arg(parser)
     parser.add_argument("overrides", nargs="*", help="Hydra-style cfg overrides, e.g. presets=newton_featherstone")
     args = parser.parse_args()
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, device=args.device,
-                             unfrozen=list(args.unfrozen), overrides=list(args.overrides))
+                             unfrozen=list(args.unfrozen), overrides=[*args.overrides, *cli.env_overrides(args)])
     try:
         cfg.check()
     except ValueError as err:
         parser.error(str(err))
+    set_quiet(args.quiet)
     try:
         import_task_modules(args.modules)
         audit = audit_suspension(cfg)

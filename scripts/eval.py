@@ -44,6 +44,7 @@ from isaaclab_suspend.policies import plot_timelines, stats_table
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser)
+    cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, latency_args=True)
     cli.add_shard_args(parser, results=True)
     parser.add_argument("--compare", type=cli.schedules, default=None,
@@ -87,7 +88,7 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
         outcomes = EpisodeOutcomes(env, score_first=not args.desync)
         obs = cli.start_episodes(env, args.seed, args.desync)
         progress = tqdm(cli.rollout(env, policy, obs, args.steps), total=args.steps, desc=f"{schedule:>13}",
-                        unit="step")
+                        unit="step", disable=args.quiet)
         for t in progress:
             timeline.record(policy.last_step, t.dones)
             outcomes.update(t.dones, ~policy.last_step.suspended)

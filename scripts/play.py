@@ -20,13 +20,19 @@ import time
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
+<<<<<<< HEAD
 from isaaclab_suspend.policies import EpisodeOutcomes
 from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
+=======
+from isaaclab_suspend.policies.evaluation import EpisodeOutcomes, format_figure
+from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
+>>>>>>> firsthour
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser, desync=False)
+    cli.add_quiet_arg(parser)
     parser.add_argument("--checkpoint", default=None, help="rsl_rl or skrl checkpoint (default: the task's shipped expert)")
     parser.add_argument("--steps", type=cli.positive_int, default=600, help="env steps to run")
     args = parser.parse_args(argv)
@@ -47,7 +53,7 @@ def play(args: argparse.Namespace) -> dict:
         results = {"checkpoint": args.checkpoint, **outcomes.as_dict(), "seconds": time.perf_counter() - start}
     table = PrettyTable(["checkpoint", "episodes", "mean episode length", "success rate", "wall time (s)"])
     table.add_row([results["checkpoint"], results["episodes_scored"], f"{results['mean_episode_length']:.1f}",
-                   f"{results['success_rate']:.3f}", f"{results['seconds']:.1f}"])
+                   format_figure("{:.3f}", results["success_rate"]), f"{results['seconds']:.1f}"])
     print(f"\n{args.task}: {args.num_envs} envs, {args.steps} steps\n{table}")
     return results
 

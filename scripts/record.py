@@ -49,6 +49,7 @@ from isaaclab_suspend.utils import StopAfterStep
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser)
+    cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, policies=cli.POLICIES)
     cli.add_shard_args(parser)
     parser.add_argument("--episodes", type=cli.positive_int, default=32,
@@ -78,6 +79,7 @@ def record(args: argparse.Namespace) -> None:
     start, steps = time.perf_counter(), 0
     with cli.open_env(args, *((RuntimeError,) if args.remote else ()), recorders=args.recorders) as env:
         manager, generator = env.recorder_manager, torch.Generator(device=env.device).manual_seed(args.seed)
+        has_success = "success" in env.termination_manager.active_terms
         model = cli.make_chunk_model(args, env)
         policy = cli.RandomPolicy(env, generator) if model is None else ActionChunkingPolicy(
             model, env, chunk_length=args.chunk, schedule=args.schedule, aggregator=args.aggregator,
@@ -88,7 +90,8 @@ def record(args: argparse.Namespace) -> None:
             return succeeded if args.export == "succeeded" else succeeded + manager.exported_failed_episode_count
 
         obs = cli.start_episodes(env, args.seed, args.desync, generator)
-        with tqdm(total=args.episodes, desc="episodes", unit="ep") as progress, StopAfterStep() as stop:
+        progress = tqdm(total=args.episodes, desc="episodes", unit="ep", disable=args.quiet)
+        with progress, StopAfterStep() as stop:
             for t in cli.rollout(env, policy, obs):
                 steps += 1
                 if steps == 1:
@@ -106,7 +109,7 @@ def record(args: argparse.Namespace) -> None:
           f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
           f" {written()} episodes written ({args.episodes} requested; episodes ending in the same step are all kept),"
           " open ones dropped.")
-    print(cli.dataset_table(args.paths))
+    print(cli.dataset_table(args.paths, has_success))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,7 +29,7 @@ import sys
 from tqdm import tqdm
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-from isaaclab_suspend.cli import device, existing_file, float_in, int_in
+from isaaclab_suspend.cli import add_quiet_arg, device, existing_file, float_in, int_in
 from isaaclab_suspend.datasets import (
     MAX_REPLAY_ENVS,
     DatasetError,
@@ -41,7 +41,7 @@ from isaaclab_suspend.datasets import (
     replay_table,
 )
 from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.utils import open_env, set_quiet
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,10 +55,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", type=device, default="cpu")
     parser.add_argument("--check_images", action="store_true",
                         help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
+    add_quiet_arg(parser)
     return parser.parse_args(argv)
 
 
 def replay(args: argparse.Namespace) -> int:
+    set_quiet(args.quiet)
     with DatasetReader(args.dataset) as reader:
         task = args.task or reader.env_name
         check_replay_task(reader, task)
@@ -81,7 +83,7 @@ def replay(args: argparse.Namespace) -> int:
             if reader.interval_events and any(d.pre_step_states is None for d in replayer.demos.values()):
                 print(f"[WARN] The recording ran interval events {reader.interval_events} but stored no pre-step"
                       " states: their effect cannot be re-applied and the replay drifts from the first one on.")
-            with tqdm(total=len(replayer.demos), desc="demos", unit="demo") as progress:
+            with tqdm(total=len(replayer.demos), desc="demos", unit="demo", disable=args.quiet) as progress:
                 results = replayer.run(on_done=lambda _: progress.update())
     print(replay_table(results, args.check_images))
     # NaN (a diverged state) fails; with --check_images any pixel difference fails

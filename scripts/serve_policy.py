@@ -23,12 +23,15 @@ import logging
 import signal
 import sys
 
+from isaaclab_suspend import cli
 from isaaclab_suspend.cli import app, serving
+from isaaclab_suspend.utils import set_quiet
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     serving.add_server_args(parser)
+    cli.add_quiet_arg(parser)
     args = parser.parse_args(argv)
     serving.resolve_server_args(parser, args)
     return args
@@ -39,7 +42,9 @@ def _interrupt(signum, frame) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    logging.basicConfig(format="%(asctime)s %(message)s", level=logging.INFO, stream=sys.stderr)
+    set_quiet(args.quiet)
+    level = logging.WARNING if args.quiet else logging.INFO  # --quiet: no line per connection
+    logging.basicConfig(format="%(asctime)s %(message)s", level=level, stream=sys.stderr)
     server = serving.make_server(args)
     try:
         for signum in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C or kill stop it cleanly, also in the background

@@ -48,6 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--val_fraction", type=cli.fraction, default=0.1, help="fraction of the episodes held out")
     parser.add_argument("--seed", type=cli.non_negative_int, default=0)
     parser.add_argument("--output", default=None, help="checkpoint (default: outputs/bc/<dataset stem>.pt)")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint")
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (default: beside the checkpoint)")
     parser.add_argument("--device", type=cli.device, default="cpu")
     parser.add_argument("--quiet", action="store_true", help="no progress bar nor per-epoch lines")
@@ -62,6 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.log_dir = cli.check_writable(args.log_dir or os.path.splitext(args.output)[0] + "_tb", "--log_dir")
     except ValueError as err:
         parser.error(str(err))
+    if os.path.exists(args.output) and not args.overwrite:
+        parser.error(f"--output: '{args.output}' exists: pass --overwrite to replace it.")
     return args
 
 

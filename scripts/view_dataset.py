@@ -1,5 +1,7 @@
-"""Write a GIF of the camera images of chosen demos of a dataset, tiled side by side (and a PNG of a grid of
-frames), to look at what a recording saw.
+"""Write a GIF of the camera images of chosen demos of a dataset, tiled side by side, and a PNG of a grid of
+frames, to look at what a recording saw.
+
+Both go to ``outputs/`` (git-ignored) by default: ``outputs/<dataset stem>_<camera>.gif`` and ``.png``.
 
 Exit status: 0 on success, 2 on bad input (no such file, demo or camera, or a dataset without images).
 
@@ -32,19 +34,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--columns", type=int, default=4, help="demos per row")
     parser.add_argument("--scale", type=int, default=3, help="pixel repetition of each frame")
     parser.add_argument("--fps", type=float, default=30.0, help="GIF frame rate (the task steps at 60 Hz)")
-    parser.add_argument("--output", default=None, help="GIF path (default: next to the dataset, .gif)")
-    parser.add_argument("--png", default=None, help="also write a PNG: one row per demo, one column per --png_steps")
+    parser.add_argument("--output", default=None, help="GIF path (default: outputs/<dataset stem>_<camera>.gif)")
+    parser.add_argument("--png", default=None,
+                        help="PNG path, one row per demo, one column per --png_steps (default: the GIF's, .png)")
     parser.add_argument("--png_steps", type=cli.non_negative_int, nargs="+", default=[0, 30, 60, 90],
                         help="steps shown in the PNG")
     args = parser.parse_args(argv)
+    stem = os.path.splitext(os.path.basename(args.dataset))[0]
+    args.output = args.output or os.path.join("outputs", f"{stem}_{args.camera}.gif")
+    args.png = args.png or os.path.splitext(args.output)[0] + ".png"
     if args.columns < 1 or args.scale < 1 or args.fps <= 0 or args.max_demos < 1:
         parser.error("--columns, --scale, --max_demos and --fps must be positive")
     try:
         for path, what, suffix in ((args.output, "--output", ".gif"), (args.png, "--png", ".png")):
-            if path and not path.lower().endswith(suffix):
+            if not path.lower().endswith(suffix):
                 parser.error(f"{what} '{path}' must end with {suffix}")
-            if path:
-                cli.check_writable(path, what)
+            cli.check_writable(path, what)
     except ValueError as err:
         parser.error(str(err))
     return args
@@ -57,14 +62,14 @@ def view(args: argparse.Namespace) -> None:
             raise DatasetError(f"'{reader.path}' holds no demos.")
         episodes = [load_images(reader, demo, args.camera) for demo in demos]
     check_tileable(reader.path, dict(zip(demos, episodes)), args.columns, args.scale)
-    output = args.output or os.path.splitext(args.dataset)[0] + f"_{args.camera}.gif"
-    write_gif(tile(episodes, args.columns, args.scale), output, args.fps)
-    print(f"wrote {output}: {len(demos)} demos ({', '.join(demos)}), camera '{args.camera}'")
-    if args.png:
-        # each demo a row, each chosen step a column (held on the last frame after the demo ended)
-        stills = [np.stack([e[min(s, len(e) - 1)] for s in args.png_steps]) for e in episodes]
-        write_png(tile([s for row in stills for s in row[:, None]], len(args.png_steps), args.scale)[0], args.png)
-        print(f"wrote {args.png}: steps {args.png_steps}")
+    for path in (args.output, args.png):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    write_gif(tile(episodes, args.columns, args.scale), args.output, args.fps)
+    print(f"wrote {args.output}: {len(demos)} demos ({', '.join(demos)}), camera '{args.camera}'")
+    # each demo a row, each chosen step a column (held on the last frame after the demo ended)
+    stills = [np.stack([e[min(s, len(e) - 1)] for s in args.png_steps]) for e in episodes]
+    write_png(tile([s for row in stills for s in row[:, None]], len(args.png_steps), args.scale)[0], args.png)
+    print(f"wrote {args.png}: steps {args.png_steps}")
 
 
 def main(argv: list[str] | None = None) -> int:

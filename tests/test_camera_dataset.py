@@ -80,6 +80,24 @@ def test_view_dataset_writes_gif_and_png(dataset, tmp_path):
     assert np.array_equal(grid[:128:2, :128:2], first)  # demo_0 at step 0, upscaled 2x
 
 
+def test_run_sh_keeps_the_callers_directory_and_view_dataset_writes_both_into_outputs(dataset, tmp_path):
+    """``bash <repo>/tools/run.sh python <repo>/scripts/view_dataset.py rel.hdf5`` from another directory: the
+    relative dataset path and the default ``outputs/`` folder are the caller's, and both the GIF and the PNG grid
+    are written there."""
+    caller = tmp_path / "elsewhere"
+    caller.mkdir()
+    shutil.copy(dataset, caller / "rel.hdf5")
+    run = subprocess.run(["bash", os.path.join(ROOT, "tools", "run.sh"), "python",
+                          os.path.join(ROOT, "scripts", "view_dataset.py"), "rel.hdf5"],
+                         cwd=caller, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    written = sorted(p.name for p in (caller / "outputs").iterdir())
+    assert written == ["rel_scene_camera.gif", "rel_scene_camera.png"]
+    assert not os.path.exists(os.path.join(ROOT, "outputs", "rel_scene_camera.gif"))
+    with Image.open(caller / "outputs" / "rel_scene_camera.png") as grid:
+        assert grid.size == (4 * 65 * 3, NUM_EPISODES * 65 * 3)  # 4 default steps, one row per demo, scale 3
+
+
 def test_view_dataset_bad_camera_exits_2(dataset, tmp_path):
     run = _script("view_dataset.py", dataset, "--camera", "wrist", "--output", tmp_path / "x.gif")
     assert run.returncode == 2 and "no camera 'wrist'" in run.stderr and "scene_camera" in run.stderr

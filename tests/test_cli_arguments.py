@@ -85,6 +85,7 @@ CASES = [
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--chunk", "0"], "argument --chunk: 0 is out of range"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--val_fraction", "1"], "--val_fraction must lie in [0, 1)"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--output", "{under_file}/p.pt"], "is a file, not a folder"),
+    ("train_chunk_policy", ["--dataset", "d.hdf5", "--output", "{checkpoint}"], "exists: pass --overwrite to replace it"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--camera", "c", "--arch", "transformer"], "MLP chunk head only"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--device", "gpu"], "argument --device: 'gpu' is not a torch device"),
     ("eval", ["--device", "cuda:7"], "argument --device: 'cuda:7': this machine has"),

@@ -200,7 +200,7 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
 def test_server_dying_mid_run_exits_2_and_keeps_the_recorded_episodes(tmp_path):
     """record.py and eval.py --record as clients of a server that dies after each made 20 calls (320 steps: every
     env finished its first, desynchronised episode): both exit with status 2 and the reason, no traceback, and
-    every episode exported before is in the file, complete and readable."""
+    every episode exported before is in the file, complete and readable, and the error line says which file."""
     task = "Isaac-Cartpole-Suspendable"
     local = make_default_model(task, 16)
     calls = {3: 0, 4: 0}  # by batch size: eval.py runs 3 envs, record.py 4
@@ -229,6 +229,8 @@ def test_server_dying_mid_run_exits_2_and_keeps_the_recorded_episodes(tmp_path):
             assert process.returncode == 2, err[-2000:]
             assert "error: Lost the policy server at" in err or "error: No policy server at" in err, err[-2000:]
             assert "Traceback" not in err
+            # the one error line says where the episodes recorded so far are kept
+            assert f"The episodes exported so far are kept in {path}; open episodes were dropped." in err, err[-2000:]
             with DatasetReader(str(path)) as reader:
                 assert len(reader.demo_names) >= num_envs
                 for name in reader.demo_names:

@@ -1,9 +1,11 @@
 """RL training: rsl_rl and skrl smoke runs of scripts/train.py, exact parity with the stock env, a trained
 checkpoint driving play.py and ActionChunkingPolicy, bad inputs."""
 
+import copy
 import glob
 import importlib.util
 import os
+import warnings
 
 import h5py
 import pytest
@@ -51,6 +53,7 @@ def test_rsl_rl_smoke_writes_logs_and_checkpoints_and_play_loads_them(tmp_path, 
 def test_skrl_smoke_writes_logs_and_checkpoints_and_play_loads_them(tmp_path, capsys):
     args = ["--task", CARTPOLE, "--rl_library", "skrl", "--num_envs", "16", "--max_iterations", "2"]
     assert _script("train").main([*args, "--log_root", str(tmp_path)]) == 0
+    assert "skrl update 2/2: " in capsys.readouterr().out  # a line of figures at the end (and every 10 updates)
     (run_dir,) = glob.glob(str(tmp_path / "skrl" / CARTPOLE / "*"))
     checkpoints = glob.glob(os.path.join(run_dir, "checkpoints", "agent_*.pt"))
     checkpoint = max(checkpoints, key=lambda path: int(path.rsplit("_", 1)[1][: -len(".pt")]))
@@ -68,6 +71,32 @@ def test_skrl_smoke_writes_logs_and_checkpoints_and_play_loads_them(tmp_path, ca
         assert actions.shape == (4, 1) and torch.equal(actions, policy.act(obs))  # the mean, not a sample
         assert policy(obs, torch.arange(4)).shape == (4, 1, 1)
     assert sorted(os.listdir(os.getcwd())) == files_before, "loading an skrl agent must not write logs"
+
+
+@pytest.mark.parametrize("task", [CARTPOLE, "Isaac-PushCube-Suspendable"])
+def test_skrl_agent_cfgs_need_no_renaming(task, monkeypatch):
+    """The project's skrl cfgs are written in skrl 2's field names: skrl's runner renames and warns about nothing."""
+    from skrl.utils.runner.torch import runner as skrl_runner
+
+    warned = []
+    monkeypatch.setattr(skrl_runner.logger, "warning", warned.append)
+    cfg = load_agent_cfg(task, "skrl")
+    assert skrl_runner.Runner._check_cfg_compatibility(None, copy.deepcopy(cfg)) == cfg
+    assert warned == []
+
+
+@pytest.mark.parametrize("task", [CARTPOLE, "Isaac-PushCube-Suspendable"])
+def test_rsl_rl_agent_cfgs_name_their_observation_groups(task):
+    """rsl_rl resolves the cfgs' observation groups without assuming anything (no warning): actor and critic read
+    the task's ``policy`` group."""
+    from rsl_rl.utils import resolve_obs_groups
+
+    cfg = load_agent_cfg(task, "rsl_rl")
+    obs = {"policy": torch.zeros(1, 4), "images": torch.zeros(1, 8, 8, 3)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        groups = resolve_obs_groups(obs, copy.deepcopy(cfg.obs_groups), ["actor", "critic"])
+    assert groups == {"actor": ["policy"], "critic": ["policy"]}
 
 
 def _train_two_iterations(env_class, task: str, library: str, log_dir: str, monkeypatch) -> tuple[list, dict]:

@@ -5,6 +5,7 @@ A script is then: parse, build, run, report."""
 from .app import USER_ERRORS, fail, run, user_errors
 from .arguments import (
     add_env_args,
+    add_quiet_arg,
     address,
     device,
     env_overrides,
@@ -49,6 +50,7 @@ __all__ = [
     "Transition",
     "USER_ERRORS",
     "add_env_args",
+    "add_quiet_arg",
     "add_policy_args",
     "add_shard_args",
     "address",

@@ -30,12 +30,13 @@ def fail(message: object, code: int = 2) -> SystemExit:
 
 
 @contextlib.contextmanager
-def user_errors(*extra: type[BaseException]) -> Iterator[None]:
-    """Turn :data:`USER_ERRORS` (and ``extra``) raised in the block into one line and exit status 2."""
+def user_errors(*extra: type[BaseException], note: str | None = None) -> Iterator[None]:
+    """Turn :data:`USER_ERRORS` (and ``extra``) raised in the block into one line and exit status 2; ``note`` ends
+    the line (e.g. where the episodes recorded before the error are kept)."""
     try:
         yield
     except (*USER_ERRORS, *extra) as err:
-        raise fail(err) from None
+        raise fail(f"{err} {note}" if note else err) from None
 
 
 def run(body: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> int:

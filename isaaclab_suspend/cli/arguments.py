@@ -137,6 +137,12 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
                                  " times")
 
 
+def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
+    """``--quiet``: only the result and errors (:func:`~isaaclab_suspend.utils.set_quiet`)."""
+    parser.add_argument("--quiet", action="store_true",
+                        help="print only the result and errors: no set-up tables, info log or progress bars")
+
+
 def env_overrides(args: argparse.Namespace) -> list[str]:
     """The Hydra-style overrides of ``--presets`` for :func:`~isaaclab_suspend.utils.open_env`."""
     return [f"presets={args.presets}"] if args.presets else []

@@ -95,14 +95,15 @@ def check_space(env: SuspendableManagerBasedRLEnv, episodes: int) -> None:
         )
 
 
-def dataset_table(paths: list[str]) -> PrettyTable:
-    """Episodes, successes, samples and size of each dataset file, as a table."""
+def dataset_table(paths: list[str], has_success: bool = True) -> PrettyTable:
+    """Episodes, successes (``n/a`` for a task without a ``success`` termination term: ``has_success`` False),
+    samples and size of each dataset file, as a table."""
     table = PrettyTable(["file", "episodes", "successes", "samples", "size [MiB]"])
     table.align["file"] = "l"
     for path in paths:
         with h5py.File(path, "r") as f:
             data = f["data"]
-            successes = sum(bool(data[name].attrs.get("success", False)) for name in data)
+            successes = sum(bool(data[name].attrs.get("success", False)) for name in data) if has_success else "n/a"
             size_mb = os.path.getsize(path) / 2**20
             table.add_row([path, len(data), successes, int(data.attrs["total"]), f"{size_mb:.2f}"])
     return table

@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch
 
+from ..recording import DatasetRecorderManagerCfg
+from ..recording.recorder_manager import dataset_file_paths
 from ..utils import open_env as _open_env
+from ..utils import set_quiet
 from .app import user_errors
 from .arguments import env_overrides
 
@@ -44,16 +47,27 @@ class Transition(NamedTuple):
 
 @contextlib.contextmanager
 def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
-    """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``).
+    """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``,
+    and ``--quiet`` where the script has it).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
-    traceback that ``launch_simulation`` would print.
+    traceback that ``launch_simulation`` would print. With ``recorders`` (a dataset recorder cfg) the line also says
+    where the episodes exported before the error are kept (closing the env still hands them to the file).
     """
+    set_quiet(getattr(args, "quiet", False))
     if args.seed is not None:  # None: the cfg's own seed
         attrs["seed"] = args.seed
     with _open_env(args.task, args.num_envs, args.device, env_overrides(args), **attrs) as env:
-        with user_errors(*errors):
+        with user_errors(*errors, note=_kept_note(attrs.get("recorders"))):
             yield env
+
+
+def _kept_note(recorders: object) -> str | None:
+    """Where a recording's exported episodes are kept, for an error line; None without a dataset recorder."""
+    if not isinstance(recorders, DatasetRecorderManagerCfg):
+        return None
+    paths = ", ".join(dataset_file_paths(recorders))
+    return f"The episodes exported so far are kept in {paths}; open episodes were dropped."
 
 
 def desync_episodes(env: SuspendableManagerBasedRLEnv, generator: torch.Generator) -> None:

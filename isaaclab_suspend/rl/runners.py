@@ -4,16 +4,20 @@
 ``<library>_cfg_entry_point`` (Isaac Lab's own cartpole agents, the project's push-cube agents), the env is
 wrapped with isaaclab_rl's ``RslRlVecEnvWrapper`` / ``SkrlVecEnvWrapper`` and trained by rsl_rl's
 ``OnPolicyRunner`` / skrl's ``Runner``, which print their usual console output and write TensorBoard logs
-and checkpoints to ``logs/<library>/<task>/<date>/``.
+and checkpoints to ``logs/<library>/<task>/<date>/``. skrl shows only a progress bar: :func:`print_skrl_metrics`
+adds a line of figures every few updates.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from datetime import datetime
 from importlib.metadata import version
 
 import gymnasium as gym
+import numpy as np
+from tqdm import tqdm
 
 from isaaclab.envs import ManagerBasedRLEnv
 from isaaclab_rl.rsl_rl import RslRlOnPolicyRunnerCfg, RslRlVecEnvWrapper, handle_deprecated_rsl_rl_cfg
@@ -61,6 +65,38 @@ def load_agent_cfg(
     return cfg
 
 
+SKRL_METRICS = (
+    ("Episode / Total timesteps (mean)", "episode length", "{:.1f}"),
+    ("Reward / Total reward (mean)", "return", "{:.2f}"),
+    ("Metrics/success_rate", "success", "{:.2f}"),
+    ("Episode_Termination/success", "success", "{:.2f}"),
+    ("Loss / Policy loss", "policy loss", "{:.4f}"),
+    ("Loss / Value loss", "value loss", "{:.4f}"),
+)
+"""(skrl tracking tag, name, format) of the figures :func:`print_skrl_metrics` prints, where the run has them."""
+
+
+def print_skrl_metrics(agent, rollouts: int, every: int = 10) -> None:
+    """Make a skrl agent print one line of its tracked figures (:data:`SKRL_METRICS`) every ``every`` PPO updates,
+    when it writes them to TensorBoard (once per update: ``experiment.write_interval`` = ``rollouts`` steps)."""
+    write = agent.write_tracking_data
+
+    def write_and_print(*, timestep: int, timesteps: int) -> None:
+        update = timestep // rollouts
+        if update % every == 0 or timestep >= timesteps - rollouts:
+            data, shown = agent.tracking_data, {}
+            for tag, name, fmt in SKRL_METRICS:
+                if data.get(tag) and name not in shown:
+                    shown[name] = fmt.format(float(np.mean(data[tag])))
+            figures = ", ".join(f"{name} {value}" for name, value in shown.items())
+            # above skrl's progress bar, not appended to it
+            tqdm.write(f"skrl update {update}/{timesteps // rollouts}: {figures or 'no episode ended yet'}",
+                       file=sys.stdout)
+        write(timestep=timestep, timesteps=timesteps)
+
+    agent.write_tracking_data = write_and_print
+
+
 def agent_seed(agent_cfg: RslRlOnPolicyRunnerCfg | dict) -> int:
     """The seed of an agent cfg of either library (the env is seeded with it too, as Isaac Lab's scripts do)."""
     return agent_cfg["seed"] if isinstance(agent_cfg, dict) else agent_cfg.seed
@@ -96,12 +132,15 @@ def train(env: ManagerBasedRLEnv | gym.Env, library: str, agent_cfg: RslRlOnPoli
 
         from isaaclab_rl.skrl import SkrlVecEnvWrapper
 
-        agent_cfg["agent"]["experiment"]["directory"] = os.path.dirname(log_dir)
-        agent_cfg["agent"]["experiment"]["experiment_name"] = os.path.basename(log_dir)
+        experiment, rollouts = agent_cfg["agent"]["experiment"], agent_cfg["agent"]["rollouts"]
+        experiment["directory"], experiment["experiment_name"] = os.path.dirname(log_dir), os.path.basename(log_dir)
+        if experiment.get("write_interval", "auto") == "auto":
+            experiment["write_interval"] = rollouts  # TensorBoard figures once per update, printed every 10
         # the wrapper takes the seed of its first env.reset from skrl's global key when it is made: seed it first,
         # or that reset uses whatever seed the process's previous skrl run left (0 in a fresh process)
         set_seed(agent_seed(agent_cfg))
         runner = Runner(SkrlVecEnvWrapper(env, ml_framework="torch"), agent_cfg)
+        print_skrl_metrics(runner.agent, rollouts)
         runner.run("train")
         return runner
     raise ValueError(f"Unknown RL library '{library}'. Choose one of {list(LIBRARIES)}.")

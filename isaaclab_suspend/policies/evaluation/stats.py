@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 
@@ -137,13 +138,19 @@ class ChunkingStats:
         writer.add_histogram("chunking/calls_per_env", self.calls_per_env, global_step)
 
 
+def format_figure(fmt: str, value: float | int) -> str:
+    """``fmt.format(value)``, or ``n/a`` for NaN: a figure the run does not define (the success rate of a task
+    without a ``success`` termination term, the mean length of no episode)."""
+    return "n/a" if isinstance(value, float) and math.isnan(value) else fmt.format(value)
+
+
 def stats_table(runs: Mapping[str, Mapping]) -> PrettyTable:
     """A table of figures (rows) by run (columns), e.g. ``{"any": stats, "global_clock": stats}``. Figures no
-    run has are left out, those some runs lack are shown as ``-``."""
+    run has are left out, those some runs lack are shown as ``-``, undefined ones (NaN) as ``n/a``."""
     table = PrettyTable(["figure", *runs])
     table.align = "r"
     table.align["figure"] = "l"
     for key, fmt in _TABLE_FIGURES.items():
         if any(key in run for run in runs.values()):
-            table.add_row([key, *(fmt.format(run[key]) if key in run else "-" for run in runs.values())])
+            table.add_row([key, *(format_figure(fmt, run[key]) if key in run else "-" for run in runs.values())])
     return table

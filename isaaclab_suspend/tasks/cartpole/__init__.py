@@ -2,7 +2,7 @@
 
 import gymnasium as gym
 
-from isaaclab_tasks.core.cartpole import agents
+from . import agents
 
 gym.register(
     id="Isaac-Cartpole-Suspendable",
@@ -11,7 +11,7 @@ gym.register(
     kwargs={
         "env_cfg_entry_point": f"{__name__}.cartpole_env_cfg:CartpoleSuspendableEnvCfg",
         "rsl_rl_cfg_entry_point": f"{agents.__name__}.rsl_rl_ppo_cfg:CartpolePPORunnerCfg",
-        "skrl_cfg_entry_point": f"{agents.__name__}:skrl_manager_ppo_cfg.yaml",
+        "skrl_cfg_entry_point": f"{agents.__name__}:skrl_ppo_cfg.yaml",
         "default_agent": "rsl_rl",
         "chunk_model_entry_point": f"{__name__}.chunk_model:CartpoleLQRCfg",
     },

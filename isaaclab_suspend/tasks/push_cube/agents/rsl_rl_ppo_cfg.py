@@ -11,6 +11,7 @@ class PushCubePPORunnerCfg(RslRlOnPolicyRunnerCfg):
     max_iterations = 150
     save_interval = 50
     experiment_name = "push_cube"
+    obs_groups = {"actor": ["policy"], "critic": ["policy"]}  # named, so rsl_rl need not assume (and warn)
     actor = RslRlMLPModelCfg(
         hidden_dims=[64, 64],
         activation="elu",
