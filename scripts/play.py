@@ -20,13 +20,8 @@ import time
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
-<<<<<<< HEAD
-from isaaclab_suspend.policies import EpisodeOutcomes
-from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
-=======
 from isaaclab_suspend.policies.evaluation import EpisodeOutcomes, format_figure
-from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
->>>>>>> firsthour
+from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
