@@ -337,6 +337,27 @@ def test_real_env_rollout_through_the_server_equals_the_local_model(model):
             assert torch.equal(remote_actions, local_actions)
             assert remote.calls == math.ceil(steps / H) == stats["inference_calls"]
             remote.close()
+
+        class Recording:
+            """The local model with the observe_step hook: records what the policy feeds it."""
+
+            def __init__(self):
+                self.fed = []
+
+            def __call__(self, obs_rows, env_ids):
+                return model(obs_rows, env_ids)
+
+            def observe_step(self, obs, moved, restarted):
+                self.fed.append((moved.clone(), None if restarted is None else restarted.clone()))
+                return obs
+
+        recording = Recording()
+        hooked_actions, stats = rollout(recording)
+        assert torch.equal(hooked_actions, local_actions) and len(recording.fed) == steps
+        assert recording.fed[0][1].all()  # every env starts an episode at the first step
+        restarts = [r for _, r in recording.fed[1:] if r is not None]
+        assert restarts and all(r.any() for r in restarts)  # None whenever no env restarted (host mirror)
+        assert any(not moved.all() for moved, _ in recording.fed)  # suspended envs did not move
         with pytest.raises(ValueError, match="maps 'state.cartpole' to 'state'"):
             Gr00tChunkModel(Gr00tChunkModelCfg(port=server.address[1], keys={"state.cartpole": "state"})).check_env(env)
 

@@ -201,37 +201,37 @@ class Gr00tPolicyServer:
             return {"error": f"Unknown endpoint: {str(endpoint)[:40]}"}
         if not isinstance(data, Mapping) or not isinstance(data.get("observation"), Mapping):
             raise ValueError("get_action needs data {'observation': {...}, 'options': ...}.")
-        rows, batch, flat = self.observation_rows(data["observation"])
+        rows, batch, flat = observation_rows(data["observation"], self.cfg.keys, self.cfg.device)
         chunk = await asyncio.wrap_future(self.batcher.submit(rows, torch.arange(batch, device=self.cfg.device)))
         self.requests += 1
         actions = chunk.detach().cpu().numpy().astype(np.float32)
         key = f"action.{self.cfg.action_key}" if flat else self.cfg.action_key
         return [{key: actions}, {}]
 
-    def observation_rows(self, observation: Mapping) -> tuple[dict, int, bool]:
-        """A GR00T observation as the model's ``obs_rows`` (the latest step of each key of ``cfg.keys``, nested by
-        ``/``), its batch size B and whether it came flat. Shape of each term: (B, ...).
+def observation_rows(observation: Mapping, keys: Mapping[str, str], device: str = "cpu") -> tuple[dict, int, bool]:
+    """A GR00T observation as a model's ``obs_rows``: the latest step of each GR00T key of ``keys`` under its
+    observation path (nested by ``/``), with the batch size B and whether it came flat. Shape of each term: (B, ...).
 
-        Raises:
-            KeyError: If a key of ``cfg.keys`` is missing.
-            ValueError: If an array is not (B, T, ...) with T >= 1 and one B for all.
-        """
-        flat = not any(isinstance(observation.get(m), Mapping) for m in ("state", "video"))
-        rows, batch = {}, None
-        for key, path in self.cfg.keys.items():
-            modality, _, name = key.partition(".")
-            value = observation.get(key) if flat else (observation.get(modality) or {}).get(name)
-            if value is None:
-                raise KeyError(f"The observation lacks '{key}' (it has {sorted(observation)}).")
-            if not isinstance(value, np.ndarray) or value.ndim < 3 or value.shape[1] < 1 \
-                    or batch not in (None, value.shape[0]):
-                raise ValueError(f"'{key}' must be an array of shape (B, T, ...) with one B for all keys, got"
-                                 f" {getattr(value, 'shape', type(value).__name__)}.")
-            batch = value.shape[0]
-            rows[path] = torch.tensor(value[:, -1], device=self.cfg.device)
-        if not batch:
-            raise ValueError("An observation of no env (B = 0).")
-        return unflatten_names(rows), batch, flat
+    Raises:
+        KeyError: If a key of ``keys`` is missing.
+        ValueError: If an array is not (B, T, ...) with T >= 1 and one B for all.
+    """
+    flat = not any(isinstance(observation.get(m), Mapping) for m in ("state", "video"))
+    rows, batch = {}, None
+    for key, path in keys.items():
+        modality, _, name = key.partition(".")
+        value = observation.get(key) if flat else (observation.get(modality) or {}).get(name)
+        if value is None:
+            raise KeyError(f"The observation lacks '{key}' (it has {sorted(observation)}).")
+        if not isinstance(value, np.ndarray) or value.ndim < 3 or value.shape[1] < 1 \
+                or batch not in (None, value.shape[0]):
+            raise ValueError(f"'{key}' must be an array of shape (B, T, ...) with one B for all keys, got"
+                             f" {getattr(value, 'shape', type(value).__name__)}.")
+        batch = value.shape[0]
+        rows[path] = torch.tensor(value[:, -1], device=device)
+    if not batch:
+        raise ValueError("An observation of no env (B = 0).")
+    return unflatten_names(rows), batch, flat
 
 
 @configclass
