@@ -26,6 +26,7 @@ from isaaclab.utils import configclass
 from ..policies.observation_history import ObservationHistory
 from ..tensor_tree import flatten_names
 from . import gr00t_codec
+from .openpi_client import _describe
 from .remote import TOKEN_ENV, RemoteChunkModel
 
 if TYPE_CHECKING:
@@ -264,12 +265,6 @@ class Gr00tChunkModel:
         if isinstance(reply, Mapping) and "error" in reply:
             self._fail(f"failed {request['endpoint']}: {str(reply['error'])[:500]}")
         return reply
-
-
-def _describe(value: Any) -> str:
-    if isinstance(value, Mapping):
-        return "{" + ", ".join(f"{k!r}: {getattr(v, 'shape', type(v).__name__)}" for k, v in value.items()) + "}"
-    return type(value).__name__
 
 
 @configclass

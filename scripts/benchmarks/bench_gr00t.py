@@ -123,6 +123,7 @@ def run(port: int, pipes: list, args: argparse.Namespace, calls) -> tuple[float,
 
 def main() -> None:
     args = parse_args()
+    import isaaclab_suspend.tasks  # noqa: F401  (registers the task and its embedded model)
     from isaaclab_suspend.policies import LatencyCfg, LatencyEmulator, make_default_model
     from isaaclab_suspend.serving import BatchingCfg, Gr00tPolicyServer, Gr00tPolicyServerCfg
 
@@ -135,8 +136,6 @@ def main() -> None:
         processes[-1].start()
         pipes.append(parent)
     assert all(pipe.recv() == "ready" for pipe in pipes)
-    table = PrettyTable(["server", "get_action/tick/client", "model calls/tick", "env-steps/s"])
-    table.align = "r"
     rep = RepServer(model, args)
     rep_figures = run(rep.port, pipes, args, lambda: rep.calls)
     rep.close()
@@ -144,6 +143,7 @@ def main() -> None:
     cfg = Gr00tPolicyServerCfg(port=0, chunk_length=args.chunk, keys=KEYS, batching=batching)
     with Gr00tPolicyServer(model, cfg) as server:
         figures = run(server.address[1], pipes, args, lambda: server.batcher.calls)
+    table = PrettyTable(["server", "get_action/tick/client", "model calls/tick", "env-steps/s"], align="r")
     for name, row in (("REP, one request at a time", rep_figures), ("project, batching", figures)):
         table.add_row([name, f"{row[0]:.2f}", f"{row[1]:.2f}", f"{row[2]:.0f}"])
     for pipe, process in zip(pipes, processes):
