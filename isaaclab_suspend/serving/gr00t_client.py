@@ -202,8 +202,9 @@ class Gr00tChunkModel:
             self._socket = None
 
     def __del__(self) -> None:
-        self.close()
-        self._context.term()
+        if hasattr(self, "_context"):  # not when the cfg was refused
+            self.close()
+            self._context.term()
 
     def _actions(self, reply: Any, batch: int) -> np.ndarray:
         """The first H actions of every action key, concatenated in the modality config's order. Shape: (B, H, D)."""
