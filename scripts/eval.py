@@ -23,6 +23,7 @@ Examples::
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --compare global_clock,async --desync
     tools/run.sh python scripts/eval.py --remote openpi://127.0.0.1:8000 --chunk 16 \\
         --openpi_keys observation/state=policy --prompt "balance the pole"
+    tools/run.sh python scripts/eval.py --remote gr00t://127.0.0.1:5555 --gr00t_keys state.cartpole=policy
 
     # shard 2 of 4 (seed + 2, files <stem>-shard2of4.*); scripts/merge_shards.py merges the shards' results
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --shard 2/4 --results outputs/eval.json

@@ -27,6 +27,7 @@ Examples::
     # a chunk policy served by scripts/serve_policy.py (H: the server's), or with openpi's protocol
     tools/run.sh python scripts/record.py --policy remote --remote 127.0.0.1:5555 --episodes 64 --desync
     tools/run.sh python scripts/record.py --remote openpi://127.0.0.1:8000 --chunk 16 --episodes 64
+    tools/run.sh python scripts/record.py --remote gr00t://127.0.0.1:5555 --gr00t_keys state.cartpole=policy
 
     # shard 1 of 4: 16 of the 64 episodes, seed + 1, datasets/cartpole-shard1of4.hdf5 (scripts/merge_shards.py)
     tools/run.sh python scripts/record.py --episodes 64 --shard 1/4 --output datasets/cartpole.hdf5

@@ -1,5 +1,6 @@
-"""Serve a chunk policy over TCP for ``scripts/eval.py --remote`` (and any :class:`RemoteChunkModel`), or with
-openpi's websocket protocol (``--protocol openpi``) for openpi clients and ``eval.py --remote openpi://``.
+"""Serve a chunk policy over TCP for ``scripts/eval.py --remote`` (and any :class:`RemoteChunkModel`), with
+openpi's websocket protocol (``--protocol openpi``) for openpi clients and ``eval.py --remote openpi://``, or with
+GR00T's ZeroMQ protocol (``--protocol gr00t``) for GR00T's ``PolicyClient`` and ``eval.py --remote gr00t://``.
 
 The served model is a chunk-policy checkpoint of ``scripts/train_chunk_policy.py`` (``--checkpoint``), an rsl_rl
 or skrl expert (``--expert``, H = 1) or the task's embedded chunk model; no env is created for the first and the
@@ -14,6 +15,10 @@ Examples::
 
     # openpi's protocol: openpi_client.WebsocketClientPolicy, or eval.py --remote openpi://HOST:PORT
     tools/run.sh python scripts/serve_policy.py --protocol openpi --port 8000 --keys observation/state=policy
+
+    # GR00T's protocol: gr00t.policy.server_client.PolicyClient, or eval.py --remote gr00t://HOST:PORT
+    tools/run.sh python scripts/serve_policy.py --protocol gr00t --port 5555 --keys state.cartpole=policy \
+        --batch_wait_ms 200
 """
 
 from __future__ import annotations

@@ -103,16 +103,16 @@ def _parsed_by(parse: Callable[[str], object], what: str, keep_text: bool = Fals
 def _key_pair(text: str) -> tuple[str, str]:
     key, _, path = text.partition("=")
     if not key or not path:
-        raise ValueError(f"'{text}' is not OPENPI_KEY=PATH (e.g. observation/state=policy)")
+        raise ValueError(f"'{text}' is not KEY=PATH (e.g. observation/state=policy or state.cartpole=policy)")
     return key, path
 
 
 latency = _parsed_by(LatencyCfg.parse, "latency", keep_text=True)
 """An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
 address = _parsed_by(parse_address, "address", keep_text=True)
-"""A policy server address: ``host:port`` or ``openpi://host:port``."""
+"""A policy server address: ``host:port``, ``openpi://host:port`` or ``gr00t://host:port``."""
 key_pair = _parsed_by(_key_pair, "key pair")
-"""``OPENPI_KEY=PATH`` as ``(key, path)``: an openpi request key and the env's observation path it holds."""
+"""``KEY=PATH`` as ``(key, path)``: an openpi or GR00T request key and the env's observation path it holds."""
 shard = _parsed_by(Shard.parse, "shard")
 """``I/K`` as a :class:`~isaaclab_suspend.datasets.shards.Shard`."""
 

@@ -10,7 +10,8 @@ chunk      the task's embedded planner (its ``chunk_model_entry_point``)        
 bc         a chunk policy of ``scripts/train_chunk_policy.py`` (``--checkpoint``) the checkpoint's
 remote     the policy served at ``--remote``: ``HOST:PORT`` of                  the server's (openpi:
            ``scripts/serve_policy.py``, ``openpi://HOST:PORT`` of an openpi     ``--chunk`` or the
-           server (``--openpi_keys``, ``--prompt``)                             metadata's)
+           server (``--openpi_keys``, ``--prompt``), ``gr00t://HOST:PORT`` of   metadata's; GR00T: the
+           a GR00T server (``--gr00t_keys``, ``--gr00t_form``, ``--prompt``)    action horizon or less)
 checkpoint an rsl_rl / skrl actor (``--checkpoint``, default the shipped expert)  1 (closed loop)
 random     uniform actions in [-1, 1], no chunk model (``record.py``)           -
 ========== ===================================================================== ====================
@@ -28,7 +29,7 @@ import torch
 
 from ..learning import load_chunk_policy
 from ..policies import AGGREGATORS, SCHEDULES, LatencyCfg, LatencyEmulator
-from ..serving import OPENPI_SCHEME, connect_remote
+from ..serving import GR00T_SCHEME, OPENPI_SCHEME, connect_remote
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
@@ -62,7 +63,14 @@ def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] =
     parser.add_argument("--openpi_keys", nargs="+", type=key_pair, default=None, metavar="OPENPI_KEY=PATH",
                         help="--remote openpi://: observation paths (group or group/term) sent under openpi keys,"
                              " e.g. observation/state=policy (default: the paths themselves)")
-    parser.add_argument("--prompt", default=None, help="--remote openpi://: text sent with every observation")
+    parser.add_argument("--gr00t_keys", nargs="+", type=key_pair, default=None, metavar="GR00T_KEY=OBS_PATH",
+                        help="--remote gr00t://: observation paths sent under GR00T keys, e.g. state.cartpole=policy"
+                             " video.scene=images/scene_camera (default: state.<name> takes the path <name>)")
+    parser.add_argument("--gr00t_form", default="flat", choices=("flat", "nested"),
+                        help="--remote gr00t://: observation keys flat (state.x, GR00T's sim wrapper) or nested"
+                             " ({'state': {'x': ...}}, GR00T's policy)")
+    parser.add_argument("--prompt", default=None,
+                        help="--remote openpi:// or gr00t://: text sent with every observation")
     parser.add_argument("--chunk", type=positive_int, default=None,
                         help=f"actions per chunk H (default {DEFAULT_CHUNK}; a trained or served policy's own H)")
     parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
@@ -86,8 +94,13 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--policy remote needs --remote HOST:PORT (a server of scripts/serve_policy.py)")
     if args.remote is not None and args.policy != "remote":
         parser.error("--remote needs --policy remote")
-    if (args.openpi_keys or args.prompt is not None) and not (args.remote or "").startswith(OPENPI_SCHEME):
-        parser.error(f"--openpi_keys and --prompt are options of --remote {OPENPI_SCHEME}HOST:PORT")
+    remote = args.remote or ""
+    if args.openpi_keys and not remote.startswith(OPENPI_SCHEME):
+        parser.error(f"--openpi_keys is an option of --remote {OPENPI_SCHEME}HOST:PORT")
+    if (args.gr00t_keys or args.gr00t_form != "flat") and not remote.startswith(GR00T_SCHEME):
+        parser.error(f"--gr00t_keys and --gr00t_form are options of --remote {GR00T_SCHEME}HOST:PORT")
+    if args.prompt is not None and not remote.startswith((OPENPI_SCHEME, GR00T_SCHEME)):
+        parser.error(f"--prompt is an option of --remote {OPENPI_SCHEME}HOST:PORT or {GR00T_SCHEME}HOST:PORT")
     if args.policy == "bc" and args.checkpoint is None:
         parser.error("--policy bc needs --checkpoint (a chunk policy checkpoint of scripts/train_chunk_policy.py)")
     if args.checkpoint is not None and args.policy not in ("bc", "checkpoint"):
@@ -98,7 +111,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             args.model = load_chunk_policy(args.checkpoint, args.device)
             args.task = args.task or args.model.task or None
         elif args.policy == "remote":
-            args.model = connect_remote(args.remote, args.chunk, dict(args.openpi_keys or ()), args.prompt)
+            keys = dict(args.gr00t_keys or args.openpi_keys or ())
+            args.model = connect_remote(args.remote, args.chunk, keys, args.prompt, args.gr00t_form)
             args.task = args.task or args.model.metadata.get("task")
         args.task = args.task or DEFAULT_TASK
         if args.task not in gym.registry:

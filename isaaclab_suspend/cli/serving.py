@@ -13,6 +13,8 @@ from ..learning import load_chunk_policy
 from ..policies import LatencyCfg, LatencyEmulator
 from ..serving import (
     BatchingCfg,
+    Gr00tPolicyServer,
+    Gr00tPolicyServerCfg,
     OpenpiPolicyServer,
     OpenpiPolicyServerCfg,
     PolicyServer,
@@ -23,7 +25,7 @@ from ..policies.embedded import DEFAULT_MODELS, make_default_model
 from ..serving.remote import TOKEN_ENV
 from .arguments import device, existing_file, float_in, int_in, key_pair, latency
 
-PROTOCOLS = {"project": PolicyServerCfg, "openpi": OpenpiPolicyServerCfg}
+PROTOCOLS = {"project": PolicyServerCfg, "openpi": OpenpiPolicyServerCfg, "gr00t": Gr00tPolicyServerCfg}
 """``--protocol`` choices: the cfg of each protocol's server."""
 
 
@@ -42,9 +44,13 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latency", default=None, type=latency,
                         help="emulated inference latency per model call: '0.2', '0.05+0.002n', 'gr1' or 'droid'")
     parser.add_argument("--protocol", default="project", choices=sorted(PROTOCOLS),
-                        help="'project': RemoteChunkModel's TCP protocol; 'openpi': openpi's websocket protocol")
-    parser.add_argument("--keys", nargs="+", type=key_pair, default=None, metavar="OPENPI_KEY=PATH",
-                        help="openpi: request keys renamed to observation paths, e.g. observation/state=policy")
+                        help="'project': RemoteChunkModel's TCP protocol; 'openpi': openpi's websocket protocol;"
+                             " 'gr00t': GR00T's ZeroMQ protocol (its PolicyClient, or --remote gr00t://)")
+    parser.add_argument("--keys", nargs="+", type=key_pair, default=None, metavar="KEY=PATH",
+                        help="openpi: request keys renamed to observation paths, e.g. observation/state=policy;"
+                             " gr00t: the state/video keys of the modality config, e.g. state.cartpole=policy"
+                             " (default state.policy=policy)")
+    parser.add_argument("--allow_kill", action="store_true", help="gr00t: let a client stop the server ('kill')")
     parser.add_argument("--host", default=project.host,
                         help="interface to listen on (0.0.0.0: all; beyond loopback a token is needed)")
     parser.add_argument("--port", type=int_in(0, 65535), default=None,
@@ -78,8 +84,10 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
     problem); sets ``args.token`` and makes ``args.keys`` a dict."""
     if args.checkpoint and args.expert is not None:
         parser.error("--checkpoint and --expert both name the policy: pass one")
-    if args.keys and args.protocol != "openpi":
-        parser.error("--keys needs --protocol openpi")
+    if args.keys and args.protocol == "project":
+        parser.error("--keys needs --protocol openpi or gr00t")
+    if args.allow_kill and args.protocol != "gr00t":
+        parser.error("--allow_kill needs --protocol gr00t")
     args.keys = dict(args.keys or ())
     if args.expert:  # a bad file stops the server before its env is built
         from ..rl.checkpoint_policy import read_checkpoint
@@ -108,7 +116,7 @@ def load_expert(path: str, task: str, device: str = "cpu"):
         return model, env.action_manager.total_action_dim
 
 
-def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer:
+def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer | Gr00tPolicyServer:
     """The server (of ``args.protocol``) of the checkpoint, expert or embedded model that the resolved ``args``
     name.
 
@@ -133,6 +141,8 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer:
         cfg.batching.max_rows = args.max_batch_rows
     if args.keys:
         cfg.keys = args.keys
+    if args.allow_kill:
+        cfg.allow_kill = True
     cfg.host, cfg.device, cfg.read_timeout_s = args.host, args.device, args.read_timeout
     for name, value in (("port", args.port), ("max_connections", args.max_connections),
                         ("idle_timeout_s", args.idle_timeout)):
@@ -143,7 +153,7 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer:
     return cfg.class_type(model, cfg)
 
 
-def describe_server(args: argparse.Namespace, server: PolicyServer | OpenpiPolicyServer) -> str:
+def describe_server(args: argparse.Namespace, server: PolicyServer | OpenpiPolicyServer | Gr00tPolicyServer) -> str:
     """What is served where, for the server's first line (``Serving ... at HOST:PORT: metadata``)."""
     policy = args.checkpoint or (f"the expert {args.expert or 'shipped'} of {args.task}" if args.expert is not None
                                  else f"the embedded model of {args.task}")

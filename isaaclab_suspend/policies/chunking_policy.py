@@ -142,6 +142,12 @@ class ActionChunkingPolicy:
         """Host mirror: some queues were dropped since the last :meth:`act` (at start, all are empty)."""
         self._resets_at_act = 0
         self._act_end: float | None = None
+        self._observe_step = getattr(model, "observe_step", None)
+        """The model's optional per-step hook (:class:`~.model.ChunkModel`), None if it has none."""
+        self._restarted = torch.ones(self.num_envs, dtype=torch.bool, device=env.device)
+        """Envs whose episode began since the last :meth:`act`, for the model's hook. Shape: (N,)."""
+        self._maybe_restarted = True
+        """Host mirror: False guarantees that :attr:`_restarted` is empty."""
         self._worker = InferenceWorker(self._run_model)
         """The worker thread of the ``async`` schedule (started at its first launch)."""
         self._writer: SummaryWriter | None = None
@@ -185,6 +191,8 @@ class ActionChunkingPolicy:
         if not isinstance(obs, Mapping):
             raise TypeError(f"obs must be the env's observation dict, got {type(obs).__name__}.")
         self.stats_counters.begin()
+        if self._observe_step is not None:
+            obs = self._feed_model(obs)
         plan = self.schedule.plan(self.queues, self._step, self._resets_pending)
         served = None
         if plan is not None:
@@ -228,6 +236,7 @@ class ActionChunkingPolicy:
         self.schedule.record_step(seconds)
         if self.env.reset_count != self._resets_at_act:  # the env reset some envs in this step
             self._drop(dones)
+            self._mark_restarted(dones)
             self._worker.mark_stale(dones)
         if self._writer is not None and self._step % self.cfg.log_interval == 0:
             self.stats_counters.write_tensorboard(self._writer, self._step)
@@ -253,6 +262,7 @@ class ActionChunkingPolicy:
             mask = self.env.env_mask(env_ids)
             self._worker.mark_stale(mask)
         self._drop(mask)
+        self._mark_restarted(mask)
 
     def close(self) -> None:
         """Write the final figures to TensorBoard (if logging), close the writer and stop the inference worker."""
@@ -269,6 +279,22 @@ class ActionChunkingPolicy:
     def _drop(self, env_mask: torch.Tensor) -> None:
         self.queues.drop(env_mask)
         self._resets_pending = True
+
+    def _mark_restarted(self, env_mask: torch.Tensor) -> None:
+        if self._observe_step is not None:
+            self._restarted |= env_mask
+            self._maybe_restarted = True
+
+    def _feed_model(self, obs: Mapping) -> Mapping:
+        """Every env's observation to the model's ``observe_step`` hook; returns the observation it hands back."""
+        restarted = None
+        if self._maybe_restarted:  # handed over, so a fresh mask for the next ones
+            restarted, self._restarted = self._restarted, torch.zeros_like(self._restarted)
+            self._maybe_restarted = False
+        fed = self._observe_step(obs, self.env.active_mask, restarted)
+        if not isinstance(fed, Mapping):
+            raise TypeError(f"The model's observe_step must return the observation dict, got {type(fed).__name__}.")
+        return fed
 
     def _park(self, env_mask: torch.Tensor) -> None:
         self.env.suspend_envs(env_mask)

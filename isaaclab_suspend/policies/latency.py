@@ -79,6 +79,9 @@ class LatencyEmulator:
         """The wrapped chunk model."""
         self.cfg = cfg
         """The emulated latency."""
+        hook = getattr(model, "observe_step", None)
+        if hook is not None:  # the optional per-step hook of the contract passes through
+            self.observe_step = hook
         self.virtual_s = 0.0
         """Virtual mode: emulated latency of the last call not spent sleeping [s]; 0 in sleeping mode. The
         optional ``virtual_s`` of the :class:`~isaaclab_suspend.policies.model.ChunkModel` contract."""

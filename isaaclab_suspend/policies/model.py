@@ -26,6 +26,15 @@ class ChunkModel(Protocol):
     * ``check_env(env)``: raises ``ValueError`` saying why when the env does not fit (another task, other dims).
     * ``virtual_s: float``: seconds of emulated latency of the last call that were not spent (0 otherwise);
       the policy counts them as inference time, see :func:`virtual_seconds`.
+    * ``observe_step(obs, moved, restarted) -> obs``: called by the policy once per step, before it plans, with
+      the observation of EVERY env (the model itself only sees the rows it serves), ``moved`` (bool (N,): the
+      envs whose observation advanced in the last step, i.e. were not suspended) and ``restarted`` (bool (N,):
+      the envs whose episode began since the last call, all of them at the first call and after a full reset;
+      None when none did, known from a host-side counter). It returns the observation dict the model's rows are
+      sliced from this step: ``obs`` itself, or a new dict with extra entries (e.g. past observations, see
+      :class:`~isaaclab_suspend.policies.observation_history.ObservationHistory`). The entries are cut to rows
+      like the rest, so a model called later (the ``async`` worker) still gets this step's. Models without the
+      hook are not affected.
     """
 
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:

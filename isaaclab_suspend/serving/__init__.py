@@ -3,23 +3,32 @@
 * the project's TCP protocol (``wire``): :class:`PolicyServer` and :class:`RemoteChunkModel` (``remote``);
 * openpi's websocket protocol both ways (``openpi_server``, ``openpi_client``) and its msgpack array codec
   (``msgpack_arrays``);
+* GR00T's ZeroMQ protocol both ways (``gr00t_server``, ``gr00t_client``) and its array codec (``gr00t_codec``);
 * request batching across clients into one model call (``batching``);
-* ``HOST:PORT`` / ``openpi://HOST:PORT`` addresses to a connected chunk model (``remote_address``).
+* ``HOST:PORT`` / ``openpi://HOST:PORT`` / ``gr00t://HOST:PORT`` addresses to a connected chunk model (``remote_address``).
 
 Nothing in :mod:`isaaclab_suspend.policies` imports from here: a transport is just another chunk model.
 """
 
 from .batching import BatchingCfg, BatchingChunkModel
+from .gr00t_client import Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tServerError
+from .gr00t_server import Gr00tPolicyServer, Gr00tPolicyServerCfg
 from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
 from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
-from .remote_address import OPENPI_SCHEME, connect_remote, parse_address
+from .remote_address import GR00T_SCHEME, OPENPI_SCHEME, connect_remote, parse_address
 from .wire import ProtocolError, WireLimitsCfg
 
 __all__ = [
+    "GR00T_SCHEME",
     "OPENPI_SCHEME",
     "BatchingCfg",
     "BatchingChunkModel",
+    "Gr00tChunkModel",
+    "Gr00tChunkModelCfg",
+    "Gr00tPolicyServer",
+    "Gr00tPolicyServerCfg",
+    "Gr00tServerError",
     "OpenpiChunkModel",
     "OpenpiChunkModelCfg",
     "OpenpiPolicyServer",

@@ -8,6 +8,7 @@ Decoded arrays are read-only views of the received bytes (no copy).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import msgpack
@@ -68,8 +69,13 @@ MAX_CONTAINERS = 1024
 observation, while a forged message of empty maps would otherwise decode one Python object per byte."""
 
 
-def unpackb(data: bytes) -> Any:
+def unpackb(data: bytes, decode: Callable[[dict], Any] = _decode) -> Any:
     """Decode a message of :func:`packb` (or of openpi's ``msgpack_numpy``); arrays come back read-only.
+
+    Args:
+        data: The message.
+        decode: Turns each decoded map into what it stands for (default: openpi's array maps); another
+            transport's codec passes its own and keeps the container caps.
 
     Raises:
         ValueError: If the message is not msgpack, holds more than :data:`MAX_CONTAINERS` maps and lists (or one
@@ -85,7 +91,7 @@ def unpackb(data: bytes) -> Any:
         return obj
 
     try:
-        return msgpack.unpackb(data, object_hook=lambda obj: _decode(count(obj)), list_hook=count,
+        return msgpack.unpackb(data, object_hook=lambda obj: decode(count(obj)), list_hook=count,
                                max_map_len=MAX_CONTAINERS, max_array_len=MAX_CONTAINERS)
     except (msgpack.UnpackException, msgpack.ExtraData, TypeError, KeyError) as err:
         raise ValueError(f"Not a msgpack message of arrays: {type(err).__name__}: {err}") from None

@@ -1,43 +1,55 @@
-"""One address for every served policy: ``host:port`` (the project's protocol) or ``openpi://host:port``."""
+"""One address for every served policy: ``host:port`` (the project's protocol), ``openpi://host:port`` or
+``gr00t://host:port``."""
 
 from __future__ import annotations
 
+from .gr00t_client import Gr00tChunkModel, Gr00tChunkModelCfg
 from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
 from .remote import RemoteChunkModel, RemoteChunkModelCfg
 
 OPENPI_SCHEME = "openpi://"
 """Prefix of the address of a server speaking openpi's websocket protocol."""
+GR00T_SCHEME = "gr00t://"
+"""Prefix of the address of a server speaking GR00T's ZeroMQ protocol."""
 
 
-def parse_address(address: str) -> RemoteChunkModelCfg | OpenpiChunkModelCfg:
+def parse_address(address: str) -> RemoteChunkModelCfg | OpenpiChunkModelCfg | Gr00tChunkModelCfg:
     """The client cfg of the server at ``address`` (nothing is connected).
 
     Raises:
-        ValueError: If ``address`` is neither ``host:port`` nor ``openpi://host:port``.
+        ValueError: If ``address`` is none of ``host:port``, ``openpi://host:port`` and ``gr00t://host:port``.
     """
+    if address.startswith(GR00T_SCHEME):
+        return Gr00tChunkModelCfg.parse(address)
     if address.startswith(OPENPI_SCHEME):
         return OpenpiChunkModelCfg.parse(address)
     return RemoteChunkModelCfg.parse(address)
 
 
 def connect_remote(address: str, chunk_length: int | None = None, keys: dict[str, str] | None = None,
-                   prompt: str | None = None) -> RemoteChunkModel | OpenpiChunkModel:
+                   prompt: str | None = None, form: str = "flat"
+                   ) -> RemoteChunkModel | OpenpiChunkModel | Gr00tChunkModel:
     """The chunk model of the policy served at ``address``.
 
     Args:
         address: ``host:port`` of a :class:`PolicyServer`, or ``openpi://host:port`` of an openpi server.
         chunk_length: openpi: actions H to take from each reply (None: the server's metadata must say).
-        keys: openpi: request key -> observation path of the env (None: the paths themselves).
-        prompt: openpi: text sent with every observation.
+        keys: openpi / GR00T: request key -> observation path of the env (None: the paths themselves).
+        prompt: openpi / GR00T: text sent with every observation.
+        form: GR00T: ``flat`` or ``nested`` observations.
 
     Raises:
         ValueError: If the address is malformed, or openpi options are given for the project's protocol.
         ConnectionError, TimeoutError, RuntimeError: If no compatible server answers (see each model).
     """
     cfg = parse_address(address)
+    if isinstance(cfg, Gr00tChunkModelCfg):
+        cfg.chunk_length, cfg.keys, cfg.prompt, cfg.form = chunk_length, keys or None, prompt, form
+        return Gr00tChunkModel(cfg)
     if isinstance(cfg, OpenpiChunkModelCfg):
         cfg.chunk_length, cfg.keys, cfg.prompt = chunk_length, keys or None, prompt
         return OpenpiChunkModel(cfg)
     if keys or prompt is not None:
-        raise ValueError(f"Observation keys and a prompt are openpi options: use --remote {OPENPI_SCHEME}{address}.")
+        raise ValueError(f"Observation keys and a prompt are openpi and GR00T options: use --remote"
+                         f" {OPENPI_SCHEME}{address} or {GR00T_SCHEME}{address}.")
     return RemoteChunkModel(cfg)

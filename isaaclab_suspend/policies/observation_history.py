@@ -1,0 +1,59 @@
+"""Per-env rings of past observations that freeze with their env, for models that look back in time.
+
+A model that takes past steps (GR00T's ``delta_indices`` of ``[-20, 0]``: the observation 20 steps ago and
+the current one) needs every env's observation of every step, while the chunking policy only calls it with the
+rows of the envs it serves. Its ``observe_step`` hook (:class:`~isaaclab_suspend.policies.model.ChunkModel`)
+feeds an :class:`ObservationHistory` each step: the ring of an env advances only when its env moved (a
+suspended env's history stands still, as its observation does), and an env that starts an episode has its whole
+ring filled with its first observation. Everything stays on the env device, indexed by per-env positions:
+no host sync, no per-env Python loop.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class ObservationHistory:
+    """A ring of the last ``L`` observations of one term for each of N envs, read at fixed step offsets.
+
+    Args:
+        offsets: The steps to read, relative to the current one, each <= 0 (e.g. ``[-20, 0]``).
+        first: The first observation of every env; sets the shape, dtype and device. Shape: (N, ...).
+
+    Raises:
+        ValueError: If ``offsets`` is empty or holds a positive offset.
+    """
+
+    def __init__(self, offsets: list[int], first: torch.Tensor):
+        if not offsets or any(o > 0 for o in offsets):
+            raise ValueError(f"History offsets must be a non-empty list of steps <= 0, got {offsets}.")
+        self.length = 1 - min(offsets)
+        """Observations kept per env L (the oldest offset's distance plus the current one)."""
+        n = first.shape[0]
+        self._ring = first.unsqueeze(1).repeat(1, self.length, *([1] * (first.ndim - 1)))
+        """Past observations. Shape: (N, L, ...)."""
+        self._head = torch.zeros(n, dtype=torch.long, device=first.device)
+        """Slot of each env's current observation. Shape: (N,)."""
+        self._rows = torch.arange(n, device=first.device)
+        self._offsets = torch.tensor(offsets, dtype=torch.long, device=first.device)
+
+    def push(self, obs: torch.Tensor, moved: torch.Tensor, restarted: torch.Tensor | None) -> None:
+        """Add this step's observations: envs that ``moved`` advance by one, ``restarted`` envs refill.
+
+        Args:
+            obs: The observation of every env this step. Shape: (N, ...).
+            moved: Envs whose observation advanced in the last step (not suspended). Shape: (N,), bool.
+            restarted: Envs whose episode began (their ring is filled with ``obs``), or None for none. Shape: (N,).
+        """
+        self._head = torch.where(moved, (self._head + 1) % self.length, self._head)
+        keep = moved.view(-1, *([1] * (obs.ndim - 1)))
+        self._ring[self._rows, self._head] = torch.where(keep, obs, self._ring[self._rows, self._head])
+        if restarted is not None:
+            fill = restarted.view(-1, 1, *([1] * (obs.ndim - 1)))
+            self._ring = torch.where(fill, obs.unsqueeze(1), self._ring)
+
+    def read(self) -> torch.Tensor:
+        """The observations at the offsets, in their order, in a new tensor. Shape: (N, len(offsets), ...)."""
+        slots = (self._head.unsqueeze(1) + self._offsets) % self.length
+        return self._ring[self._rows.unsqueeze(1), slots]
