@@ -82,6 +82,8 @@ class LeRobotChunkModel:
         """H: actions per chunk (``n_action_steps``)."""
         self.task: str = self.sidecar.source.get("env_name") or ""
         """The task id the export was recorded on."""
+        self.action_dim: int = self.sidecar.action.dim
+        """Action dim A of the chunks (the env's, without the pad)."""
         self.n_obs_steps: int = int(getattr(config, "n_obs_steps", 1) or 1)
         """Observations per call (the ring's length)."""
         self.stateful = config.type in STATEFUL_TYPES
