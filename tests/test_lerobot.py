@@ -15,7 +15,7 @@ import torch
 from helpers import ROOT, check_usage_errors, load_script
 
 from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH
-from isaaclab_suspend.interop.lerobot_policy import LeRobotChunkModel
+from isaaclab_suspend.interop.lerobot_policy import LeRobotChunkModel, ObservationHistory
 from isaaclab_suspend.learning import load_chunk_policy
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
@@ -181,3 +181,26 @@ def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, caps
     (bad / "model.safetensors").write_bytes(b"\x80\x04 a pickle, not safetensors")
     with pytest.raises(ValueError, match="names classes to import"):
         LeRobotChunkModel(str(bad))
+
+
+def test_observation_history_is_a_per_env_ring_frozen_for_envs_not_served():
+    """The rings of Diffusion-style policies (n_obs_steps 2): a push advances the envs given only; a new episode
+    (an episode length not larger than at the env's last push) restarts an env's ring."""
+    history = ObservationHistory(num_envs=3, length=2)
+    frames = torch.randint(0, 256, (3, 3, 3, 8, 8), dtype=torch.uint8).float()  # push k, env -> frame
+
+    def push(k: int, env_ids: list[int], lengths: list[int]) -> dict:
+        ids = torch.tensor(env_ids)
+        return history.push({"observation.state": torch.full((len(ids), 5), float(k)), CAMERA: frames[k, ids]},
+                            ids, torch.tensor(lengths))
+
+    first = push(0, [0, 1, 2], [0, 0, 0])
+    assert first["observation.state"].shape == (3, 2, 5) and first[CAMERA].shape == (3, 2, 3, 8, 8)
+    state = history.rings["observation.state"]
+    assert torch.equal(state[:, :, 0], torch.zeros(3, 2))  # a first push fills the ring with its observation
+    second = push(1, [1, 2], [4, 4])
+    assert torch.equal(state[:, :, 0], torch.tensor([[0.0, 0.0], [0.0, 1.0], [0.0, 1.0]]))  # env 0 not served
+    assert torch.equal(second[CAMERA][0], torch.stack((frames[0, 1], frames[1, 1])))
+    push(2, [0, 2], [8, 2])  # env 2 began a new episode since its last push (2 <= 4)
+    assert torch.equal(state[:, :, 0], torch.tensor([[0.0, 2.0], [0.0, 1.0], [2.0, 2.0]]))
+    assert torch.equal(second["observation.state"][:, :, 0], torch.tensor([[0.0, 1.0], [0.0, 1.0]]))  # not aliased

@@ -89,10 +89,8 @@ class LeRobotChunkModel:
         self.stateful = config.type in STATEFUL_TYPES
         """Whether the policy is called for one env at a time."""
         self._env: ManagerBasedRLEnv | None = None
-        self._history: dict[str, torch.Tensor] = {}
-        """Per-env rings of the features, by feature. Shape of each: (N, n_obs_steps, ...)."""
-        self._last_length: torch.Tensor | None = None
-        """Episode length of each env at its last call. Shape: (N,)."""
+        self.history: ObservationHistory | None = None
+        """The per-env observation rings (``n_obs_steps`` > 1, made by :meth:`check_env`)."""
         self._check_features()
 
     def check_env(self, env: ManagerBasedRLEnv) -> None:
@@ -122,14 +120,17 @@ class LeRobotChunkModel:
         if problems:
             raise ValueError(f"LeRobot policy '{self.path}' does not fit the env: {'; '.join(problems)}.")
         self._env = env
-        self._history, self._last_length = {}, None
+        self.history = ObservationHistory(env.num_envs, self.n_obs_steps) if self.n_obs_steps > 1 else None
 
     @torch.no_grad()
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
         """Chunks for the envs ``env_ids``. Returns shape (B, H, action_dim)."""
         batch = self._features(obs_rows)
         if self.n_obs_steps > 1:
-            batch = self._with_history(batch, env_ids)
+            if self.history is None:
+                raise RuntimeError(f"LeRobot policy '{self.path}' keeps {self.n_obs_steps} observations per env:"
+                                   " call check_env(env) before the first chunk.")
+            batch = self.history.push(batch, env_ids, self._env.episode_length_buf[env_ids])
         if not self.stateful:
             return self._predict(batch, len(env_ids))
         return torch.cat([self._predict({k: v[b: b + 1] for k, v in batch.items()}, 1)
@@ -147,29 +148,6 @@ class LeRobotChunkModel:
         for cam in self.sidecar.cameras:
             batch[IMAGE_PREFIX + cam] = obs_rows["images"][cam].permute(0, 3, 1, 2).float() / 255.0
         return batch
-
-    def _with_history(self, batch: dict[str, torch.Tensor], env_ids: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Advance the rings of ``env_ids`` by the new features; the stacked histories (B, n_obs_steps, ...)."""
-        if self._env is None:
-            raise RuntimeError(f"LeRobot policy '{self.path}' keeps {self.n_obs_steps} observations per env: call"
-                               " check_env(env) before the first chunk.")
-        num_envs, lengths = self._env.num_envs, self._env.episode_length_buf[env_ids]
-        if self._last_length is None:
-            self._last_length = torch.full((num_envs,), torch.iinfo(torch.long).max, device=lengths.device)
-        fresh = lengths <= self._last_length[env_ids]  # a new episode since this env's last call
-        self._last_length[env_ids] = lengths.long()
-        out = {}
-        for key, value in batch.items():
-            if key not in self._history:
-                self._history[key] = value.new_zeros((num_envs, self.n_obs_steps, *value.shape[1:]))
-            rows = self._history[key][env_ids]
-            advanced = torch.cat((rows[:, 1:], value.unsqueeze(1)), dim=1)
-            restarted = value.unsqueeze(1).expand_as(rows)
-            mask = fresh.view(-1, *([1] * (rows.ndim - 1)))
-            rows = torch.where(mask, restarted, advanced)
-            self._history[key][env_ids] = rows
-            out[key] = rows.clone()
-        return out
 
     def _predict(self, batch: dict[str, torch.Tensor], size: int) -> torch.Tensor:
         """Preprocess, ``predict_action_chunk``, unnormalise; the first H actions without the pad."""
@@ -195,6 +173,45 @@ class LeRobotChunkModel:
         if action is None or tuple(action.shape) != (self.sidecar.action.padded_to,):
             raise ValueError(f"LeRobot policy '{self.path}' outputs {dict(outputs)}, the export's sidecar says"
                              f" '{ACTION_FEATURE}' of shape ({self.sidecar.action.padded_to},).")
+
+
+class ObservationHistory:
+    """The last ``length`` observations of each env, as rings on the env device, advanced only for the envs given.
+
+    An env's ring restarts (filled with its current observation, as LeRobot fills its queues at a reset) when its
+    episode length is not larger than at its previous push: a new episode began in between.
+
+    Args:
+        num_envs: Number of envs N.
+        length: Observations per env (``n_obs_steps``).
+    """
+
+    def __init__(self, num_envs: int, length: int):
+        self.num_envs, self.length = num_envs, length
+        self.rings: dict[str, torch.Tensor] = {}
+        """Ring of each feature, oldest first, made at its first push. Shape of each: (N, length, ...)."""
+        self._last_length: torch.Tensor | None = None
+        """Episode length of each env at its last push. Shape: (N,)."""
+
+    def push(self, features: dict[str, torch.Tensor], env_ids: torch.Tensor,
+             lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Advance the rings of ``env_ids`` (B,) by ``features`` (each (B, ...)), the envs' episode lengths
+        ``lengths`` (B,); returns new tensors of their histories, each (B, length, ...)."""
+        if self._last_length is None:
+            self._last_length = torch.full((self.num_envs,), torch.iinfo(torch.long).max, device=lengths.device)
+        fresh = lengths <= self._last_length[env_ids]
+        self._last_length[env_ids] = lengths.long()
+        out = {}
+        for key, value in features.items():
+            if key not in self.rings:
+                self.rings[key] = value.new_zeros((self.num_envs, self.length, *value.shape[1:]))
+            rows = self.rings[key][env_ids]
+            advanced = torch.cat((rows[:, 1:], value.unsqueeze(1)), dim=1)
+            mask = fresh.view(-1, *([1] * (rows.ndim - 1)))
+            rows = torch.where(mask, value.unsqueeze(1).expand_as(rows), advanced)
+            self.rings[key][env_ids] = rows
+            out[key] = rows
+        return out
 
 
 def _check_processors(path: str) -> None:
