@@ -79,7 +79,10 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             raise DatasetError(f"'{reader.path}' holds no demos.")
         sidecar, keys = _plan(reader, cfg)
         features = _features(reader, sidecar, keys, cfg.use_videos)
-        fps = 1.0 / reader.env_args["step_dt"] if "step_dt" in reader.env_args else _task_fps(reader.env_name)
+        step_dt = reader.env_args.get("step_dt")
+        if step_dt is not None and (type(step_dt) not in (int, float) or not step_dt > 0):
+            raise DatasetError(f"'{reader.path}': 'env_args.step_dt' must be a positive number, got {step_dt!r:.80}.")
+        fps = 1.0 / step_dt if step_dt is not None else _task_fps(reader.env_name)
         if abs(fps - round(fps)) > 1e-6:
             raise DatasetError(f"'{reader.path}': the control rate {fps} Hz is not a whole number; LeRobot's fps is.")
         dataset = LeRobotDataset.create(
@@ -139,7 +142,8 @@ def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, 
 
 def _terms(recorded: dict | None, fallback: str, width: int) -> dict[str, int]:
     """The recorded term widths if they add up to ``width``, else one term ``fallback`` of that width."""
-    if isinstance(recorded, dict) and sum(recorded.values()) == width:
+    if (isinstance(recorded, dict) and all(type(w) is int and w > 0 for w in recorded.values())
+            and sum(recorded.values()) == width):
         return dict(recorded)
     return {fallback: width}
 

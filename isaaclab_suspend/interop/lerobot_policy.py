@@ -39,10 +39,10 @@ def is_lerobot_checkpoint(path: str) -> bool:
 class LeRobotChunkModel:
     """A LeRobot policy planning H = ``n_action_steps`` actions per call for the envs it is given.
 
-    Observation history (``n_obs_steps`` > 1, e.g. Diffusion) is a per-env ring on the env device, advanced
-    for the served envs only, once per call: an env that is not served (suspended, or still executing its
-    chunk) keeps its history as it was. The ring of an env restarts (filled with the current observation, as
-    LeRobot fills its queues at a reset) when the env's episode length is not larger than at its previous call.
+    Observation history (``n_obs_steps`` > 1, e.g. Diffusion) is an :class:`ObservationHistory` on the env
+    device, pushed once per call for the served envs only: an env that is not served (suspended, or still
+    executing its chunk) keeps its history as it was. Stateful policies (:data:`STATEFUL_TYPES`) are called for
+    one env at a time.
 
     Args:
         path: The ``pretrained_model`` directory.
@@ -150,11 +150,13 @@ class LeRobotChunkModel:
         return batch
 
     def _predict(self, batch: dict[str, torch.Tensor], size: int) -> torch.Tensor:
-        """Preprocess, ``predict_action_chunk``, unnormalise; the first H actions without the pad."""
+        """Preprocess, ``predict_action_chunk``, unnormalise; the first H actions without the pad, on the device of
+        the observations."""
+        batch_device = batch[STATE_FEATURE].device
         batch = self.preprocess({**batch, "task": [self.sidecar.task] * size})
         chunk = self.policy.predict_action_chunk(batch)[:, : self.chunk_length]
         chunk = self.postprocess(chunk)
-        return chunk[..., : self.sidecar.action.dim].float()
+        return chunk[..., : self.sidecar.action.dim].float().to(batch_device)
 
     def _check_features(self) -> None:
         """Raise if the policy's features are not the export's (another dataset's checkpoint)."""
