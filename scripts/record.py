@@ -85,6 +85,8 @@ def record(args: argparse.Namespace) -> None:
         policy = cli.RandomPolicy(env, generator) if model is None else ActionChunkingPolicy(
             model, env, chunk_length=args.chunk, schedule=args.schedule, aggregator=args.aggregator,
             refill_threshold=args.refill_threshold)
+        if model is not None:  # the file says how its chunks were scheduled (scripts/export_lerobot.py reads it)
+            manager.writer.add_env_args({"schedule": args.schedule, "chunk_length": args.chunk})
 
         def written() -> int:
             succeeded = manager.exported_successful_episode_count

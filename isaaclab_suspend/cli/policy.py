@@ -8,6 +8,7 @@ policy     chunk model                                                          
 ========== ===================================================================== ====================
 chunk      the task's embedded planner (its ``chunk_model_entry_point``)        ``--chunk`` (16)
 bc         a chunk policy of ``scripts/train_chunk_policy.py`` (``--checkpoint``) the checkpoint's
+           or a LeRobot ``pretrained_model`` directory of ``lerobot-train``      (``n_action_steps``)
 remote     the policy served at ``--remote``: ``HOST:PORT`` of                  the server's (openpi:
            ``scripts/serve_policy.py``, ``openpi://HOST:PORT`` of an openpi     ``--chunk`` or the
            server (``--openpi_keys``, ``--prompt``), ``gr00t://HOST:PORT`` of   metadata's; GR00T: the
@@ -55,7 +56,8 @@ def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] =
                         help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
                              " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")
     parser.add_argument("--checkpoint", default=None,
-                        help="'bc': chunk policy checkpoint of scripts/train_chunk_policy.py; 'checkpoint': rsl_rl or"
+                        help="'bc': chunk policy checkpoint of scripts/train_chunk_policy.py or a LeRobot"
+                             " pretrained_model directory; 'checkpoint': rsl_rl or"
                              " skrl checkpoint (default: the task's shipped expert)")
     parser.add_argument("--remote", default=None, type=address, metavar="HOST:PORT",
                         help="'remote': address of a scripts/serve_policy.py server, or openpi://HOST:PORT of an"

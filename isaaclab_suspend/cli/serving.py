@@ -23,7 +23,7 @@ from ..serving import (
 )
 from ..policies.embedded import DEFAULT_MODELS, make_default_model
 from ..serving.remote import TOKEN_ENV
-from .arguments import device, existing_file, float_in, int_in, key_pair, latency
+from .arguments import device, existing_checkpoint, existing_file, float_in, int_in, key_pair, latency
 
 PROTOCOLS = {"project": PolicyServerCfg, "openpi": OpenpiPolicyServerCfg, "gr00t": Gr00tPolicyServerCfg}
 """``--protocol`` choices: the cfg of each protocol's server."""
@@ -35,8 +35,9 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     project, openpi = PolicyServerCfg(), OpenpiPolicyServerCfg()
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS),
                         help="task of the embedded model or the expert (ignored with --checkpoint)")
-    parser.add_argument("--checkpoint", type=existing_file, default=None,
-                        help="chunk policy checkpoint (default: the embedded model)")
+    parser.add_argument("--checkpoint", type=existing_checkpoint, default=None,
+                        help="chunk policy checkpoint or LeRobot pretrained_model directory (default: the embedded"
+                             " model)")
     parser.add_argument("--expert", nargs="?", const="", default=None, metavar="PATH",
                         help="an rsl_rl or skrl checkpoint of --task as a chunk model with H = 1 (no PATH: the task's"
                              " shipped expert)")
@@ -126,7 +127,7 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer |
     cfg = PROTOCOLS[args.protocol]()
     if args.checkpoint:
         model = load_chunk_policy(args.checkpoint, args.device)
-        cfg.chunk_length, cfg.action_dim, cfg.task = model.chunk_length, model.net.action_dim, model.task or None
+        cfg.chunk_length, cfg.action_dim, cfg.task = model.chunk_length, model.action_dim, model.task or None
     elif args.expert is not None:
         model, cfg.action_dim = load_expert(args.expert, args.task, args.device)
         cfg.chunk_length, cfg.task = 1, args.task

@@ -276,6 +276,25 @@ class DatasetReader:
             raise DatasetError(f"{where}: every tensor needs the same number of samples > 0, got {lengths}.")
         return arrays
 
+    def dataset_shapes(self, name: str) -> dict[str, tuple[int, ...]]:
+        """Shape of every dataset of one demo, by its path in the demo group (e.g. ``images/scene_camera``).
+
+        Raises:
+            DatasetError: If the demo does not exist or is not a group.
+        """
+        shapes = {}
+        self._demo_group(name).visititems(
+            lambda path, obj: shapes.__setitem__(path, obj.shape) if isinstance(obj, h5py.Dataset) else None)
+        return shapes
+
+    def demo_attrs(self, name: str) -> dict:
+        """The attributes of one demo (``num_samples``, ``seed``, ``success``).
+
+        Raises:
+            DatasetError: If the demo does not exist or is not a group.
+        """
+        return dict(self._demo_group(name).attrs)
+
     def close(self) -> None:
         """Close the file."""
         self._handler.close()

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..interop.lerobot_policy import REQUIRED_FILES, LeRobotChunkModel, is_lerobot_checkpoint
 from ..weights_only import load_weights
 from .chunk_policy import CHECKPOINT_FORMAT, ChunkPolicyModel, build_chunk_policy
 from .image_chunk_policy import build_image_chunk_policy
@@ -16,8 +17,10 @@ if TYPE_CHECKING:
 
 
 def load_chunk_policy(path: str, device: str | torch.device = "cpu",
-                      env: ManagerBasedRLEnv | None = None) -> ChunkPolicyModel:
-    """Load a checkpoint written by :func:`~.chunk_policy.save_chunk_policy` (``scripts/train_chunk_policy.py``).
+                      env: ManagerBasedRLEnv | None = None) -> ChunkPolicyModel | LeRobotChunkModel:
+    """Load a checkpoint written by :func:`~.chunk_policy.save_chunk_policy` (``scripts/train_chunk_policy.py``),
+    or a LeRobot ``pretrained_model`` directory (config.json and model.safetensors, see
+    :class:`~isaaclab_suspend.interop.lerobot_policy.LeRobotChunkModel`).
 
     The file is read with ``weights_only=True``: tensors and plain containers only, no code runs from it.
 
@@ -27,10 +30,18 @@ def load_chunk_policy(path: str, device: str | torch.device = "cpu",
         env: If given, the env is checked to be the policy's task with its observation and action dims.
 
     Raises:
-        FileNotFoundError: If the file does not exist.
+        FileNotFoundError: If the file does not exist (or a directory is not a LeRobot ``pretrained_model``).
         ValueError: If it is not a chunk policy checkpoint, or does not fit ``env``.
     """
     path = os.path.abspath(path)
+    if is_lerobot_checkpoint(path):
+        model = LeRobotChunkModel(path, device)
+        if env is not None:
+            model.check_env(env)
+        return model
+    if os.path.isdir(path):
+        raise FileNotFoundError(f"'{path}' is a directory but not a LeRobot pretrained_model (it needs"
+                                f" {' and '.join(REQUIRED_FILES)}).")
     if not os.path.isfile(path):
         raise FileNotFoundError(f"Chunk policy checkpoint '{path}' does not exist.")
     ckpt = load_weights(path, device, "chunk policy checkpoint")

@@ -159,6 +159,11 @@ class ChunkPolicyModel:
         """Actions per chunk H."""
         return self.net.chunk_length
 
+    @property
+    def action_dim(self) -> int:
+        """Action dim A of the chunks."""
+        return self.net.action_dim
+
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise if ``env`` is not the task, or has not the observation and action dims, the policy was
         trained on.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import math
 import os
 import shutil
 import time
@@ -303,13 +304,23 @@ class SuspendableRecorderManager(RecorderManager):
             super().close()
 
     def get_ep_meta(self) -> dict:
-        """The parent's episode metadata, plus the task id and the interval events that ran while recording."""
+        """The parent's episode metadata, plus the task id, the interval events that ran while recording, the
+        control period ``step_dt`` [s] and the widths of the ``policy`` observation terms and of the action terms
+        (``{name: width}`` in order: what an export names the columns by)."""
         meta = super().get_ep_meta()
-        spec = getattr(self._env, "spec", None)
-        env_name = getattr(self._env.cfg, "env_name", None) or getattr(spec, "id", None)
+        env = self._env
+        spec = getattr(env, "spec", None)
+        env_name = getattr(env.cfg, "env_name", None) or getattr(spec, "id", None)
         if env_name:
             meta.setdefault("env_name", env_name)
-        meta.setdefault("interval_events", list(self._env.event_manager.active_terms.get("interval", [])))
+        meta.setdefault("interval_events", list(env.event_manager.active_terms.get("interval", [])))
+        meta.setdefault("step_dt", env.step_dt)
+        obs = env.observation_manager
+        if "policy" in obs.active_terms and not isinstance(obs.group_obs_dim["policy"], list):
+            widths = [math.prod(dims) for dims in obs.group_obs_term_dim["policy"]]
+            meta.setdefault("policy_terms", dict(zip(obs.active_terms["policy"], widths)))
+        actions = env.action_manager
+        meta.setdefault("action_terms", dict(zip(actions.active_terms, actions.action_term_dim)))
         return meta
 
     """

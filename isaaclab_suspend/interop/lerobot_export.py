@@ -1,0 +1,184 @@
+"""Export a recorded HDF5 dataset to a LeRobot dataset (format v3.0) with LeRobot's own writer.
+
+One LeRobot episode per demo, one frame per recorded sample (nothing added, nothing dropped): ``action``,
+``observation.state`` (the ``policy`` group), ``observation.images.<cam>`` for every camera of the ``images``
+group, every other per-sample vector of the demos as a feature of its own (``chunk/age`` becomes
+``chunk.age``), and the task text. The frames go through ``LeRobotDataset.create`` / ``add_frame`` /
+``save_episode`` / ``finalize``, so LeRobot computes its statistics and writes its layout itself. The mapping
+back to the env is written beside it (:class:`~.lerobot_layout.ExportSidecar`), with GR00T's ``modality.json``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import MISSING
+
+import numpy as np
+
+from isaaclab.utils import configclass
+
+from ..datasets import DatasetError, DatasetReader
+from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, STATE_FEATURE, STATE_GROUP, ExportSidecar, VectorLayout
+
+IMAGE_GROUP = "images"
+"""HDF5 group of the camera frames (``images/<cam>``, uint8 (N, H, W, 3))."""
+NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin")
+"""Demo members that describe the scene for a replay, not a frame: left out."""
+VCODECS = ("libsvtav1", "h264")
+"""Video codecs of ``--vcodec`` (LeRobot's default AV1 and h264; both lossy)."""
+
+
+@configclass
+class LeRobotExportCfg:
+    """Settings of :func:`export_lerobot`."""
+
+    output: str = MISSING
+    """Root directory of the LeRobot dataset; must not exist."""
+    repo_id: str = ""
+    """LeRobot repo id (default ``local/<name of output>``)."""
+    task: str = ""
+    """Task text of every frame (default: the recorded env name)."""
+    use_videos: bool = True
+    """Cameras as mp4 (lossy) or, if False, as PNG frames in the parquet files (lossless)."""
+    vcodec: str = "libsvtav1"
+    """Video codec, one of :data:`VCODECS`."""
+    image_writer_threads: int = 2
+    """Threads writing PNG frames (``use_videos=False``)."""
+
+
+def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], None] | None = None) -> ExportSidecar:
+    """Write the demos of the HDF5 dataset ``path`` as a LeRobot dataset at ``cfg.output``.
+
+    Args:
+        path: The recorded dataset.
+        cfg: Where and how to write.
+        progress: Called with the number of frames after each demo.
+
+    Returns:
+        The sidecar written with it.
+
+    Raises:
+        FileNotFoundError: If ``path`` does not exist.
+        FileExistsError: If ``cfg.output`` exists.
+        DatasetError: If ``path`` is not a dataset this can export (no demos, no ``obs`` or ``actions``, a demo
+            whose members disagree with the first demo's).
+        ValueError: If a setting is invalid.
+    """
+    from lerobot.configs.video import RGBEncoderConfig
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    if cfg.vcodec not in VCODECS:
+        raise ValueError(f"vcodec must be one of {VCODECS}, got {cfg.vcodec!r}.")
+    output = os.path.abspath(cfg.output)
+    if os.path.exists(output):
+        raise FileExistsError(f"Output '{output}' exists: choose a new directory (the export never overwrites).")
+    with DatasetReader(path) as reader:
+        if not reader.demo_names:
+            raise DatasetError(f"'{reader.path}' holds no demos.")
+        sidecar, keys = _plan(reader, cfg)
+        features = _features(reader, sidecar, keys, cfg.use_videos)
+        step_dt = reader.env_args.get("step_dt")
+        if step_dt is not None and (type(step_dt) not in (int, float) or not step_dt > 0):
+            raise DatasetError(f"'{reader.path}': 'env_args.step_dt' must be a positive number, got {step_dt!r:.80}.")
+        fps = 1.0 / step_dt if step_dt is not None else _task_fps(reader.env_name)
+        if abs(fps - round(fps)) > 1e-6:
+            raise DatasetError(f"'{reader.path}': the control rate {fps} Hz is not a whole number; LeRobot's fps is.")
+        dataset = LeRobotDataset.create(
+            cfg.repo_id or f"local/{os.path.basename(output)}", round(fps), features, root=output,
+            robot_type=reader.env_name or None, use_videos=cfg.use_videos,
+            image_writer_threads=0 if cfg.use_videos else cfg.image_writer_threads,
+            streaming_encoding=cfg.use_videos, rgb_encoder=RGBEncoderConfig(vcodec=cfg.vcodec))
+        try:
+            frames = 0
+            for name in reader.demo_names:
+                arrays = reader.load_arrays(name, tuple(keys.values()))
+                columns = {feature: _column(arrays[key], features[feature]) for feature, key in keys.items()}
+                for t in range(arrays["actions"].shape[0]):
+                    dataset.add_frame({**{f: c[t] for f, c in columns.items()}, "task": sidecar.task})
+                dataset.save_episode()
+                frames += arrays["actions"].shape[0]
+                if progress is not None:
+                    progress(frames)
+        except BaseException:
+            dataset.finalize()
+            shutil.rmtree(output, ignore_errors=True)  # no half-written dataset left behind
+            raise
+        dataset.finalize()
+    sidecar.write(output)
+    return sidecar
+
+
+def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, dict[str, str]]:
+    """The sidecar and the HDF5 key of each LeRobot feature, from the first demo and ``env_args``."""
+    first = reader.demo_names[0]
+    shapes = reader.dataset_shapes(first)
+    for key in ("actions", "obs"):
+        if key not in shapes or len(shapes[key]) != 2:
+            raise DatasetError(f"'{reader.path}', demo '{first}' has no per-sample '{key}' vector (N, D): record"
+                               " it with scripts/record.py.")
+    args = reader.env_args
+    state = VectorLayout(_terms(args.get("policy_terms"), STATE_GROUP, shapes["obs"][1]))
+    action = VectorLayout(_terms(args.get("action_terms"), "action", shapes["actions"][1]))
+    keys = {ACTION_FEATURE: "actions", STATE_FEATURE: "obs"}
+    cameras = sorted(k.split("/", 1)[1] for k in shapes if k.startswith(IMAGE_GROUP + "/"))
+    keys.update({IMAGE_PREFIX + cam: f"{IMAGE_GROUP}/{cam}" for cam in cameras})
+    extras = {}
+    for key, shape in shapes.items():
+        if key in ("actions", "obs") or key.split("/")[0] in (IMAGE_GROUP, *NOT_EXPORTED) or len(shape) > 2:
+            continue
+        feature = key.replace("/", ".")
+        extras[feature] = VectorLayout({key: shape[1] if len(shape) == 2 else 1})
+        keys[feature] = key
+    seed = reader.demo_attrs(first).get("seed")
+    source = {"file": reader.path, "env_name": reader.env_name, "schedule": args.get("schedule"),
+              "chunk_length": args.get("chunk_length"), "seed": None if seed is None else int(seed),
+              "num_envs": reader.recorded_num_envs, "step_dt": args.get("step_dt"), "demos": len(reader.demo_names)}
+    sidecar = ExportSidecar(state=state, action=action, cameras=cameras, extras=extras,
+                            task=cfg.task or reader.env_name or "task", source=source)
+    return sidecar, keys
+
+
+def _terms(recorded: dict | None, fallback: str, width: int) -> dict[str, int]:
+    """The recorded term widths if they add up to ``width``, else one term ``fallback`` of that width."""
+    if (isinstance(recorded, dict) and all(type(w) is int and w > 0 for w in recorded.values())
+            and sum(recorded.values()) == width):
+        return dict(recorded)
+    return {fallback: width}
+
+
+def _features(reader: DatasetReader, sidecar: ExportSidecar, keys: dict[str, str], use_videos: bool) -> dict:
+    """LeRobot's feature specification of the export."""
+    shapes = reader.dataset_shapes(reader.demo_names[0])
+    vectors = {ACTION_FEATURE: sidecar.action, STATE_FEATURE: sidecar.state, **sidecar.extras}
+    features = {name: {"dtype": "float32", "shape": (layout.padded_to,), "names": layout.names()}
+                for name, layout in vectors.items()}
+    for cam in sidecar.cameras:
+        shape = shapes[keys[IMAGE_PREFIX + cam]][1:]
+        if len(shape) != 3 or shape[2] != 3:
+            raise DatasetError(f"'{reader.path}': camera '{cam}' frames have shape {shape}, not (H, W, 3).")
+        features[IMAGE_PREFIX + cam] = {"dtype": "video" if use_videos else "image", "shape": shape,
+                                        "names": ["height", "width", "channels"]}
+    return features
+
+
+def _column(array, feature: dict) -> np.ndarray:
+    """One demo's samples of a feature as LeRobot takes them: uint8 frames, float32 vectors with their pad."""
+    values = array.numpy()
+    if feature["dtype"] in ("image", "video"):
+        return values.astype(np.uint8, copy=False)
+    values = values.reshape(values.shape[0], -1).astype(np.float32)
+    pad = feature["shape"][0] - values.shape[1]
+    return np.pad(values, ((0, 0), (0, pad))) if pad else values
+
+
+def _task_fps(task: str) -> float:
+    """Control rate of ``task`` from its cfg (files recorded before ``step_dt`` was written)."""
+    from ..utils import make_env_cfg
+
+    try:
+        cfg = make_env_cfg(task, 1)
+    except ValueError as err:
+        raise DatasetError(f"The dataset does not say its control rate and its task is unknown: {err}") from err
+    return 1.0 / (cfg.sim.dt * cfg.decimation)

@@ -1,0 +1,117 @@
+"""How a recorded dataset maps onto LeRobot's features, written down once for the exporter and the policy adapter.
+
+The export writes a sidecar (``meta/isaaclab_suspend.json``) beside LeRobot's own metadata; a LeRobot policy
+trained on the export reads it back to turn the env's observations into LeRobot's batch and LeRobot's
+actions into the env's:
+
+* ``observation.state`` is the ``policy`` observation group (its terms concatenated, in the group's order);
+* ``action`` is the env's action (its action terms concatenated);
+* ``observation.images.<cam>`` is the term ``<cam>`` of the ``images`` group (uint8 (H, W, 3) frames);
+* vectors of width 1 get a zero column (LeRobot 0.6.1 stores a feature of shape (1,) as a scalar and reads it
+  back without its last axis); the sidecar records the width before padding, and the adapter drops the pad.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field
+
+SIDECAR_PATH = os.path.join("meta", "isaaclab_suspend.json")
+"""The sidecar, relative to the LeRobot dataset root."""
+MODALITY_PATH = os.path.join("meta", "modality.json")
+"""GR00T's modality map, relative to the LeRobot dataset root."""
+SIDECAR_FORMAT = "isaaclab_suspend.lerobot/1"
+"""Value of the sidecar's ``format`` field."""
+STATE_FEATURE = "observation.state"
+ACTION_FEATURE = "action"
+IMAGE_PREFIX = "observation.images."
+STATE_GROUP = "policy"
+"""The observation group exported as ``observation.state``."""
+MIN_WIDTH = 2
+"""Vectors narrower than this get zero columns (LeRobot squeezes a (1,) feature)."""
+
+
+@dataclass
+class VectorLayout:
+    """One exported float vector: its terms in order, and the width it was padded to."""
+
+    terms: dict[str, int]
+    """Width of each term, in the order they are concatenated."""
+    padded_to: int = 0
+    """Width stored in the LeRobot dataset (>= :attr:`dim`; 0: computed from the terms)."""
+
+    def __post_init__(self):
+        self.padded_to = self.padded_to or max(self.dim, MIN_WIDTH)
+
+    @property
+    def dim(self) -> int:
+        """Width of the vector in the env (terms summed)."""
+        return sum(self.terms.values())
+
+    def slices(self) -> dict[str, tuple[int, int]]:
+        """``(start, end)`` of each term in the vector."""
+        out, start = {}, 0
+        for name, width in self.terms.items():
+            out[name] = (start, start + width)
+            start += width
+        return out
+
+    def names(self) -> list[str]:
+        """Column names: the term's name for a term of width 1, ``<term>_<i>`` otherwise, then ``pad_<i>``."""
+        names = [name if width == 1 else f"{name}_{i}" for name, width in self.terms.items() for i in range(width)]
+        return names + [f"pad_{i}" for i in range(self.padded_to - self.dim)]
+
+
+@dataclass
+class ExportSidecar:
+    """What the export knows that LeRobot's metadata does not say: the mapping back to the env, and the source."""
+
+    state: VectorLayout
+    """``observation.state``: the ``policy`` group's terms."""
+    action: VectorLayout
+    """``action``: the env's action terms."""
+    cameras: list[str] = field(default_factory=list)
+    """Terms of the ``images`` group exported as ``observation.images.<cam>``."""
+    extras: dict[str, VectorLayout] = field(default_factory=dict)
+    """Other per-sample vectors of the demos, by LeRobot feature name (one term: the HDF5 path)."""
+    task: str = ""
+    """The task text of every frame."""
+    source: dict = field(default_factory=dict)
+    """The recording: file, env name, schedule, chunk length, seed, envs, control period."""
+    format: str = SIDECAR_FORMAT
+
+    def write(self, root: str) -> None:
+        """Write the sidecar and GR00T's ``meta/modality.json`` under the dataset ``root``."""
+        with open(os.path.join(root, SIDECAR_PATH), "w") as f:
+            json.dump(asdict(self), f, indent=2)
+        with open(os.path.join(root, MODALITY_PATH), "w") as f:
+            json.dump(self.modality(), f, indent=2)
+
+    def modality(self) -> dict:
+        """GR00T's ``modality.json``: state and action slices by term, the video map, the annotation key."""
+        return {
+            "state": {name: {"start": s, "end": e} for name, (s, e) in self.state.slices().items()},
+            "action": {name: {"start": s, "end": e} for name, (s, e) in self.action.slices().items()},
+            "video": {cam: {"original_key": IMAGE_PREFIX + cam} for cam in self.cameras},
+            "annotation": {"human.task_description": {"original_key": "task_index"}},
+        }
+
+    @classmethod
+    def read(cls, path: str) -> ExportSidecar:
+        """Read a sidecar file (``<dataset root>/meta/isaaclab_suspend.json``, or a copy of it).
+
+        Raises:
+            ValueError: If there is none, or it is not one this project wrote.
+        """
+        try:
+            with open(path) as f:
+                raw = json.load(f)
+            if raw.get("format") != SIDECAR_FORMAT:
+                raise ValueError(f"format {raw.get('format')!r}, not {SIDECAR_FORMAT!r}")
+            return cls(state=VectorLayout(**raw["state"]), action=VectorLayout(**raw["action"]),
+                       cameras=list(raw["cameras"]), extras={k: VectorLayout(**v) for k, v in raw["extras"].items()},
+                       task=raw["task"], source=raw["source"])
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"'{path}' is not a sidecar of scripts/export_lerobot.py ({err}): export the dataset"
+                             " with it.") from err

@@ -1,0 +1,250 @@
+"""A LeRobot ``pretrained_model`` directory as a chunk model: ``model(obs_rows, env_ids) -> (B, H, A)``.
+
+``lerobot-train`` writes ``<output_dir>/checkpoints/<step>/pretrained_model`` (``config.json``,
+``model.safetensors``, the pre- and post-processors with their statistics, ``train_config.json``). The policy is
+loaded with LeRobot's factory (``get_policy_class(type).from_pretrained`` and ``make_pre_post_processors``) and
+called once per schedule call on the B served envs with ``predict_action_chunk``; H is its ``n_action_steps``.
+The env's observations become LeRobot's batch through the sidecar of the export it was trained on
+(:mod:`.lerobot_layout`), found beside the checkpoint or at the ``dataset.root`` of ``train_config.json``.
+
+Only JSON and safetensors are read: a processor step that names a class to import (rather than one of LeRobot's
+registered steps) is refused, so nothing in the directory decides what code runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING
+
+import torch
+
+from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, SIDECAR_PATH, STATE_FEATURE, STATE_GROUP, ExportSidecar
+
+if TYPE_CHECKING:
+    from isaaclab.envs import ManagerBasedRLEnv
+
+REQUIRED_FILES = ("config.json", "model.safetensors")
+"""Files that make a directory a LeRobot ``pretrained_model``."""
+PROCESSOR_FILES = ("policy_preprocessor.json", "policy_postprocessor.json")
+STATEFUL_TYPES = ("smolvla", "pi0", "pi05", "pi0_fast")
+"""Policy types whose ``predict_action_chunk`` changes internal state: called for one env at a time."""
+
+
+def is_lerobot_checkpoint(path: str) -> bool:
+    """Whether ``path`` is a directory holding a LeRobot ``pretrained_model`` (config.json and model.safetensors)."""
+    return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, name)) for name in REQUIRED_FILES)
+
+
+class LeRobotChunkModel:
+    """A LeRobot policy planning H = ``n_action_steps`` actions per call for the envs it is given.
+
+    Observation history (``n_obs_steps`` > 1, e.g. Diffusion) is an :class:`ObservationHistory` on the env
+    device, pushed once per call for the served envs only: an env that is not served (suspended, or still
+    executing its chunk) keeps its history as it was. Stateful policies (:data:`STATEFUL_TYPES`) are called for
+    one env at a time.
+
+    Args:
+        path: The ``pretrained_model`` directory.
+        device: Device to run the policy on.
+
+    Raises:
+        FileNotFoundError: If ``path`` is not a directory with config.json and model.safetensors.
+        ValueError: If a processor names a class to import, the export's sidecar is not found, or LeRobot
+            cannot read the files.
+    """
+
+    def __init__(self, path: str, device: str | torch.device = "cpu"):
+        from lerobot.configs.policies import PreTrainedConfig
+        from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+
+        self.path = os.path.abspath(path)
+        """The ``pretrained_model`` directory."""
+        if not is_lerobot_checkpoint(self.path):
+            raise FileNotFoundError(f"'{self.path}' is not a LeRobot pretrained_model directory (it needs"
+                                    f" {' and '.join(REQUIRED_FILES)}).")
+        _check_processors(self.path)
+        self.sidecar = _find_sidecar(self.path)
+        """The export's mapping between the env and LeRobot's features."""
+        try:
+            config = PreTrainedConfig.from_pretrained(self.path)
+            config.device = str(device)
+            self.policy = get_policy_class(config.type).from_pretrained(self.path, config=config)
+            overrides = {"device_processor": {"device": str(device)}}
+            self.preprocess, self.postprocess = make_pre_post_processors(
+                config, pretrained_path=self.path, preprocessor_overrides=overrides)
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as err:
+            raise ValueError(f"LeRobot cannot load '{self.path}': {err}") from err
+        self.policy.eval()
+        self.config = config
+        """The policy's LeRobot config."""
+        self.chunk_length: int = int(config.n_action_steps)
+        """H: actions per chunk (``n_action_steps``)."""
+        self.task: str = self.sidecar.source.get("env_name") or ""
+        """The task id the export was recorded on."""
+        self.action_dim: int = self.sidecar.action.dim
+        """Action dim A of the chunks (the env's, without the pad)."""
+        self.n_obs_steps: int = int(getattr(config, "n_obs_steps", 1) or 1)
+        """Observations per call (the ring's length)."""
+        self.stateful = config.type in STATEFUL_TYPES
+        """Whether the policy is called for one env at a time."""
+        self._env: ManagerBasedRLEnv | None = None
+        self.history: ObservationHistory | None = None
+        """The per-env observation rings (``n_obs_steps`` > 1, made by :meth:`check_env`)."""
+        self._check_features()
+
+    def check_env(self, env: ManagerBasedRLEnv) -> None:
+        """Raise if ``env`` is not the export's task or lacks its observation terms, cameras or action width; keep
+        the env for the history rings.
+
+        Raises:
+            ValueError: Naming the checkpoint, what it expects and what the env has.
+        """
+        env = getattr(env, "unwrapped", env)
+        task = getattr(env.cfg, "env_name", None) or getattr(getattr(env, "spec", None), "id", None)
+        obs = env.observation_manager
+        problems = []
+        if self.task and task and task != self.task:
+            problems.append(f"it was trained on an export of '{self.task}', the env is '{task}'")
+        state_dim = obs.group_obs_dim.get(STATE_GROUP, (None,))[0]
+        if state_dim != self.sidecar.state.dim:
+            problems.append(f"it takes '{STATE_GROUP}' observations of width {self.sidecar.state.dim}, the env's"
+                            f" are {state_dim}")
+        cameras = obs.active_terms.get("images", [])
+        missing = [cam for cam in self.sidecar.cameras if cam not in cameras]
+        if missing:
+            problems.append(f"it needs cameras {missing}, the env has {cameras}")
+        if env.action_manager.total_action_dim != self.sidecar.action.dim:
+            problems.append(f"it outputs {self.sidecar.action.dim} action dims, the env takes"
+                            f" {env.action_manager.total_action_dim}")
+        if problems:
+            raise ValueError(f"LeRobot policy '{self.path}' does not fit the env: {'; '.join(problems)}.")
+        self._env = env
+        self.history = ObservationHistory(env.num_envs, self.n_obs_steps) if self.n_obs_steps > 1 else None
+
+    @torch.no_grad()
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
+        """Chunks for the envs ``env_ids``. Returns shape (B, H, action_dim)."""
+        batch = self._features(obs_rows)
+        if self.n_obs_steps > 1:
+            if self.history is None:
+                raise RuntimeError(f"LeRobot policy '{self.path}' keeps {self.n_obs_steps} observations per env:"
+                                   " call check_env(env) before the first chunk.")
+            batch = self.history.push(batch, env_ids, self._env.episode_length_buf[env_ids])
+        if not self.stateful:
+            return self._predict(batch, len(env_ids))
+        return torch.cat([self._predict({k: v[b: b + 1] for k, v in batch.items()}, 1)
+                          for b in range(len(env_ids))])
+
+    """
+    Internals.
+    """
+
+    def _features(self, obs_rows: dict) -> dict[str, torch.Tensor]:
+        """LeRobot's features of the rows: the padded state, the frames as float (B, 3, H, W) in [0, 1]."""
+        state = obs_rows[STATE_GROUP].float()
+        pad = self.sidecar.state.padded_to - state.shape[1]
+        batch = {STATE_FEATURE: torch.nn.functional.pad(state, (0, pad)) if pad else state}
+        for cam in self.sidecar.cameras:
+            batch[IMAGE_PREFIX + cam] = obs_rows["images"][cam].permute(0, 3, 1, 2).float() / 255.0
+        return batch
+
+    def _predict(self, batch: dict[str, torch.Tensor], size: int) -> torch.Tensor:
+        """Preprocess, ``predict_action_chunk``, unnormalise; the first H actions without the pad, on the device of
+        the observations."""
+        batch_device = batch[STATE_FEATURE].device
+        batch = self.preprocess({**batch, "task": [self.sidecar.task] * size})
+        chunk = self.policy.predict_action_chunk(batch)[:, : self.chunk_length]
+        chunk = self.postprocess(chunk)
+        return chunk[..., : self.sidecar.action.dim].float().to(batch_device)
+
+    def _check_features(self) -> None:
+        """Raise if the policy's features are not the export's (another dataset's checkpoint)."""
+        inputs, outputs = self.config.input_features, self.config.output_features
+        expected = {STATE_FEATURE: (self.sidecar.state.padded_to,)}
+        expected.update({IMAGE_PREFIX + cam: None for cam in self.sidecar.cameras})
+        for key, shape in expected.items():
+            if key in inputs and shape is not None and tuple(inputs[key].shape) != shape:
+                raise ValueError(f"LeRobot policy '{self.path}': '{key}' has shape {tuple(inputs[key].shape)}, the"
+                                 f" export's sidecar says {shape}.")
+        unknown = [key for key in inputs if key not in expected]
+        if unknown:
+            raise ValueError(f"LeRobot policy '{self.path}' takes {unknown}, which the export does not map to the env"
+                             f" (it maps {sorted(expected)}).")
+        action = outputs.get(ACTION_FEATURE)
+        if action is None or tuple(action.shape) != (self.sidecar.action.padded_to,):
+            raise ValueError(f"LeRobot policy '{self.path}' outputs {dict(outputs)}, the export's sidecar says"
+                             f" '{ACTION_FEATURE}' of shape ({self.sidecar.action.padded_to},).")
+
+
+class ObservationHistory:
+    """The last ``length`` observations of each env, as rings on the env device, advanced only for the envs given.
+
+    An env's ring restarts (filled with its current observation, as LeRobot fills its queues at a reset) when its
+    episode length is not larger than at its previous push: a new episode began in between.
+
+    Args:
+        num_envs: Number of envs N.
+        length: Observations per env (``n_obs_steps``).
+    """
+
+    def __init__(self, num_envs: int, length: int):
+        self.num_envs, self.length = num_envs, length
+        self.rings: dict[str, torch.Tensor] = {}
+        """Ring of each feature, oldest first, made at its first push. Shape of each: (N, length, ...)."""
+        self._last_length: torch.Tensor | None = None
+        """Episode length of each env at its last push. Shape: (N,)."""
+
+    def push(self, features: dict[str, torch.Tensor], env_ids: torch.Tensor,
+             lengths: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Advance the rings of ``env_ids`` (B,) by ``features`` (each (B, ...)), the envs' episode lengths
+        ``lengths`` (B,); returns new tensors of their histories, each (B, length, ...)."""
+        if self._last_length is None:
+            self._last_length = torch.full((self.num_envs,), torch.iinfo(torch.long).max, device=lengths.device)
+        fresh = lengths <= self._last_length[env_ids]
+        self._last_length[env_ids] = lengths.long()
+        out = {}
+        for key, value in features.items():
+            if key not in self.rings:
+                self.rings[key] = value.new_zeros((self.num_envs, self.length, *value.shape[1:]))
+            rows = self.rings[key][env_ids]
+            advanced = torch.cat((rows[:, 1:], value.unsqueeze(1)), dim=1)
+            mask = fresh.view(-1, *([1] * (rows.ndim - 1)))
+            rows = torch.where(mask, value.unsqueeze(1).expand_as(rows), advanced)
+            self.rings[key][env_ids] = rows
+            out[key] = rows
+        return out
+
+
+def _check_processors(path: str) -> None:
+    """Raise if a processor file names a class to import instead of a registered LeRobot step."""
+    for name in PROCESSOR_FILES:
+        file = os.path.join(path, name)
+        if not os.path.isfile(file):
+            continue
+        try:
+            with open(file) as f:
+                steps = json.load(f)["steps"]
+            named = [step.get("class") for step in steps if "registry_name" not in step]
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"'{file}' is not a LeRobot processor file: {err}") from err
+        if named:
+            raise ValueError(f"'{file}' names classes to import ({named}); only LeRobot's registered processor"
+                             " steps are loaded, so no code is run from a checkpoint.")
+
+
+def _find_sidecar(path: str) -> ExportSidecar:
+    """The export's sidecar: in the checkpoint directory, else at the ``dataset.root`` of ``train_config.json``."""
+    copy = os.path.join(path, os.path.basename(SIDECAR_PATH))
+    if os.path.isfile(copy):
+        return ExportSidecar.read(copy)
+    try:
+        with open(os.path.join(path, "train_config.json")) as f:
+            root = json.load(f)["dataset"]["root"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"'{path}' has no sidecar of scripts/export_lerobot.py and no train_config.json naming the"
+                         f" dataset it was trained on ({err}): copy the export's {SIDECAR_PATH} into it.") from err
+    if not root or not os.path.isfile(os.path.join(root, SIDECAR_PATH)):
+        raise ValueError(f"'{path}' was trained on dataset root {root!r}, which has no {SIDECAR_PATH}: copy the"
+                         " sidecar of the export it was trained on into the checkpoint directory.")
+    return ExportSidecar.read(os.path.join(root, SIDECAR_PATH))

@@ -1,0 +1,206 @@
+"""LeRobot interop on the real camera task: export_lerobot.py writes what LeRobot's own reader gives back frame by
+frame (exactly without video), a checkpoint of a short ``lerobot-train`` run drives the env through
+``eval.py --checkpoint``, bad inputs end with one line and exit status 2."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import h5py
+import pytest
+import torch
+
+from helpers import ROOT, check_usage_errors, load_script
+
+from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH
+from isaaclab_suspend.interop.lerobot_policy import LeRobotChunkModel, ObservationHistory
+from isaaclab_suspend.learning import load_chunk_policy
+
+TASK = "Isaac-PushCube-Camera-Suspendable"
+CAMERA = "observation.images.scene_camera"
+LEROBOT_BIN = os.path.dirname(sys.executable)
+
+
+def _run(args: list, timeout: int = 300, **env) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in args], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **env})
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> str:
+    """4 demos of the rsl_rl expert (episodes of about 40 steps) on the camera task, recorded by record.py."""
+    path = tmp_path_factory.mktemp("lerobot") / "push_cube_camera.hdf5"
+    run = _run([sys.executable, "scripts/record.py", "--task", TASK, "--policy", "checkpoint", "--checkpoint",
+                "isaaclab_suspend/policies/checkpoints/push_cube_rsl_rl.pt", "--num_envs", 4, "--episodes", 4,
+                "--desync", "--output", path])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def exported(dataset, tmp_path_factory) -> str:
+    """The lossless export (PNG frames)."""
+    output = tmp_path_factory.mktemp("lerobot_export") / "push_cube"
+    status = load_script("export_lerobot").main([dataset, "--output", str(output), "--no_video", "--repo_id",
+                                                 "local/push_cube", "--task", "push the cube"])
+    assert status == 0
+    return str(output)
+
+
+def test_export_equals_the_hdf5_frame_by_frame(dataset, exported):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    ds = LeRobotDataset("local/push_cube", root=exported)
+    with h5py.File(dataset) as f:
+        names = sorted(f["data"], key=lambda name: int(name.split("_")[1]))
+        demos = [{key: f["data"][name][key][()] for key in ("actions", "obs", "images/scene_camera",
+                                                               "processed_actions")} for name in names]
+    assert ds.num_episodes == len(demos) and ds.fps == 60  # 1 / (dt 1/120 * decimation 2)
+    assert ds.num_frames == sum(len(d["actions"]) for d in demos)  # no frame added or dropped
+    i = 0
+    for episode, demo in enumerate(demos):
+        for t in range(len(demo["actions"])):
+            frame = ds[i]
+            assert int(frame["episode_index"]) == episode and int(frame["frame_index"]) == t
+            # the 1-D action carries a zero column (LeRobot squeezes a (1,) feature)
+            assert torch.equal(frame["action"], torch.tensor([demo["actions"][t, 0], 0.0]))
+            assert torch.equal(frame["observation.state"], torch.from_numpy(demo["obs"][t]))
+            assert torch.equal(frame["processed_actions"][:1], torch.from_numpy(demo["processed_actions"][t]))
+            pixels = (frame[CAMERA] * 255).round().to(torch.uint8).permute(1, 2, 0)
+            assert torch.equal(pixels, torch.from_numpy(demo["images/scene_camera"][t]))
+            assert frame["task"] == "push the cube"
+            i += 1
+    names = ds.meta.features["observation.state"]["names"]
+    assert names == ["cart_pos", "cart_vel", "cube_x", "cube_vel_x", "cube_to_target"]
+    assert ds.meta.features["action"]["names"] == ["cart_effort", "pad_0"]
+
+
+def test_sidecar_and_modality(dataset, exported):
+    with open(os.path.join(exported, SIDECAR_PATH)) as f:
+        sidecar = json.load(f)
+    with open(os.path.join(exported, MODALITY_PATH)) as f:
+        modality = json.load(f)
+    assert sidecar["action"] == {"terms": {"cart_effort": 1}, "padded_to": 2}
+    assert sidecar["state"]["padded_to"] == 5 and sidecar["cameras"] == ["scene_camera"]
+    source = sidecar["source"]
+    assert (source["env_name"], source["schedule"], source["chunk_length"], source["seed"], source["num_envs"],
+            source["demos"]) == (TASK, "global_clock", 1, 42, 4, 4)
+    assert modality["state"]["cube_x"] == {"start": 2, "end": 3}
+    assert modality["action"] == {"cart_effort": {"start": 0, "end": 1}}
+    assert modality["video"] == {"scene_camera": {"original_key": CAMERA}}
+    assert modality["annotation"] == {"human.task_description": {"original_key": "task_index"}}
+
+
+def test_video_export_reads_back_close(dataset, exported, tmp_path):
+    """h264 is lossy: the same frames come back, each close to the recorded one."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    output = tmp_path / "video"
+    assert load_script("export_lerobot").main([dataset, "--output", str(output), "--vcodec", "h264"]) == 0
+    video, lossless = LeRobotDataset("local/video", root=str(output)), LeRobotDataset("local/x", root=exported)
+    assert video.num_frames == lossless.num_frames and video.meta.features[CAMERA]["dtype"] == "video"
+    for i in (0, video.num_frames // 2, video.num_frames - 1):
+        assert torch.equal(video[i]["action"], lossless[i]["action"])
+        assert (video[i][CAMERA] - lossless[i][CAMERA]).abs().mean() < 0.05
+
+
+def test_bad_inputs_exit_2(dataset, exported, tmp_path, capsys):
+    not_hdf5 = tmp_path / "notes.hdf5"
+    not_hdf5.write_text("not a dataset")
+    no_obs = tmp_path / "no_obs.hdf5"
+    shutil.copy(dataset, no_obs)
+    with h5py.File(no_obs, "r+") as f:
+        del f["data/demo_0/obs"]
+    check_usage_errors(load_script("export_lerobot"), {
+        (str(tmp_path / "missing.hdf5"), "--output", str(tmp_path / "a")): "dataset file not found",
+        (dataset, "--output", exported): "exists: choose a new directory",
+        (str(not_hdf5), "--output", str(tmp_path / "b")): "is not a readable Isaac Lab dataset",
+        (str(no_obs), "--output", str(tmp_path / "c")): "has no per-sample 'obs'",
+        (dataset, "--output", str(tmp_path / "d"), "--vcodec", "mpeg2"): "invalid choice",
+    }, capsys)
+    assert not os.path.exists(tmp_path / "c")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(exported, tmp_path_factory) -> str:
+    """A tiny ACT trained for 2 steps by lerobot-train on the export (CPU, offline)."""
+    output = tmp_path_factory.mktemp("act") / "run"
+    run = _run([os.path.join(LEROBOT_BIN, "lerobot-train"), "--dataset.repo_id=local/push_cube",
+                f"--dataset.root={exported}", "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
+                "--policy.pretrained_backbone_weights=null", "--policy.chunk_size=8", "--policy.n_action_steps=8",
+                "--policy.dim_model=32", "--policy.dim_feedforward=64", "--policy.n_heads=2",
+                "--policy.n_encoder_layers=1", "--policy.n_vae_encoder_layers=1", "--batch_size=4", "--steps=2",
+                "--save_freq=2", "--num_workers=0", "--wandb.enable=false", f"--output_dir={output}"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return str(output / "checkpoints" / "last" / "pretrained_model")
+
+
+def test_lerobot_checkpoint_drives_the_env(checkpoint):
+    run = _run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--num_envs", 4, "--steps", 20,
+                "--timeline", ""])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"{TASK}, chunk policy {checkpoint}: 4 envs, 20 steps, H = 8" in run.stdout
+    calls = [line for line in run.stdout.splitlines() if line.startswith("| inference_calls")]
+    assert calls and int(calls[0].split("|")[2]) >= 3  # 20 steps, H = 8: a call per tick
+
+
+def test_batched_call_equals_single_calls_and_drops_the_pad(checkpoint, dataset):
+    model = load_chunk_policy(checkpoint)
+    assert isinstance(model, LeRobotChunkModel) and model.chunk_length == 8 and model.task == TASK
+    with h5py.File(dataset) as f:
+        demo = f["data/demo_0"]
+        obs = {"policy": torch.from_numpy(demo["obs"][:3]),
+               "images": {"scene_camera": torch.from_numpy(demo["images/scene_camera"][:3])}}
+    env_ids = torch.arange(3)
+    chunk = model(obs, env_ids)
+    assert chunk.shape == (3, 8, 1) and chunk.dtype == torch.float32
+    for b in range(3):
+        row = {"policy": obs["policy"][b: b + 1], "images": {"scene_camera": obs["images"]["scene_camera"][b: b + 1]}}
+        assert torch.allclose(model(row, env_ids[b: b + 1]), chunk[b: b + 1], atol=1e-5)
+
+
+def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, capsys):
+    bad = tmp_path / "pretrained_model"
+    shutil.copytree(checkpoint, bad)
+    with open(bad / "policy_preprocessor.json") as f:
+        processor = json.load(f)
+    processor["steps"][0] = {"class": "os.system", "config": {}}
+    with open(bad / "policy_preprocessor.json", "w") as f:
+        json.dump(processor, f)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    evaluate = load_script("eval")
+    for path, message in ((bad, "names classes to import (['os.system'])"),
+                          (empty, "is a directory but not a LeRobot pretrained_model")):
+        with pytest.raises(SystemExit) as exit_:
+            evaluate.parse_args(["--checkpoint", str(path)])
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2 and message in err and "Traceback" not in err, err
+    (bad / "model.safetensors").write_bytes(b"\x80\x04 a pickle, not safetensors")
+    with pytest.raises(ValueError, match="names classes to import"):
+        LeRobotChunkModel(str(bad))
+
+
+def test_observation_history_is_a_per_env_ring_frozen_for_envs_not_served():
+    """The rings of Diffusion-style policies (n_obs_steps 2): a push advances the envs given only; a new episode
+    (an episode length not larger than at the env's last push) restarts an env's ring."""
+    history = ObservationHistory(num_envs=3, length=2)
+    frames = torch.randint(0, 256, (3, 3, 3, 8, 8), dtype=torch.uint8).float()  # push k, env -> frame
+
+    def push(k: int, env_ids: list[int], lengths: list[int]) -> dict:
+        ids = torch.tensor(env_ids)
+        return history.push({"observation.state": torch.full((len(ids), 5), float(k)), CAMERA: frames[k, ids]},
+                            ids, torch.tensor(lengths))
+
+    first = push(0, [0, 1, 2], [0, 0, 0])
+    assert first["observation.state"].shape == (3, 2, 5) and first[CAMERA].shape == (3, 2, 3, 8, 8)
+    state = history.rings["observation.state"]
+    assert torch.equal(state[:, :, 0], torch.zeros(3, 2))  # a first push fills the ring with its observation
+    second = push(1, [1, 2], [4, 4])
+    assert torch.equal(state[:, :, 0], torch.tensor([[0.0, 0.0], [0.0, 1.0], [0.0, 1.0]]))  # env 0 not served
+    assert torch.equal(second[CAMERA][0], torch.stack((frames[0, 1], frames[1, 1])))
+    push(2, [0, 2], [8, 2])  # env 2 began a new episode since its last push (2 <= 4)
+    assert torch.equal(state[:, :, 0], torch.tensor([[0.0, 2.0], [0.0, 1.0], [2.0, 2.0]]))
+    assert torch.equal(second["observation.state"][:, :, 0], torch.tensor([[0.0, 1.0], [0.0, 1.0]]))  # not aliased
