@@ -1,6 +1,6 @@
 """What the scripts share: argument types with ranges, env and policy arguments, the chunk-model factory, the
-rollout loop, output checks, shards and how a script ends (the policy server's arguments: :mod:`.serving`).
-A script is then: parse, build, run, report."""
+rollout loop, the episodes counted (quotas, episode log), output checks, shards and how a script ends (the policy
+server's arguments: :mod:`.serving`). A script is then: parse, build, run, report."""
 
 from .app import USER_ERRORS, fail, run, user_errors
 from .arguments import (
@@ -19,6 +19,14 @@ from .arguments import (
     positive_int,
     schedules,
     shard,
+)
+from .episodes import (
+    add_episode_args,
+    apply_episode_args,
+    describe_scoring,
+    episode_figures,
+    make_ledger,
+    write_episode_log,
 )
 from .outputs import (
     EXPORT_MODES,
@@ -49,9 +57,11 @@ __all__ = [
     "Transition",
     "USER_ERRORS",
     "add_env_args",
+    "add_episode_args",
     "add_policy_args",
     "add_shard_args",
     "address",
+    "apply_episode_args",
     "apply_shard",
     "check_new_datasets",
     "check_space",
@@ -60,10 +70,12 @@ __all__ = [
     "dataset_table",
     "describe_policy",
     "describe_run",
+    "describe_scoring",
     "describe_shard",
     "desync_episodes",
     "device",
     "env_overrides",
+    "episode_figures",
     "existing_file",
     "fail",
     "float_in",
@@ -72,6 +84,7 @@ __all__ = [
     "key_pair",
     "latency",
     "make_chunk_model",
+    "make_ledger",
     "non_negative_float",
     "non_negative_int",
     "open_env",
@@ -83,5 +96,6 @@ __all__ = [
     "shard",
     "start_episodes",
     "user_errors",
+    "write_episode_log",
     "write_results",
 ]
