@@ -1,5 +1,6 @@
 """Write a GIF of the camera images of chosen demos of a dataset, tiled side by side (and a PNG of a grid of
-frames), to look at what a recording saw.
+frames), to look at what a recording saw; a frame whose action starts a new chunk has a yellow border (files with
+chunk provenance).
 
 Exit status: 0 on success, 2 on bad input (no such file, demo or camera, or a dataset without images).
 
@@ -20,7 +21,7 @@ import numpy as np
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetError, DatasetReader
-from isaaclab_suspend.datasets.image_frames import load_images, tile, write_gif, write_png
+from isaaclab_suspend.datasets.image_frames import load_images, mark_chunk_starts, tile, write_gif, write_png
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,7 +56,7 @@ def view(args: argparse.Namespace) -> None:
         demos = args.demos or reader.demo_names[: args.max_demos]
         if not demos:
             raise DatasetError(f"'{reader.path}' holds no demos.")
-        episodes = [load_images(reader, demo, args.camera) for demo in demos]
+        episodes = [mark_chunk_starts(reader, demo, load_images(reader, demo, args.camera)) for demo in demos]
     output = args.output or os.path.splitext(args.dataset)[0] + f"_{args.camera}.gif"
     write_gif(tile(episodes, args.columns, args.scale), output, args.fps)
     print(f"wrote {output}: {len(demos)} demos ({', '.join(demos)}), camera '{args.camera}'")
