@@ -95,7 +95,7 @@ def record(args: argparse.Namespace) -> None:
                 steps += 1
                 if steps == 1:
                     cli.check_space(env, expected)
-                progress.update(ledger.ended_count - progress.n)
+                progress.update(min(cli.written_count(env, args.export), expected) - progress.n)
                 if steps >= args.max_steps or stop.requested:
                     break
         figures = cli.episode_figures(ledger, args.episode_log)
@@ -107,8 +107,8 @@ def record(args: argparse.Namespace) -> None:
     chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
     print(f"\n{args.task}{cli.describe_shard(args)}: {args.num_envs} envs, {cli.describe_policy(args)}{chunks},"
           f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
-          f" {ledger.ended_count} episodes run ({cli.describe_scoring(args)}), open ones dropped; success rate"
-          f" {figures['success_rate']:.3f}, mean length {figures['mean_episode_length']:.1f} steps.")
+          f" {cli.written_count(env, args.export)} episodes written ({cli.describe_scoring(args)}), open ones dropped;"
+          f" success rate {figures['success_rate']:.3f}, mean length {figures['mean_episode_length']:.1f} steps.")
     print(cli.dataset_table(args.paths))
 
 

@@ -3,6 +3,7 @@ envs frozen), the episode log against the printed figures, chunk provenance in t
 all start at their reset with their full time budget (exactly as many as asked)."""
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -18,7 +19,10 @@ from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetReader
 from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR, mark_chunk_starts
 from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
+from isaaclab_suspend.recording import ChunkProvenanceRecorder, ChunkProvenanceRecorderCfg
 from isaaclab_suspend.tensor_tree import flatten_tree
+
+from host_syncs import spy_forbids_syncs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "Isaac-PushCube-Suspendable"
@@ -157,6 +161,28 @@ def test_async_provenance_ages_by_the_lead():
     first = executing[1:] & (call[1:] != call[:-1])
     assert set(index[1:][first].tolist()) == {0, 2} and (age[1:][first] == 2).sum() > 10
     assert (call.max(dim=0).values > 20).all()
+
+
+def test_no_host_read_on_steps_without_a_reset():
+    """The ledger's step and the provenance term read nothing from the device unless the env reset some env."""
+    args = _args(desync=False, episodes_per_env=1)
+    with cli.open_env(args) as env:
+        policy = ActionChunkingPolicy(make_default_model(args.task, 8), env, chunk_length=8, schedule="global_clock")
+        term = ChunkProvenanceRecorder(ChunkProvenanceRecorderCfg(), env)
+        obs = cli.start_episodes(env, args.seed, args.desync)
+        ledger = cli.make_ledger(args, env, policy)
+        quiet = steps = 0
+        while not ledger.finished:
+            resets, steps = env.reset_count, steps + 1
+            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
+            policy.observe(terminated | truncated)
+            status = policy.last_step
+            with spy_forbids_syncs() if env.reset_count == resets else contextlib.nullcontext():
+                ledger.update(terminated | truncated, status.suspended, status.served)
+                key, value = term.record_pre_step()
+            quiet += env.reset_count == resets
+        assert key == "chunk" and value is policy.provenance.current
+        assert 100 < quiet < steps and ledger.ended.tolist() == [1, 1, 1, 1]
 
 
 @pytest.mark.parametrize("schedule", ["hold"])

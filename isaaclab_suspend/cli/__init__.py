@@ -35,6 +35,7 @@ from .outputs import (
     check_writable,
     dataset_recorder_cfg,
     dataset_table,
+    written_count,
 )
 from .policy import (
     DEFAULT_TASK,
@@ -98,4 +99,5 @@ __all__ = [
     "user_errors",
     "write_episode_log",
     "write_results",
+    "written_count",
 ]

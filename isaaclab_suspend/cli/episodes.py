@@ -49,7 +49,8 @@ def make_ledger(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, pol
     first episodes counted unless ``--desync``; when recording (``export``), episodes that do not count are not
     written and each record names its demo."""
     return EpisodeLedger(env, per_env=args.episodes_per_env, total=total, count_first=not args.desync,
-                         only_successes=export == "succeeded" and total is not None, retire=getattr(policy, "retire", env.suspend_envs),
+                         only_successes=export == "succeeded" and total is not None,
+                         retire=getattr(policy, "retire", env.suspend_envs),
                          discard=getattr(env.recorder_manager, "discard_open_episodes", None), export=export,
                          seed=args.seed)
 

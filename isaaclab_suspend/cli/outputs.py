@@ -71,6 +71,13 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
     return paths
 
 
+def written_count(env: SuspendableManagerBasedRLEnv, export: str) -> int:
+    """Episodes the env's recorder has written so far (successes only with ``export`` ``succeeded``)."""
+    manager = env.recorder_manager
+    succeeded = manager.exported_successful_episode_count
+    return succeeded if export == "succeeded" else succeeded + manager.exported_failed_episode_count
+
+
 def check_space(env: SuspendableManagerBasedRLEnv, episodes: int) -> None:
     """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound).
 
