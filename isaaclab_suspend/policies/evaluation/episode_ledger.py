@@ -112,9 +112,8 @@ class EpisodeLedger:
                                    "success": succeeded, **self._demo(succeeded)})
                 self._ended_total += succeeded or not self.only_successes
             self.ended[ended] += 1
-        reset = torch.as_tensor(done, device=self.length.device)
         for counter in (self.length, self.suspended_steps, self.calls):
-            counter.masked_fill_(reset, 0)
+            counter.masked_fill_(dones, 0)
         self.counted &= ~done
         if not self.finished:
             self._allocate(done & ~self.retired)
