@@ -18,7 +18,7 @@ import torch
 from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetReader
 from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR, mark_chunk_starts
-from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
+from isaaclab_suspend.policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator, make_default_model
 from isaaclab_suspend.recording import ChunkProvenanceRecorder, ChunkProvenanceRecorderCfg
 from isaaclab_suspend.tensor_tree import flatten_tree
 
@@ -145,12 +145,12 @@ def test_a_file_with_provenance_replays_exactly(quota_run):
 
 
 def test_async_provenance_ages_by_the_lead():
-    """Under ``async`` a chunk is planned d steps before its tick: an env that ran meanwhile takes it from action d,
-    whose age is d; one that waited suspended takes it from action 0, its age 0."""
+    """Under ``async`` (GR1's 200 ms per call, virtual) a chunk is planned d = 2 steps before its tick: an env that
+    ran meanwhile takes it from action d, whose age is d; one that waited suspended takes it from action 0, age 0."""
     args = _args(desync=False, episodes_per_env=None)
     with cli.open_env(args) as env:
-        policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="async",
-                                      refill_threshold=0.25)
+        model = LatencyEmulator(make_default_model(TASK, 8), LatencyCfg.parse("gr1", virtual=True))  # 200 ms a call
+        policy = ActionChunkingPolicy(model, env, chunk_length=8, schedule="async", refill_threshold=0.25)
         obs = cli.start_episodes(env, args.seed, desync=False)
         rows = []
         for _ in cli.rollout(env, policy, obs, 320):  # every env ends its first episode (300 steps at most)

@@ -2,8 +2,9 @@
 
 GR00T's simulation evaluation and IsaacLab-Arena count the first N episodes to finish. When episodes differ in
 length, the envs that draw short ones finish more of them within that budget, so short episodes, which are
-often the successes, are over-represented. Here push-cube runs with a wide target range (``--x_range``): a near
-target is pushed home in a short episode, a far one (beyond about 2 m) times out after 300 steps, a failure. Each protocol runs on
+often the successes, are over-represented. Here push-cube runs with targets on both sides of the cube's start
+(x = 0.4 m, ``--x_range``) and a long time budget (``--episode_length_s``): the scripted planner pushes a cube
+ahead to its target in a short episode, but cannot pull one back, which then times out, a long failure. Each protocol runs on
 the same env, seed and embedded chunk policy (``global_clock``):
 
 * ``first N to finish``: every env runs freely; the first N = num_envs x K episodes to end are scored;
@@ -51,8 +52,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--num_envs", type=cli.positive_int, default=16)
     parser.add_argument("--episodes_per_env", type=cli.positive_int, default=1, help="K")
-    parser.add_argument("--reference_per_env", type=cli.positive_int, default=4, help="K of the reference run")
-    parser.add_argument("--x_range", type=float, nargs=2, default=(0.5, 3.5), help="target x range [m]")
+    parser.add_argument("--reference_per_env", type=cli.positive_int, default=3, help="K of the reference run")
+    parser.add_argument("--x_range", type=float, nargs=2, default=(0.0, 1.2), help="target x range [m]")
+    parser.add_argument("--episode_length_s", type=float, default=8.0, help="time budget of an episode [s]")
     parser.add_argument("--chunk", type=cli.positive_int, default=16)
     parser.add_argument("--seeds", type=cli.non_negative_int, nargs="+", default=[42])
     parser.add_argument("--max_steps", type=cli.positive_int, default=20_000)
@@ -62,7 +64,8 @@ def main() -> None:
                  f"reference ({args.reference_per_env} per env)": (args.reference_per_env, None)}
     rows = {name: [] for name in protocols}
     env_args = argparse.Namespace(task=TASK, num_envs=args.num_envs, device="cpu", seed=args.seeds[0], presets=None)
-    with cli.open_env(env_args, commands__target__x_range=tuple(args.x_range)) as env:
+    with cli.open_env(env_args, commands__target__x_range=tuple(args.x_range),
+                      episode_length_s=args.episode_length_s) as env:
         for seed in args.seeds:
             for name, (per_env, first) in protocols.items():
                 rows[name].append(run(env, args, seed, per_env, first))
@@ -77,7 +80,8 @@ def main() -> None:
                        f"{mean['mean_episode_length']:.1f}",
                        f"{min(r['min_per_env'] for r in runs)}-{max(r['max_per_env'] for r in runs)}",
                        f"{mean['steps']:.0f}"])
-    print(f"\n{TASK}, target x in {tuple(args.x_range)} m, {args.num_envs} envs, H = {args.chunk}, global_clock,"
+    print(f"\n{TASK}, target x in {tuple(args.x_range)} m, {args.episode_length_s:g} s episodes, {args.num_envs} envs,"
+          f" H = {args.chunk}, global_clock,"
           f" seeds {args.seeds} (means over seeds, success-rate range in brackets), CPU.\n{table}")
 
 
