@@ -81,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def record(args: argparse.Namespace) -> None:
     start, steps = time.perf_counter(), 0
     with cli.open_env(args, *((RuntimeError,) if args.remote else ()), recorders=args.recorders) as env:
-        generator = torch.Generator(device=env.device).manual_seed(args.seed)
+        manager, generator = env.recorder_manager, torch.Generator(device=env.device).manual_seed(args.seed)
         model = cli.make_chunk_model(args, env)
         policy = cli.RandomPolicy(env, generator) if model is None else ActionChunkingPolicy(
             model, env, chunk_length=args.chunk, schedule=args.schedule, aggregator=args.aggregator,
@@ -95,7 +95,7 @@ def record(args: argparse.Namespace) -> None:
                 steps += 1
                 if steps == 1:
                     cli.check_space(env, expected)
-                progress.update(min(cli.written_count(env, args.export), expected) - progress.n)
+                progress.update(min(cli.written_count(manager, args.export), expected) - progress.n)
                 if steps >= args.max_steps or stop.requested:
                     break
         figures = cli.episode_figures(ledger, args.episode_log)
@@ -107,7 +107,7 @@ def record(args: argparse.Namespace) -> None:
     chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
     print(f"\n{args.task}{cli.describe_shard(args)}: {args.num_envs} envs, {cli.describe_policy(args)}{chunks},"
           f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
-          f" {cli.written_count(env, args.export)} episodes written ({cli.describe_scoring(args)}), open ones dropped;"
+          f" {cli.written_count(manager, args.export)} episodes written ({cli.describe_scoring(args)}), open ones dropped;"
           f" success rate {figures['success_rate']:.3f}, mean length {figures['mean_episode_length']:.1f} steps.")
     print(cli.dataset_table(args.paths))
 

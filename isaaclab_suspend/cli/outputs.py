@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from isaaclab.managers import RecorderManagerBaseCfg
 
     from ..envs import SuspendableManagerBasedRLEnv
+    from ..recording import SuspendableRecorderManager
 
 
 def check_writable(path: str, what: str) -> str:
@@ -71,9 +72,9 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
     return paths
 
 
-def written_count(env: SuspendableManagerBasedRLEnv, export: str) -> int:
-    """Episodes the env's recorder has written so far (successes only with ``export`` ``succeeded``)."""
-    manager = env.recorder_manager
+def written_count(manager: SuspendableRecorderManager, export: str) -> int:
+    """Episodes ``manager`` has written so far (successes only with ``export`` ``succeeded``; also after the env
+    closed)."""
     succeeded = manager.exported_successful_episode_count
     return succeeded if export == "succeeded" else succeeded + manager.exported_failed_episode_count
 
