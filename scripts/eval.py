@@ -25,6 +25,9 @@ Examples::
         --openpi_keys observation/state=policy --prompt "balance the pole"
     tools/run.sh python scripts/eval.py --remote gr00t://127.0.0.1:5555 --gr00t_keys state.cartpole=policy
 
+    # fair figures: 4 episodes from every env (not the first to finish), one JSON line per episode
+    tools/run.sh python scripts/eval.py --episodes_per_env 4 --desync --episode_log outputs/episodes.jsonl
+
     # shard 2 of 4 (seed + 2, files <stem>-shard2of4.*); scripts/merge_shards.py merges the shards' results
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --shard 2/4 --results outputs/eval.json
 """
@@ -38,8 +41,7 @@ import sys
 from tqdm import tqdm
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import ActionChunkingPolicy, ChunkTimeline, EpisodeOutcomes
-from isaaclab_suspend.policies import plot_timelines, stats_table
+from isaaclab_suspend.policies import ActionChunkingPolicy, ChunkTimeline, plot_timelines, stats_table
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -48,9 +50,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, latency_args=True)
     cli.add_shard_args(parser, results=True)
+    cli.add_episode_args(parser)
     parser.add_argument("--compare", type=cli.schedules, default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
-    parser.add_argument("--steps", type=cli.positive_int, default=600)
+    parser.add_argument("--steps", type=cli.positive_int, default=None, help="steps to run (default 600)")
     parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
     parser.add_argument("--timeline_envs", type=cli.positive_int, default=16, help="envs shown in the timeline")
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (one sub-directory per schedule)")
@@ -60,7 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--overwrite", action="store_true", help="replace existing --record files")
     args = parser.parse_args(argv)
     args.schedules = args.compare or [args.schedule]
-    cli.apply_shard(parser, args, files=("record", "results", "timeline"))
+    cli.apply_episode_args(parser, args, "steps", 600)
+    cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log"))
     try:
         for path, what in ((args.timeline, "--timeline"), (args.log_dir, "--log_dir"), (args.record, "--record"),
                            (args.results, "--results")):
@@ -86,17 +90,16 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
             log_dir=os.path.join(args.log_dir, schedule) if args.log_dir else None,
         )
         timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
-        outcomes = EpisodeOutcomes(env, score_first=not args.desync)
         obs = cli.start_episodes(env, args.seed, args.desync)
-        progress = tqdm(cli.rollout(env, policy, obs, args.steps), total=args.steps, desc=f"{schedule:>13}",
+        ledger = cli.make_ledger(args, env, policy, export="all" if args.record else None)
+        progress = tqdm(cli.rollout(env, policy, obs, args.steps, ledger), total=args.steps, desc=f"{schedule:>13}",
                         unit="step", disable=args.quiet)
         for t in progress:
             timeline.record(policy.last_step, t.dones)
-            outcomes.update(t.dones, ~policy.last_step.suspended)
             if t.step % 20 == 0:
                 progress.set_postfix(calls=policy.stats_counters.inference_calls)
         policy.close()
-        return {**policy.stats, **outcomes.as_dict()}, timeline
+        return {**policy.stats, **cli.episode_figures(ledger, args.episode_log, suffix)}, timeline
 
 
 def evaluate(args: argparse.Namespace) -> None:
@@ -104,9 +107,7 @@ def evaluate(args: argparse.Namespace) -> None:
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
         results[schedule], timelines[schedule] = run(args, schedule)
     header = cli.describe_run(args, args.steps)
-    print(f"\n{header}\n{stats_table(results)}")
-    first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
-    print(f"Episodes scored: those that started and ended in the run{first}.")
+    print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.")
     if args.results:
         print(f"Figures written to {cli.write_results(args.results, header, results)}")
     if args.record:

@@ -2,9 +2,11 @@
 
 The recorder is :class:`~isaaclab_suspend.recording.SuspendableRecorderManager` with the terms of
 :class:`~isaaclab_suspend.datasets.DatasetRecorderManagerCfg` (Isaac Lab's action-state terms, plus the
-pre-step states and env origins that make the replay exact). Suspended envs record nothing, so with the
-``global_clock`` schedule an env waiting for the next chunk adds no junk sample. Episodes still open when
-the run stops (done, error or Ctrl-C) are dropped; every exported episode is already flushed to the file.
+pre-step states and env origins that make the replay exact, and the chunk each action came from). Suspended envs
+record nothing, so with the ``global_clock`` schedule an env waiting for the next chunk adds no junk sample. A demo
+starts at its reset with its full time budget (not a ``--desync`` first episode); exactly ``--episodes`` are written
+(or ``--episodes_per_env`` from each env): an env whose next episode would exceed them waits suspended. Episodes
+still open when the run stops (done, error or Ctrl-C) are dropped; every exported episode is already in the file.
 Ctrl-C stops the run after the current step, so no export is cut in the middle; a second Ctrl-C stops it at once.
 
 Examples::
@@ -47,14 +49,16 @@ from isaaclab_suspend import cli
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.utils import StopAfterStep
 
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser)
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, policies=cli.POLICIES)
     cli.add_shard_args(parser)
-    parser.add_argument("--episodes", type=cli.positive_int, default=32,
-                        help="episodes to write (successes only with --export succeeded)")
+    cli.add_episode_args(parser)
+    parser.add_argument("--episodes", type=cli.positive_int, default=None,
+                        help="episodes to write, exactly (successes only with --export succeeded; default 32)")
     parser.add_argument("--output", default=None, help="dataset file (default: outputs/datasets/<task>.hdf5)")
     parser.add_argument("--export", default="all", choices=sorted(cli.EXPORT_MODES),
                         help="'all' episodes, 'succeeded' only, or succeeded and failed in 'separate' files")
@@ -66,7 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
     if not args.output.endswith(".hdf5"):
         parser.error(f"--output must end with .hdf5, got '{args.output}'")
-    cli.apply_shard(parser, args, files=("output",), episodes=True)
+    cli.apply_episode_args(parser, args, "episodes", 32)
+    cli.apply_shard(parser, args, files=("output", "episode_log"), episodes=args.episodes is not None)
     args.recorders = cli.dataset_recorder_cfg(args.output, export=args.export)
     try:
         args.paths = cli.check_new_datasets(args.recorders, args.overwrite)
@@ -87,31 +92,25 @@ def record(args: argparse.Namespace) -> None:
             refill_threshold=args.refill_threshold)
         if model is not None:  # the file says how its chunks were scheduled (scripts/export_lerobot.py reads it)
             manager.writer.add_env_args({"schedule": args.schedule, "chunk_length": args.chunk})
-
-        def written() -> int:
-            succeeded = manager.exported_successful_episode_count
-            return succeeded if args.export == "succeeded" else succeeded + manager.exported_failed_episode_count
-
         obs = cli.start_episodes(env, args.seed, args.desync, generator)
-        progress = tqdm(total=args.episodes, desc="episodes", unit="ep", disable=args.quiet)
+        ledger = cli.make_ledger(args, env, policy, total=args.episodes, export=args.export)
+        expected = args.episodes or args.episodes_per_env * args.num_envs
+        progress = tqdm(total=expected, desc="episodes", unit="ep", disable=args.quiet)
         with progress, StopAfterStep() as stop:
-            for t in cli.rollout(env, policy, obs):
+            for t in cli.rollout(env, policy, obs, ledger=ledger):
                 steps += 1
                 if steps == 1:
-                    cli.check_space(env, args.episodes)
-                progress.update(min(written(), args.episodes) - progress.n)
-                if written() >= args.episodes or steps >= args.max_steps or stop.requested:
+                    cli.check_space(env, expected)
+                progress.update(min(cli.written_count(manager, args.export), expected) - progress.n)
+                if steps >= args.max_steps or stop.requested:
                     break
+        figures = cli.episode_figures(ledger, args.episode_log)
     if stop.requested:
         raise KeyboardInterrupt
     seconds = time.perf_counter() - start
-    if written() < args.episodes:
-        print(f"[WARN] stopped at --max_steps {args.max_steps} with {written()} of {args.episodes} episodes written.")
-    chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
-    print(f"\n{args.task}{cli.describe_shard(args)}: {args.num_envs} envs, {cli.describe_policy(args)}{chunks},"
-          f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
-          f" {written()} episodes written ({args.episodes} requested; episodes ending in the same step are all kept),"
-          " open ones dropped.")
+    if not ledger.finished:
+        print(f"[WARN] stopped at --max_steps {args.max_steps} with {ledger.ended_count} of {expected} episodes run.")
+    print(cli.recording_summary(args, cli.written_count(manager, args.export), steps, seconds, figures))
     print(cli.dataset_table(args.paths, has_success))
 
 

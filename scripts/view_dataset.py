@@ -1,5 +1,6 @@
 """Write a GIF of the camera images of chosen demos of a dataset, tiled side by side, and a PNG of a grid of
-frames, to look at what a recording saw.
+frames, to look at what a recording saw; a frame whose action starts a new chunk has a yellow border (files with
+chunk provenance).
 
 Both go to ``outputs/`` (git-ignored) by default: ``outputs/<dataset stem>_<camera>.gif`` and ``.png``.
 
@@ -22,7 +23,8 @@ import numpy as np
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetError, DatasetReader
-from isaaclab_suspend.datasets.image_frames import check_tileable, load_images, tile, write_gif, write_png
+from isaaclab_suspend.datasets.image_frames import check_tileable, load_images, mark_chunk_starts, tile, write_gif
+from isaaclab_suspend.datasets.image_frames import write_png
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -60,7 +62,7 @@ def view(args: argparse.Namespace) -> None:
         demos = args.demos or reader.demo_names[: args.max_demos]
         if not demos:
             raise DatasetError(f"'{reader.path}' holds no demos.")
-        episodes = [load_images(reader, demo, args.camera) for demo in demos]
+        episodes = [mark_chunk_starts(reader, demo, load_images(reader, demo, args.camera)) for demo in demos]
     check_tileable(reader.path, dict(zip(demos, episodes)), args.columns, args.scale)
     for path in (args.output, args.png):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)

@@ -204,6 +204,20 @@ def test_partial_batch_infers_the_requesting_envs_only():
     assert plan.infer and plan.env_ids.tolist() == [0, 2] and plan.take is None
 
 
+def test_idle_envs_neither_wait_nor_request_nor_take_chunks():
+    """An env past its episode quota (``ActionChunkingPolicy.retire``): no schedule plans for it, a full-batch
+    chunk leaves its queue empty, and the host mirror ignores it (no device read per step for ``any``)."""
+    q = _queues(3)
+    q.merge(torch.arange(3), _chunk(3), replace, None)
+    q.set_idle(torch.tensor([False, True, False]))
+    assert q.empty_mask().tolist() == [False, True, False] and not q.waiting_mask().any()
+    assert make_schedule("any").plan(q, 1, resets_pending=True) is None
+    assert make_schedule("global_clock").plan(q, 1, resets_pending=True).park.tolist() == [False, False, False]
+    q.merge(torch.arange(3), _chunk(3, 100.0), replace, None)
+    assert q.cursor.tolist() == [0, H, 0] and q.requests(resets_pending=False) is None
+    assert q._steps_to_refill == H, "the idle env's empty queue does not make the mirror read the device"
+
+
 def test_unknown_schedule():
     with pytest.raises(ValueError, match="Unknown schedule 'sometimes'.*global_clock"):
         make_schedule("sometimes")

@@ -199,7 +199,7 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
 
 def test_server_dying_mid_run_exits_2_and_keeps_the_recorded_episodes(tmp_path):
     """record.py and eval.py --record as clients of a server that dies after each made 20 calls (320 steps: every
-    env finished its first, desynchronised episode): both exit with status 2 and the reason, no traceback, and
+    env finished its first episode, of 300 steps): both exit with status 2 and the reason, no traceback, and
     every episode exported before is in the file, complete and readable, and the error line says which file."""
     task = "Isaac-Cartpole-Suspendable"
     local = make_default_model(task, 16)
@@ -217,8 +217,8 @@ def test_server_dying_mid_run_exits_2_and_keeps_the_recorded_episodes(tmp_path):
     recorded, evaluated = tmp_path / "record.hdf5", tmp_path / "eval.hdf5"
     clients = [
         _script("record.py", "--policy", "remote", "--remote", address, "--num_envs", "4", "--episodes", "1000",
-                "--desync", "--output", str(recorded)),
-        _script("eval.py", "--remote", address, "--num_envs", "3", "--steps", "100000", "--desync",
+                "--output", str(recorded)),
+        _script("eval.py", "--remote", address, "--num_envs", "3", "--steps", "100000",
                 "--record", str(evaluated), "--timeline", ""),
     ]
     try:

@@ -70,7 +70,7 @@ def test_eval_shards_against_one_openpi_server_merge_into_one_report_and_dataset
         for i in range(2):
             shards.append(_script("eval.py", "--remote", f"openpi://{address[1]}", "--openpi_keys",
                                   "observation/state=policy", "--prompt", "balance", "--shard", f"{i}/2",
-                                  "--num_envs", "2", "--steps", "208", "--desync", "--timeline", "",
+                                  "--num_envs", "2", "--steps", "304", "--timeline", "",
                                   "--record", str(tmp_path / "eval.hdf5"), "--results", str(tmp_path / "eval.json")))
         for i, shard in enumerate(shards):
             out, err = shard.communicate(timeout=400)

@@ -1,6 +1,6 @@
 """What the scripts share: argument types with ranges, env and policy arguments, the chunk-model factory, the
-rollout loop, output checks, shards and how a script ends (the policy server's arguments: :mod:`.serving`).
-A script is then: parse, build, run, report."""
+rollout loop, the episodes counted (quotas, episode log), output checks, shards and how a script ends (the policy
+server's arguments: :mod:`.serving`). A script is then: parse, build, run, report."""
 
 from .app import USER_ERRORS, fail, run, user_errors
 from .arguments import (
@@ -21,6 +21,15 @@ from .arguments import (
     schedules,
     shard,
 )
+from .episodes import (
+    add_episode_args,
+    apply_episode_args,
+    describe_scoring,
+    episode_figures,
+    make_ledger,
+    recording_summary,
+    write_episode_log,
+)
 from .outputs import (
     EXPORT_MODES,
     check_new_datasets,
@@ -28,6 +37,7 @@ from .outputs import (
     check_writable,
     dataset_recorder_cfg,
     dataset_table,
+    written_count,
 )
 from .policy import (
     DEFAULT_TASK,
@@ -51,9 +61,11 @@ __all__ = [
     "USER_ERRORS",
     "add_env_args",
     "add_quiet_arg",
+    "add_episode_args",
     "add_policy_args",
     "add_shard_args",
     "address",
+    "apply_episode_args",
     "apply_shard",
     "check_new_datasets",
     "check_space",
@@ -62,10 +74,12 @@ __all__ = [
     "dataset_table",
     "describe_policy",
     "describe_run",
+    "describe_scoring",
     "describe_shard",
     "desync_episodes",
     "device",
     "env_overrides",
+    "episode_figures",
     "existing_file",
     "fail",
     "float_in",
@@ -74,6 +88,8 @@ __all__ = [
     "key_pair",
     "latency",
     "make_chunk_model",
+    "make_ledger",
+    "recording_summary",
     "non_negative_float",
     "non_negative_int",
     "open_env",
@@ -85,5 +101,7 @@ __all__ = [
     "shard",
     "start_episodes",
     "user_errors",
+    "write_episode_log",
     "write_results",
+    "written_count",
 ]

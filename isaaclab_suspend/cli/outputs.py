@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from isaaclab.managers import RecorderManagerBaseCfg
 
     from ..envs import SuspendableManagerBasedRLEnv
+    from ..recording import SuspendableRecorderManager
 
 
 def check_writable(path: str, what: str) -> str:
@@ -75,6 +76,13 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
         if os.path.exists(path) and not overwrite:
             raise ValueError(f"{what}: '{path}' exists: pass --overwrite to replace it.")
     return paths
+
+
+def written_count(manager: SuspendableRecorderManager, export: str) -> int:
+    """Episodes ``manager`` has written so far (successes only with ``export`` ``succeeded``; also after the env
+    closed)."""
+    succeeded = manager.exported_successful_episode_count
+    return succeeded if export == "succeeded" else succeeded + manager.exported_failed_episode_count
 
 
 def check_space(env: SuspendableManagerBasedRLEnv, episodes: int) -> None:

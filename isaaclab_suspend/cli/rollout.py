@@ -1,4 +1,5 @@
-"""The env loop every script runs: start (seeded, optionally desynchronised) episodes, then act -> step -> observe."""
+"""The env loop every script runs: start (seeded, optionally desynchronised) episodes, then act -> step -> observe,
+with an episode ledger that counts the episodes and ends the run."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from .arguments import env_overrides
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
+    from ..policies import EpisodeLedger
 
 
 class StepPolicy(Protocol):
@@ -72,10 +74,14 @@ def _kept_note(recorders: object) -> str | None:
 
 def desync_episodes(env: SuspendableManagerBasedRLEnv, generator: torch.Generator) -> None:
     """Start every env at a random point of its episode (Isaac Lab's ``init_at_random_ep_len``), so episodes end at
-    different steps, as when tasks succeed or fail at different times."""
+    different steps, as when tasks succeed or fail at different times. These first episodes, cut short, are not
+    demos: a recorder that can drop them does."""
     start = torch.randint(0, int(env.max_episode_length), (env.num_envs,), generator=generator,
                           device=generator.device)
     env.episode_length_buf[:] = start.to(env.device)
+    discard = getattr(env.recorder_manager, "discard_open_episodes", None)
+    if discard is not None:
+        discard()
 
 
 def start_episodes(env: SuspendableManagerBasedRLEnv, seed: int | None, desync: bool,
@@ -88,15 +94,20 @@ def start_episodes(env: SuspendableManagerBasedRLEnv, seed: int | None, desync: 
     return obs
 
 
-def rollout(env: SuspendableManagerBasedRLEnv, policy: StepPolicy, obs: dict, steps: int | None = None
-            ) -> Iterator[Transition]:
-    """Run ``policy`` from ``obs`` for ``steps`` steps (None: until the caller stops iterating)."""
+def rollout(env: SuspendableManagerBasedRLEnv, policy: StepPolicy, obs: dict, steps: int | None = None,
+            ledger: EpisodeLedger | None = None) -> Iterator[Transition]:
+    """Run ``policy`` from ``obs`` for ``steps`` steps (None: until the caller stops iterating or, with a
+    ``ledger``, until it is finished); each step is accounted in ``ledger`` before it is yielded."""
     step = 0
-    while steps is None or step < steps:
+    while (steps is None or step < steps) and not (ledger is not None and ledger.finished):
         actions = policy.act(obs)
         next_obs, _, terminated, truncated, _ = env.step(actions)
         dones = terminated | truncated
         policy.observe(dones)
+        if ledger is not None:
+            status = getattr(policy, "last_step", None)  # an ActionChunkingPolicy's: suspended and served masks
+            ledger.update(dones, env.suspended_mask if status is None else status.suspended,
+                          None if status is None else status.served)
         yield Transition(step, obs, next_obs, dones)
         obs = next_obs
         step += 1

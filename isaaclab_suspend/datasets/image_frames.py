@@ -49,6 +49,27 @@ def check_tileable(path: str, episodes: dict[str, np.ndarray], columns: int, sca
                            " available: show fewer demos (--demos, --max_demos) or a smaller --scale.")
 
 
+CHUNK_START_COLOR = (255, 200, 0)
+"""Border colour of a frame whose action starts a new chunk."""
+
+
+def mark_chunk_starts(reader: DatasetReader, demo: str, frames: np.ndarray) -> np.ndarray:
+    """``frames`` of ``demo`` with a :data:`CHUNK_START_COLOR` border on each step whose action is the first one
+    taken from a new chunk (its ``chunk/index`` restarted, or its ``chunk/call`` changed, as recorded by the chunk
+    provenance term); a copy, or ``frames`` itself for a file without provenance. Shape: (T, H, W, 3)."""
+    group = reader._data[demo]
+    if "chunk" not in group or "call" not in group["chunk"]:
+        return frames
+    call = reader.load_arrays(demo, ("chunk/call",))["chunk/call"].numpy()
+    starts = np.flatnonzero((call >= 0) & (np.diff(call, prepend=-1) != 0))
+    frames = frames.copy()
+    for edge in (np.s_[:, 0], np.s_[:, -1], np.s_[:, :, 0], np.s_[:, :, -1]):
+        view = frames[starts]
+        view[edge] = CHUNK_START_COLOR
+        frames[starts] = view
+    return frames
+
+
 def tile(episodes: list[np.ndarray], columns: int, scale: int = 1, gap: int = 1) -> np.ndarray:
     """Tile episodes side by side, ``columns`` per row with ``gap`` white pixels between tiles, each held on its
     last frame once it ends.

@@ -54,6 +54,9 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         the host: a caller compares it around a step to know whether the step reset some env, without a sync."""
         self.suspension_manager: SuspensionManager | None = None
         """Owns the suspended mask and the frozen state (None while suspension is disabled)."""
+        self.chunk_provenance = None
+        """Set by the chunking policy that feeds the env (its ``ChunkProvenance``): where each env's action of the
+        step came from, for the dataset recorder's ``chunk`` term; None when no chunking policy feeds it."""
         self._in_step = False
         super().__init__(cfg, render_mode, **kwargs)
         if self.suspend_cfg.enabled:

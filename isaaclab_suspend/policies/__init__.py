@@ -7,7 +7,8 @@ What a reader looks for, where:
   model, and the ``async`` schedule's worker thread (``async_inference``);
 * latency emulation (``latency``), a model wrapper; transports (TCP, openpi, batching) live in
   :mod:`isaaclab_suspend.serving` and nothing here imports them;
-* evaluation reporting (``evaluation``): figures, episode outcomes, the timeline;
+* evaluation reporting (``evaluation``): figures, episode outcomes, fair episode accounting, the timeline;
+* chunk provenance (``provenance``): which model call, chunk index and age each action came from;
 * each task's embedded planner lives in its task package and is found by :func:`make_default_model`.
 """
 
@@ -16,10 +17,11 @@ from .chunk_queues import ChunkQueues
 from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
 from .cost_model import InferenceCostModel
 from .embedded import make_default_model, tasks_with_chunk_model
-from .evaluation import ChunkingStats, ChunkTimeline, EpisodeOutcomes, plot_timelines, stats_table
+from .evaluation import ChunkingStats, ChunkTimeline, EpisodeLedger, EpisodeOutcomes, plot_timelines, stats_table
 from .latency import LatencyCfg, LatencyEmulator
 from .model import ChunkModel
 from .observation_history import ObservationHistory
+from .provenance import ChunkProvenance
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 
 _TASK_MODELS = {
@@ -52,10 +54,12 @@ __all__ = [
     "CartpoleLQRCfg",
     "CartpoleLQRChunkModel",
     "ChunkModel",
+    "ChunkProvenance",
     "ChunkQueues",
     "ChunkSchedule",
     "ChunkTimeline",
     "ChunkingStats",
+    "EpisodeLedger",
     "EpisodeOutcomes",
     "InferenceCostModel",
     "ObservationHistory",

@@ -39,6 +39,9 @@ class ChunkQueues:
         """Index of each env's next action; H when its queue is empty. Shape: (N,)."""
         self.counts = torch.zeros(num_envs, chunk_length, dtype=torch.long, device=device)
         """Number of predictions merged into each planned action (for the aggregators). Shape: (N, H)."""
+        self.idle = torch.zeros(num_envs, dtype=torch.bool, device=device)
+        """Envs that take no more chunks (past their episode quota): their queues stay empty, and they neither
+        wait for a chunk nor request one. Shape: (N,)."""
         self._rows = torch.arange(num_envs, device=device)
         self._offsets = torch.arange(chunk_length, device=device)
         self._steps_to_refill: int | None = 0
@@ -49,9 +52,18 @@ class ChunkQueues:
         """Envs with no action left. Shape: (N,)."""
         return self.cursor >= self.chunk_length
 
+    def waiting_mask(self) -> torch.Tensor:
+        """Envs with no action left that want a chunk (not :attr:`idle`). Shape: (N,)."""
+        return self.empty_mask() & ~self.idle
+
     def refill_mask(self) -> torch.Tensor:
-        """Envs with at most :attr:`refill_at` actions left. Shape: (N,)."""
-        return self.chunk_length - self.cursor <= self.refill_at
+        """Envs with at most :attr:`refill_at` actions left, :attr:`idle` ones excepted. Shape: (N,)."""
+        return (self.chunk_length - self.cursor <= self.refill_at) & ~self.idle
+
+    def set_idle(self, env_mask: torch.Tensor) -> None:
+        """Make the envs in ``env_mask`` (bool, shape (N,)) :attr:`idle`: their queues are dropped, for good."""
+        self.idle |= env_mask
+        self.drop(env_mask)
 
     def requests(self, resets_pending: bool) -> torch.Tensor | None:
         """The envs requesting a chunk (:meth:`refill_mask`), or None if none does.
@@ -87,7 +99,7 @@ class ChunkQueues:
         take: torch.Tensor | None,
         start: torch.Tensor | None = None,
     ) -> None:
-        """Merge a new chunk into the queues of ``env_ids`` and restart their cursors.
+        """Merge a new chunk into the queues of ``env_ids`` and restart their cursors (:attr:`idle` envs excepted).
 
         Args:
             env_ids: Env indices, unique. Shape: (B,).
@@ -108,11 +120,10 @@ class ChunkQueues:
         old_counts = torch.where(left, counts.gather(1, source), 0)
         merged, merged_counts = aggregator(old, chunk, old_counts)
         new_cursor = torch.zeros_like(cursor) if start is None else start[env_ids]
-        if take is not None:
-            rows = take[env_ids]
-            merged = torch.where(rows.view(-1, 1, 1), merged, chunks)
-            merged_counts = torch.where(rows.view(-1, 1), merged_counts, counts)
-            new_cursor = torch.where(rows, new_cursor, cursor)
+        rows = ~self.idle[env_ids] if take is None else take[env_ids] & ~self.idle[env_ids]
+        merged = torch.where(rows.view(-1, 1, 1), merged, chunks)
+        merged_counts = torch.where(rows.view(-1, 1), merged_counts, counts)
+        new_cursor = torch.where(rows, new_cursor, cursor)
         self.chunks[env_ids] = merged
         self.counts[env_ids] = merged_counts
         self.cursor[env_ids] = new_cursor
@@ -136,4 +147,5 @@ class ChunkQueues:
         return actions
 
     def _refresh_mirror(self) -> None:
-        self._steps_to_refill = int((self.chunk_length - self.refill_at - self.cursor).min())
+        steps = (self.chunk_length - self.refill_at - self.cursor).masked_fill(self.idle, self.chunk_length)
+        self._steps_to_refill = int(steps.min())

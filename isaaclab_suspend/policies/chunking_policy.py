@@ -19,6 +19,7 @@ from .async_inference import InferenceWorker
 from .chunk_queues import ChunkQueues
 from .evaluation.stats import ChunkingStats, stats_table
 from .model import ChunkModel, virtual_seconds
+from .provenance import ChunkProvenance
 from .schedules import FULL_BATCH, AsyncClockSchedule, SchedulePlan, make_schedule
 
 if TYPE_CHECKING:
@@ -131,11 +132,19 @@ class ActionChunkingPolicy:
         """Counters behind :attr:`stats`."""
         self.last_step: StepStatus | None = None
         """What each env did in the last :meth:`act` (fresh tensors every step); None before the first."""
+        self.provenance = ChunkProvenance(self.num_envs, env.device)
+        """Which model call, chunk index and age each env's action came from; the env's ``chunk_provenance``, read
+        by the dataset recorder's ``chunk`` term."""
+        env.chunk_provenance = self.provenance
 
         self._parked = torch.zeros(self.num_envs, dtype=torch.bool, device=env.device)
         """Envs this policy suspended until they are served a chunk. Shape: (N,)."""
         self._maybe_parked = False
         """Host mirror: False guarantees that :attr:`_parked` is empty."""
+        self._maybe_retired = False
+        """Host mirror: False guarantees that no env is retired (the queues' ``idle`` mask is empty)."""
+        self._launch_stepped: torch.Tensor | None = None
+        """The provenance's step counts at the launch of the background inference (``async``)."""
         self._step = 0
         """Steps since the last full :meth:`reset` (host counter: step % H == 0 is a clock tick)."""
         self._resets_pending = True
@@ -208,8 +217,9 @@ class ActionChunkingPolicy:
                 self._launch(obs, plan.lead)
         suspended = self.env.suspended_mask
         executing = ~(self.queues.empty_mask() | suspended)
+        self.provenance.record(executing, suspended, self.queues.cursor)
         actions = self.queues.pop(executing, self.env.action_manager.action)
-        self.stats_counters.record_step(executing, suspended)
+        self.stats_counters.record_step(executing, suspended, ~self.queues.idle if self._maybe_retired else None)
         self.last_step = StepStatus(executing, suspended, served)
         self._step += 1
         self._resets_pending = False
@@ -252,6 +262,11 @@ class ActionChunkingPolicy:
         """
         if env_ids is None:
             self._worker.discard()
+            if self._maybe_retired:
+                if self.schedule.suspends:
+                    self.env.resume_envs(self.queues.idle)
+                self.queues.idle.zero_()
+                self._maybe_retired = False
             if self._maybe_parked:
                 self.env.resume_envs(self._parked)
                 self._parked.zero_()
@@ -263,6 +278,20 @@ class ActionChunkingPolicy:
             self._worker.mark_stale(mask)
         self._drop(mask)
         self._mark_restarted(mask)
+
+    def retire(self, env_mask: torch.Tensor) -> None:
+        """Take the envs in ``env_mask`` (bool, shape (N,)) out of the run, e.g. once they ran their episode quota:
+        they get no more chunks and execute no action, so the others' calls are not made for them. A schedule that
+        suspends suspends them (frozen until the run ends); under the others (``hold``, ``any``, ...) they hold
+        their last action. Either way their steps are left out of :attr:`stats`. A full :meth:`reset` brings them
+        back.
+        """
+        self.queues.set_idle(env_mask)
+        self._maybe_retired = True
+        if self._maybe_parked:
+            self._parked &= ~env_mask
+        if self.schedule.suspends:
+            self.env.suspend_envs(env_mask)
 
     def close(self) -> None:
         """Write the final figures to TensorBoard (if logging), close the writer and stop the inference worker."""
@@ -297,6 +326,8 @@ class ActionChunkingPolicy:
         return fed
 
     def _park(self, env_mask: torch.Tensor) -> None:
+        if self._maybe_retired:
+            env_mask = env_mask & ~self.queues.idle
         self.env.suspend_envs(env_mask)
         self._parked |= env_mask
         self._maybe_parked = True
@@ -314,6 +345,9 @@ class ActionChunkingPolicy:
         else:
             served = torch.zeros(self.num_envs, dtype=torch.bool, device=device)
             served[env_ids] = True
+        if self._maybe_retired:
+            served &= ~self.queues.idle
+        self.provenance.install(served, self.stats_counters.inference_calls)
         self.stats_counters.record_inference(len(env_ids), served, seconds, virtual)
         self.schedule.record_inference(len(env_ids), seconds)
         self._resume_served(served, all_served=full and plan.take is None)
@@ -337,6 +371,7 @@ class ActionChunkingPolicy:
         """Start the model on all envs in the worker thread, with copies of this step's observation rows."""
         env_ids = torch.arange(self.num_envs, device=self.env.device)
         start = torch.where(self._parked, 0, lead) if self._maybe_parked else torch.full_like(env_ids, lead)
+        self._launch_stepped = self.provenance.stepped.clone()
         self._worker.launch(select_rows(obs, env_ids), env_ids, start)
 
     def _collect(self) -> torch.Tensor:
@@ -344,8 +379,9 @@ class ActionChunkingPolicy:
         result = self._worker.collect()
         env_ids = torch.arange(self.num_envs, device=self.env.device)
         chunk = self._check_chunk(result.chunk, env_ids)
-        served = ~result.stale
+        served = ~(result.stale | self.queues.idle) if self._maybe_retired else ~result.stale
         self.queues.merge(env_ids, chunk, self._aggregator, served, start=result.start)
+        self.provenance.install(served, self.stats_counters.inference_calls, self._launch_stepped)
         self.stats_counters.record_inference(self.num_envs, served, result.waited, result.unslept)
         self.schedule.record_inference(self.num_envs, result.seconds)
         self._resume_served(served, all_served=not result.maybe_stale)

@@ -147,7 +147,7 @@ class GlobalClockSchedule(ChunkSchedule):
         if _is_tick(queues, step):
             return FULL_BATCH
         if resets_pending:
-            return SchedulePlan(park=queues.empty_mask())
+            return SchedulePlan(park=queues.waiting_mask())
         return None
 
 
@@ -179,7 +179,7 @@ class AutoSchedule(ChunkSchedule):
             return FULL_BATCH
         if not resets_pending:
             return None
-        waiting = queues.empty_mask()
+        waiting = queues.waiting_mask()
         num_waiting = int(waiting.sum())
         if num_waiting == 0:
             return None
@@ -226,7 +226,7 @@ class AsyncClockSchedule(ChunkSchedule):
             return SchedulePlan(infer=True, launch=period == lead, lead=lead)
         collect = step % period == 0
         launch = step % period == period - lead or (collect and period == lead)
-        park = queues.empty_mask() if resets_pending and not collect else None
+        park = queues.waiting_mask() if resets_pending and not collect else None
         if not (collect or launch or park is not None):
             return None
         return SchedulePlan(park=park, launch=launch, collect=collect, lead=lead)

@@ -10,10 +10,17 @@
 from .episode_buffers import EpisodeBuffers, EpisodeRows
 from .episode_writer import CompressionCfg, EpisodeBatch, EpisodeWriter, EpisodeWriterCfg
 from .recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
-from .recorders import InitialEnvOriginRecorder, PreStepStatesRecorder
-from .recorders_cfg import DatasetRecorderManagerCfg, InitialEnvOriginRecorderCfg, PreStepStatesRecorderCfg
+from .recorders import ChunkProvenanceRecorder, InitialEnvOriginRecorder, PreStepStatesRecorder
+from .recorders_cfg import (
+    ChunkProvenanceRecorderCfg,
+    DatasetRecorderManagerCfg,
+    InitialEnvOriginRecorderCfg,
+    PreStepStatesRecorderCfg,
+)
 
 __all__ = [
+    "ChunkProvenanceRecorder",
+    "ChunkProvenanceRecorderCfg",
     "CompressionCfg",
     "DatasetRecorderManagerCfg",
     "EpisodeBatch",

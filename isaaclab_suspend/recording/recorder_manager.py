@@ -57,6 +57,8 @@ class SuspendableRecorderManager(RecorderManager):
       only when :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be flushed.
     * An episode without a single step sample (reset before it stepped) is never exported: no demo has
       length 0. Its success is the ``success`` termination term at its reset, where the task has one.
+    * An open episode marked by :meth:`discard_open_episodes` (one that did not start from its reset with its
+      full time budget, e.g. a desynchronised first episode, or one past a quota) is dropped when it ends.
 
     Guarantees on the written file: every demo has ``num_samples == len(actions) == len(states)`` (with the
     stock action and state terms), ``data.attrs["total"]`` is the number of active env-steps of the written
@@ -116,6 +118,8 @@ class SuspendableRecorderManager(RecorderManager):
         """Success of each env's open episode, set at its reset. Shape: (num_envs,)."""
         self._host_success = self._success.numpy() if self._success.device.type == "cpu" else None
         """:attr:`_success` viewed by numpy, on the CPU (host ids and numpy's indexing: a fraction of torch's)."""
+        self._discarded = np.zeros(env.num_envs, dtype=bool)
+        """Host flags: the open episode of each env is dropped, not exported, when it ends. Shape: (num_envs,)."""
         self.writer = EpisodeWriter(
             cfg.writer, self.dataset_file_paths, cfg.dataset_export_mode, getattr(env.cfg, "env_name", None),
             compress=cfg.dataset_compression,
@@ -198,6 +202,16 @@ class SuspendableRecorderManager(RecorderManager):
         ids = slice(None) if env_ids is None else self._ids_tensor(env_ids)
         self._success[ids] = success_values.reshape(-1).to(device=self._success.device, dtype=torch.bool)
 
+    def discard_open_episodes(self, env_ids: Sequence[int] | torch.Tensor | slice | None = None) -> None:
+        """Drop the open episodes of ``env_ids`` (all envs if None) when they end, instead of exporting them.
+
+        For episodes that are not demos: one whose time budget a desynchronised start cut short, or one an env
+        runs past its quota. The flags are host-side and read at the export (a host-side event already), so the
+        step costs nothing; a flag holds until its episode is exported or dropped.
+        """
+        if len(self.active_terms) > 0:
+            self._discarded[self._ids_list(env_ids)] = True
+
     def reset(self, env_ids: Sequence[int] | torch.Tensor | slice | None = None) -> dict[str, torch.Tensor]:
         """Start new episodes for ``env_ids`` (all envs if None): their open episodes are emptied."""
         if len(self.active_terms) == 0:
@@ -240,6 +254,8 @@ class SuspendableRecorderManager(RecorderManager):
         resets, which read them already); the episodes are not: no other host sync. Waits only while the
         writer's queue is full.
 
+        The episodes marked by :meth:`discard_open_episodes` are emptied instead (their envs start empty ones).
+
         Args:
             env_ids: The env ids; None for all envs.
             demo_ids: Custom demo numbers (``demo_{id}``), one per env id; None for the file's next ones.
@@ -260,6 +276,13 @@ class SuspendableRecorderManager(RecorderManager):
             demo_ids = demo_ids.tolist() if isinstance(demo_ids, torch.Tensor) else list(demo_ids)
             if len(demo_ids) != len(env_list) or len(set(demo_ids)) != len(demo_ids):
                 raise ValueError(f"demo_ids must be {len(env_list)} unique ids, one per env id; got {demo_ids}.")
+        discarded = self._discarded[env_list]
+        if discarded.any():
+            self._drop_discarded([i for i, d in zip(env_list, discarded) if d])
+            demo_ids = None if demo_ids is None else [d for d, x in zip(demo_ids, discarded) if not x]
+            env_list = [i for i, d in zip(env_list, discarded) if not d]
+            if not env_list:
+                return
         if not self._env_args_written:
             self.writer.seed = getattr(self._env.cfg, "seed", None)
             self.writer.add_env_args(self.get_ep_meta())
@@ -326,6 +349,13 @@ class SuspendableRecorderManager(RecorderManager):
     """
     Internals.
     """
+
+    def _drop_discarded(self, env_list: list[int]) -> None:
+        """Empty the open episodes of ``env_list`` (marked by :meth:`discard_open_episodes`) and unmark them."""
+        self._discarded[env_list] = False
+        ids = self._ids_tensor(env_list)
+        self.buffers.clear(ids, env_list)
+        self._success[ids] = False
 
     def _can_retire(self, size: int) -> bool:
         """Whether an export of ``size`` episodes can stay in the buffers: a spare slot for each, and what a kill

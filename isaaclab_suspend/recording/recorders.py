@@ -33,3 +33,18 @@ class InitialEnvOriginRecorder(RecorderTerm):
     def record_post_reset(self, env_ids: Sequence[int] | None) -> tuple[str, torch.Tensor]:
         origins = self._env.scene.env_origins
         return "env_origin", (origins if env_ids is None else origins[env_ids]).clone()
+
+
+class ChunkProvenanceRecorder(RecorderTerm):
+    """Records where each action came from when a chunking policy feeds the env, under ``chunk``: ``chunk/call``
+    (the id of the model call whose chunk it is, increasing over the run), ``chunk/index`` (its position in that
+    chunk) and ``chunk/age`` (env steps from the observation the chunk was planned from to this step); -1 for an
+    action that was not a chunk's (a held step). Shape per episode: (num_samples,) each, int64.
+
+    It reads the per-env tensors the policy keeps on the device (the env's ``chunk_provenance``): no host read.
+    Without a chunking policy it records nothing.
+    """
+
+    def record_pre_step(self) -> tuple[str | None, dict | None]:
+        provenance = getattr(self._env, "chunk_provenance", None)
+        return (None, None) if provenance is None else ("chunk", provenance.current)

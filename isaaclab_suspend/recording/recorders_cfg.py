@@ -14,7 +14,7 @@ from isaaclab.utils import configclass
 
 from .recorder_manager import SuspendableRecorderManagerCfg
 from .image_recorders import PreStepImageObservationsRecorder
-from .recorders import InitialEnvOriginRecorder, PreStepStatesRecorder
+from .recorders import ChunkProvenanceRecorder, InitialEnvOriginRecorder, PreStepStatesRecorder
 
 
 @configclass
@@ -39,11 +39,18 @@ class PreStepImageObservationsRecorderCfg(RecorderTermCfg):
 
 
 @configclass
+class ChunkProvenanceRecorderCfg(RecorderTermCfg):
+    """Configuration of :class:`ChunkProvenanceRecorder`."""
+
+    class_type: type = ChunkProvenanceRecorder
+
+
+@configclass
 class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
     """Isaac Lab's action-state terms (as in :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.
     ActionStateRecorderManagerCfg`), plus what a state-exact replay needs: the pre-step states (interval
-    events) and the env origin of each episode, and the camera images of tasks that have an ``images`` group.
-    Set a term to None to leave it out."""
+    events) and the env origin of each episode, the camera images of tasks that have an ``images`` group, and
+    the chunk provenance of each action when a chunking policy feeds the env. Set a term to None to leave it out."""
 
     record_initial_state = InitialStateRecorderCfg()
     record_post_step_states = PostStepStatesRecorderCfg()
@@ -53,3 +60,4 @@ class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
     record_pre_step_states = PreStepStatesRecorderCfg()
     record_initial_env_origin = InitialEnvOriginRecorderCfg()
     record_pre_step_images = PreStepImageObservationsRecorderCfg()
+    record_chunk_provenance = ChunkProvenanceRecorderCfg()

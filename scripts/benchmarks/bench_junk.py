@@ -42,14 +42,16 @@ def record(task: str, schedule: str, num_envs: int, steps: int, chunk: int, seed
         samples = torch.zeros(num_envs, dtype=torch.long)  # recorded steps of each open episode
         junk = torch.zeros(num_envs, dtype=torch.long)  # of which holding
         episodes = []  # (samples, junk) of each ended episode, in export order
+        first = torch.ones(num_envs, dtype=torch.bool)  # in its first episode, cut short by the start: not a demo
         for t in cli.rollout(env, policy, cli.start_episodes(env, seed, desync=True), steps):
             status, dones = policy.last_step, t.dones
             samples += (~status.suspended).long()
             junk += (~status.executing & ~status.suspended).long()
-            for i in dones.nonzero().flatten().tolist():
+            for i in (dones & ~first).nonzero().flatten().tolist():
                 episodes.append((int(samples[i]), int(junk[i])))
             samples[dones] = 0
             junk[dones] = 0
+            first &= ~dones
         stats = policy.stats
     with h5py.File(os.path.join(out_dir, f"{schedule}.hdf5"), "r") as f:
         data = f["data"]

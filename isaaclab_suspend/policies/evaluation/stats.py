@@ -87,12 +87,18 @@ class ChunkingStats:
         self.virtual_s += virtual_s
         self.calls_per_env += served
 
-    def record_step(self, executing: torch.Tensor, suspended: torch.Tensor) -> None:
-        """Count one env step; ``executing`` and ``suspended`` are bool masks of shape (N,)."""
+    def record_step(self, executing: torch.Tensor, suspended: torch.Tensor, counted: torch.Tensor | None = None
+                    ) -> None:
+        """Count one env step; ``executing``, ``suspended`` and ``counted`` (the envs whose step counts, e.g. not
+        retired after their episode quota; None: all) are bool masks of shape (N,)."""
         self.steps += 1
         self.active_steps += executing
-        self.suspended_steps += suspended
-        self.held_steps += ~(executing | suspended)
+        if counted is None:
+            self.suspended_steps += suspended
+            self.held_steps += ~(executing | suspended)
+        else:
+            self.suspended_steps += suspended & counted
+            self.held_steps += ~(executing | suspended) & counted
 
     def record_outcome(self, sim_seconds: float, dones: torch.Tensor) -> None:
         """Count the simulation time of the last step and the episodes it completed (bool, shape (N,))."""

@@ -1,0 +1,99 @@
+"""Which episodes a script counts: ``--episodes_per_env`` (the same number from every env), the run's
+:class:`~isaaclab_suspend.policies.EpisodeLedger` and ``--episode_log`` (one JSON line per counted episode)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from typing import TYPE_CHECKING
+
+from ..policies import EpisodeLedger
+from ..policies.evaluation import format_figure
+from .arguments import positive_int
+from .outputs import check_writable
+
+if TYPE_CHECKING:
+    from ..envs import SuspendableManagerBasedRLEnv
+
+
+def add_episode_args(parser: argparse.ArgumentParser) -> None:
+    """``--episodes_per_env --episode_log``."""
+    parser.add_argument("--episodes_per_env", type=positive_int, default=None, metavar="K",
+                        help="every env runs exactly K episodes from its first reset (with --desync the cut-short"
+                             " first one is not among them); an env that has run its K waits suspended (holding under"
+                             " 'hold'/'any', its steps not counted) until all have, then the run ends by itself:"
+                             " figures over num_envs x K episodes, not over the first to finish")
+    parser.add_argument("--episode_log", default=None, metavar="PATH",
+                        help="JSON lines file, one record per counted episode: env_id, episode (index within the"
+                             " env), seed, success, length, suspended_steps, calls and, when recording, demo")
+
+
+def apply_episode_args(parser: argparse.ArgumentParser, args: argparse.Namespace, other: str, default: int) -> None:
+    """Check ``--episodes_per_env`` against the argument ``other`` that also ends the run (``steps``,
+    ``episodes``), which gets ``default`` when neither is given, and ``--episode_log`` (``parser.error``)."""
+    if args.episodes_per_env is not None and getattr(args, other) is not None:
+        parser.error(f"--episodes_per_env and --{other} both say when the run ends: give one of them")
+    if args.episodes_per_env is None and getattr(args, other) is None:
+        setattr(args, other, default)
+    if args.episode_log:
+        try:
+            args.episode_log = check_writable(args.episode_log, "--episode_log")
+        except ValueError as err:
+            parser.error(str(err))
+
+
+def make_ledger(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, policy, total: int | None = None,
+                export: str | None = None) -> EpisodeLedger:
+    """The ledger of a run of ``policy`` (whose ``retire`` takes envs out; else they are suspended): the
+    ``--episodes_per_env`` quota or ``total`` episodes (successes only if ``export`` is ``succeeded``), the
+    first episodes counted unless ``--desync``; when recording (``export``), episodes that do not count are not
+    written and each record names its demo."""
+    return EpisodeLedger(env, per_env=args.episodes_per_env, total=total, count_first=not args.desync,
+                         only_successes=export == "succeeded" and total is not None,
+                         retire=getattr(policy, "retire", env.suspend_envs),
+                         discard=getattr(env.recorder_manager, "discard_open_episodes", None), export=export,
+                         seed=args.seed)
+
+
+def episode_figures(ledger: EpisodeLedger, log_path: str | None = None, suffix: str = "") -> dict:
+    """The figures of the ledger's episodes (:meth:`EpisodeLedger.as_dict`), after writing its records to
+    ``log_path`` (with ``suffix``, see :func:`write_episode_log`) if given: the log and the figures are of the
+    same episodes."""
+    records = ledger.records()
+    if log_path:
+        print(f"Episode log: {write_episode_log(log_path, records, suffix)}")
+    return ledger.as_dict(records)
+
+
+def describe_scoring(args: argparse.Namespace) -> str:
+    """Which episodes the figures of a run are of, in a few words."""
+    first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
+    if args.episodes_per_env:
+        return f"{args.episodes_per_env} from every env{first}"
+    if getattr(args, "episodes", None):
+        return f"the first {args.episodes} to start in the run{first}"
+    return f"those that started and ended in the run{first}"
+
+
+def write_episode_log(path: str, records: list[dict], suffix: str = "") -> str:
+    """Write ``records`` as JSON lines to ``path`` (``<stem><suffix><ext>`` with a ``suffix``); returns the path."""
+    stem, ext = os.path.splitext(os.path.abspath(path))
+    path = f"{stem}{suffix}{ext}"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as file:
+        file.writelines(json.dumps(record) + "\n" for record in records)
+    return path
+
+
+def recording_summary(args: argparse.Namespace, written: int, steps: int, seconds: float, figures: dict) -> str:
+    """The closing line of a recording run: task, policy, steps and rate, episodes written and their figures."""
+    from .policy import describe_policy
+    from .sharding import describe_shard
+
+    chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
+    return (f"\n{args.task}{describe_shard(args)}: {args.num_envs} envs, {describe_policy(args)}{chunks}, {steps} steps"
+            f" in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written} episodes"
+            f" written ({describe_scoring(args)}), open ones dropped; success rate"
+            f" {format_figure('{:.3f}', figures['success_rate'])}, mean length"
+            f" {format_figure('{:.1f}', figures['mean_episode_length'])} steps.")

@@ -1,0 +1,225 @@
+"""Fair evaluation on the real push-cube env: per-env episode quotas (every env exactly K counted episodes, the waiting
+envs frozen), the episode log against the printed figures, chunk provenance in the recorded file, and demos that
+all start at their reset with their full time budget (exactly as many as asked)."""
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from isaaclab_suspend import cli
+from isaaclab_suspend.datasets import DatasetReader
+from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR, mark_chunk_starts
+from isaaclab_suspend.policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator, make_default_model
+from isaaclab_suspend.recording import ChunkProvenanceRecorder, ChunkProvenanceRecorderCfg
+from isaaclab_suspend.tensor_tree import flatten_tree
+
+from host_syncs import spy_forbids_syncs
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TASK = "Isaac-PushCube-Suspendable"
+K = 2
+
+
+def _args(**overrides) -> argparse.Namespace:
+    values = dict(task=TASK, num_envs=4, device="cpu", seed=7, presets=None, desync=True, episodes_per_env=K)
+    return argparse.Namespace(**{**values, **overrides})
+
+
+def _env_state(env, env_ids: list[int]) -> dict:
+    """Every per-env tensor of the scene state and the episode clock of ``env_ids``, copied."""
+    state = dict(flatten_tree(env.scene.get_state(is_relative=True)))
+    state[("episode_length",)] = env.episode_length_buf
+    return {path: value[env_ids].clone() for path, value in state.items()}
+
+
+@pytest.fixture(scope="module")
+def quota_run(tmp_path_factory):
+    """Push-cube, 4 envs, desynchronised starts, H = 8 on the global clock, 2 episodes per env, recorded."""
+    directory = tmp_path_factory.mktemp("fair")
+    args = _args()
+    frozen, ends = {}, {}
+    with cli.open_env(args, recorders=cli.dataset_recorder_cfg(str(directory / "quota.hdf5"))) as env:
+        policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
+        retire, record_pre_reset = policy.retire, env.recorder_manager.record_pre_reset
+
+        def spy_retire(mask):  # the state each env is retired in, to compare with the state at the end
+            retire(mask)
+            ids = mask.nonzero().squeeze(1).tolist()
+            frozen.update({i: _env_state(env, [i]) for i in ids})
+
+        def spy_pre_reset(env_ids, *rest):  # the env's episode clock at the end of every episode of the run
+            for i in env_ids.tolist() if isinstance(env_ids, torch.Tensor) else ():  # not the start's full reset
+                ends.setdefault(i, []).append(int(env.episode_length_buf[i]))
+            return record_pre_reset(env_ids, *rest)
+
+        policy.retire, env.recorder_manager.record_pre_reset = spy_retire, spy_pre_reset
+        obs = cli.start_episodes(env, args.seed, args.desync)
+        ledger = cli.make_ledger(args, env, policy, export="all")
+        steps = sum(1 for _ in cli.rollout(env, policy, obs, 2000, ledger))
+        at_end = {i: _env_state(env, [i]) for i in frozen}
+        figures = cli.episode_figures(ledger, str(directory / "log.jsonl"))
+        finished, stats = ledger.finished, policy.stats
+    log = [json.loads(line) for line in open(directory / "log.jsonl")]
+    return dict(path=directory / "quota.hdf5", frozen=frozen, at_end=at_end, ends=ends, figures=figures, log=log,
+                finished=finished, steps=steps, stats=stats, directory=directory)
+
+
+def test_every_env_runs_exactly_k_counted_episodes(quota_run):
+    log = quota_run["log"]
+    assert quota_run["finished"] and quota_run["steps"] < 2000, "the run ends by itself"
+    assert len(log) == 4 * K and quota_run["figures"]["episodes_scored"] == 4 * K
+    assert sorted((r["env_id"], r["episode"]) for r in log) == [(i, e) for i in range(4) for e in range(K)]
+    assert all(r["seed"] == 7 and r["length"] > 0 and r["calls"] > 0 for r in log)
+    assert sum(r["calls"] for r in log) <= quota_run["stats"]["envs_served"]
+
+
+def test_the_log_equals_the_figures(quota_run):
+    log, figures = quota_run["log"], quota_run["figures"]
+    assert figures["mean_episode_length"] == sum(r["length"] for r in log) / len(log)
+    assert figures["success_rate"] == sum(r["success"] for r in log) / len(log)
+
+
+def test_an_env_waiting_for_the_others_is_frozen(quota_run):
+    frozen, at_end = quota_run["frozen"], quota_run["at_end"]
+    assert len(frozen) >= 2, "the envs that ran their episodes before the last one waited"
+    for env_id, state in frozen.items():
+        for path, value in state.items():
+            assert torch.equal(value, at_end[env_id][path]), f"env {env_id}: {'/'.join(path)} moved while it waited"
+
+
+def test_the_demos_are_the_counted_episodes_from_their_reset(quota_run):
+    """Each demo is a counted episode of the log, recorded from its reset with its full time budget: its samples
+    are the env's whole episode clock at its end (a desynchronised first episode, cut short, has fewer)."""
+    log, ends = quota_run["log"], quota_run["ends"]
+    with h5py.File(quota_run["path"], "r") as f:
+        data = f["data"]
+        assert sorted(data) == sorted(r["demo"] for r in log)
+        for r in log:
+            demo = data[r["demo"]]
+            assert demo.attrs["num_samples"] == r["length"] == len(demo["actions"])
+            assert bool(demo.attrs["success"]) == r["success"]
+            assert r["length"] == ends[r["env_id"]][r["episode"] + 1], "the demo is the env's whole episode"
+        assert all(ends[i][0] > 0 for i in range(4))
+
+
+def test_view_dataset_marks_the_chunk_starts(quota_run):
+    with DatasetReader(str(quota_run["path"])) as reader:
+        demo = reader.demo_names[0]
+        call = reader.load_arrays(demo, ("chunk/call",))["chunk/call"].numpy()
+        marked = mark_chunk_starts(reader, demo, np.zeros((len(call), 6, 6, 3), dtype=np.uint8))
+    starts = np.flatnonzero(np.diff(call, prepend=-1) != 0)
+    assert starts[0] == 0 and len(starts) > 3
+    assert (marked[starts, 0, 3] == CHUNK_START_COLOR).all() and (marked[starts, 2:4, 2:4] == 0).all()
+    assert not marked[np.setdiff1d(np.arange(len(call)), starts)].any()
+
+
+def test_provenance_of_every_sample(quota_run):
+    """Call ids increase, the index restarts at 0 with each new call and counts up, and under the global clock the
+    age (env steps since the observation the chunk was planned from) is the index."""
+    calls_seen = []
+    with h5py.File(quota_run["path"], "r") as f:
+        for demo in f["data"].values():
+            call, index, age = (demo[f"chunk/{key}"][()] for key in ("call", "index", "age"))
+            assert call.shape == index.shape == age.shape == (demo.attrs["num_samples"],)
+            assert (call >= 0).all() and (call[1:] >= call[:-1]).all()
+            new = call[1:] != call[:-1]
+            assert (index[0] == 0) and (index[1:][new] == 0).all() and (index[1:][~new] == index[:-1][~new] + 1).all()
+            assert (age == index).all()
+            calls_seen.append(call)
+    assert len({int(c) for calls in calls_seen for c in calls}) > 8
+
+
+def test_a_file_with_provenance_replays_exactly(quota_run):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "replay.py"), str(quota_run["path"])],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+
+
+def test_async_provenance_ages_by_the_lead():
+    """Under ``async`` (GR1's 200 ms per call, virtual) a chunk is planned d = 2 steps before its tick: an env that
+    ran meanwhile takes it from action d, whose age is d; one that waited suspended takes it from action 0, age 0."""
+    args = _args(desync=False, episodes_per_env=None)
+    with cli.open_env(args) as env:
+        model = LatencyEmulator(make_default_model(TASK, 8), LatencyCfg.parse("gr1", virtual=True))  # 200 ms a call
+        policy = ActionChunkingPolicy(model, env, chunk_length=8, schedule="async", refill_threshold=0.25)
+        obs = cli.start_episodes(env, args.seed, desync=False)
+        rows = []
+        for _ in cli.rollout(env, policy, obs, 320):  # every env ends its first episode (300 steps at most)
+            rows.append(torch.stack([policy.provenance.current[k] for k in ("call", "index", "age")], dim=1))
+    call, index, age = torch.stack(rows).unbind(-1)  # (steps, envs)
+    executing = call >= 0
+    assert torch.equal(age[executing], index[executing])
+    first = executing[1:] & (call[1:] != call[:-1])
+    assert set(index[1:][first].tolist()) == {0, 2} and (age[1:][first] == 2).sum() > 10
+    assert (call.max(dim=0).values > 20).all()
+
+
+def test_no_host_read_on_steps_without_a_reset():
+    """The ledger's step and the provenance term read nothing from the device unless the env reset some env."""
+    args = _args(desync=False, episodes_per_env=1)
+    with cli.open_env(args) as env:
+        policy = ActionChunkingPolicy(make_default_model(args.task, 8), env, chunk_length=8, schedule="global_clock")
+        term = ChunkProvenanceRecorder(ChunkProvenanceRecorderCfg(), env)
+        obs = cli.start_episodes(env, args.seed, args.desync)
+        ledger = cli.make_ledger(args, env, policy)
+        quiet = steps = 0
+        while not ledger.finished:
+            resets, steps = env.reset_count, steps + 1
+            obs, _, terminated, truncated, _ = env.step(policy.act(obs))
+            policy.observe(terminated | truncated)
+            status = policy.last_step
+            with spy_forbids_syncs() if env.reset_count == resets else contextlib.nullcontext():
+                ledger.update(terminated | truncated, status.suspended, status.served)
+                key, value = term.record_pre_step()
+            quiet += env.reset_count == resets
+        assert key == "chunk" and value is policy.provenance.current
+        assert 100 < quiet < steps and ledger.ended.tolist() == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize("schedule", ["hold"])
+def test_eval_prints_the_figures_of_its_log_and_holds_envs_past_their_quota(tmp_path, schedule):
+    log_path = tmp_path / "episodes.jsonl"
+    run = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--task", TASK, "--num_envs", "3", "--schedule",
+         schedule, "--chunk", "8", "--episodes_per_env", "1", "--desync", "--episode_log", str(log_path),
+         "--timeline", ""], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    log = [json.loads(line) for line in open(log_path)]
+    assert sorted(r["env_id"] for r in log) == [0, 1, 2] and all(r["episode"] == 0 for r in log)
+    figure = {k: float(re.search(rf"\| {k} +\| +([\d.]+) \|", run.stdout).group(1))
+              for k in ("episodes_scored", "mean_episode_length", "success_rate", "suspended_env_steps")}
+    assert figure["episodes_scored"] == 3 and figure["suspended_env_steps"] == 0, "held, not suspended"
+    assert figure["mean_episode_length"] == pytest.approx(sum(r["length"] for r in log) / 3, abs=0.05)
+    assert figure["success_rate"] == pytest.approx(sum(r["success"] for r in log) / 3, abs=5e-4)
+
+
+def test_record_writes_exactly_the_episodes_asked_for(tmp_path):
+    """Desynchronised starts, 4 envs, 5 episodes: 5 demos, none a cut-short first episode; the printed figures are
+    the log's."""
+    output, log_path = tmp_path / "push.hdf5", tmp_path / "push.jsonl"
+    run = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "scripts", "record.py"), "--task", TASK, "--num_envs", "4", "--chunk", "8",
+         "--episodes", "5", "--desync", "--output", str(output), "--episode_log", str(log_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    log = [json.loads(line) for line in open(log_path)]
+    with h5py.File(output, "r") as f:
+        data = f["data"]
+        assert len(data) == 5 == len(log) and sorted(data) == sorted(r["demo"] for r in log)
+        max_length = 300
+        for r in log:
+            demo = data[r["demo"]]
+            assert demo.attrs["num_samples"] == r["length"]
+            assert demo.attrs["success"] or r["length"] == max_length, "a failure is a full-length time-out"
+    printed = re.search(r"success rate ([\d.]+), mean length ([\d.]+) steps", run.stdout)
+    assert float(printed.group(1)) == pytest.approx(sum(r["success"] for r in log) / 5, abs=5e-4)
+    assert float(printed.group(2)) == pytest.approx(sum(r["length"] for r in log) / 5, abs=0.05)
