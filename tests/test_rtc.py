@@ -9,10 +9,6 @@ import socket
 import pytest
 import torch
 
-from isaaclab.envs.mdp import joint_pos_out_of_manual_limit
-from isaaclab.managers import SceneEntityCfg
-from isaaclab.managers import TerminationTermCfg as DoneTerm
-
 from isaaclab_suspend.policies import (
     ActionChunkingPolicy,
     CartpoleLQRCfg,
@@ -31,7 +27,8 @@ from isaaclab_suspend.policies.schedules import RealTimeChunkSchedule
 from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
 from isaaclab_suspend.serving.remote import PROTOCOL_VERSION
 from isaaclab_suspend.serving.wire import WireLimitsCfg, receive_message, send_message
-from isaaclab_suspend.utils import open_env
+
+from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
 
 N = 8
 H = 8
@@ -145,7 +142,7 @@ def test_planners_continue_a_prefix_from_the_state_it_leads_to():
     torch.testing.assert_close(chunk[rows, d:], cartpole({"policy": predicted}, ids)[rows, : H - d], atol=1e-6, rtol=0)
     assert torch.equal(chunk[2], cartpole({"policy": state}, ids)[2])
 
-    push = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=H))
+    push = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=H, prefix_ease_steps=0))
     cfg = push.cfg
     obs = torch.tensor([[0.0, 0.1, 0.3, 0.0, 0.4]]).repeat(4, 1) + 0.05 * torch.rand(4, 5, generator=generator)
     chunk = push({"policy": obs}, ids, prefix=prefix, delay=delay)
@@ -157,20 +154,15 @@ def test_planners_continue_a_prefix_from_the_state_it_leads_to():
     assert torch.equal(chunk[rows, :d], prefix[rows])
     torch.testing.assert_close(chunk[rows, d:], push({"policy": after}, ids)[rows, : H - d], atol=1e-6, rtol=0)
     assert torch.equal(chunk[2], push({"policy": obs}, ids)[2])
+    # by default the continuation eases in from the prefix's last action: 1 / (n + 1) of the way at its first step
+    eased = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=H))({"policy": obs}, ids, prefix=prefix, delay=delay)
+    n = PushCubeChunkCfg().prefix_ease_steps
+    expected = prefix[rows, -1] + (push({"policy": after}, ids)[rows, 0] - prefix[rows, -1]) / (n + 1)
+    torch.testing.assert_close(eased[rows, d], expected, atol=1e-6, rtol=0)
+    assert torch.equal(eased[rows, :d], prefix[rows]) and torch.equal(eased[2], chunk[2])
 
 
 # -- on the real env
-
-
-@pytest.fixture(scope="module")
-def env():
-    """Cartpole with a termination when the pole tilts past 1 rad (a fall)."""
-    pole_fallen = DoneTerm(
-        func=joint_pos_out_of_manual_limit,
-        params={"asset_cfg": SceneEntityCfg("robot", joint_names=["cart_to_pole"]), "bounds": (-1.0, 1.0)},
-    )
-    with open_env("Isaac-Cartpole-Suspendable", N, terminations__pole_fallen=pole_fallen) as env:
-        yield env
 
 
 class PrefixRecorder:
