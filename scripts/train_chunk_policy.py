@@ -44,7 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--camera", default=None,
                         help="learn from this camera's images (conv encoder, 'mlp' head) and the robot's own state")
     parser.add_argument("--prefix_conditioning", action="store_true",
-                        help="train with random committed prefixes (training-time real-time chunking), for --schedule rtc")
+                        help="train with random committed prefixes (training-time RTC), for --schedule rtc")
     parser.add_argument("--epochs", type=cli.positive_int, default=50)
     parser.add_argument("--steps", type=cli.positive_int, default=None,
                         help="stop after this many gradient steps in any case")

@@ -89,7 +89,8 @@ def test_prefix_is_the_next_queued_actions_and_merge_keeps_the_leftovers_aligned
     assert delay.tolist() == [2, 0, 2]  # env 1 was reset: an empty queue, no prefix
     actions[0] = -1.0
     assert queues.chunks[0, 1, 0] == 1.0  # a new tensor
-    # env 2 has leftovers [10, 11] (env 0: [3]) at the tick where the new chunk starts at index 2: old 10 meets new index 2
+    # env 2 has leftovers [10, 11] (env 0: [3]) at the tick where the new chunk starts at index 2: old 10 meets
+    # new index 2
     new = torch.full((3, 4, 1), 100.0) + torch.arange(4.0).view(1, 4, 1)
     queues.pop(torch.tensor([True, False, True]), torch.zeros(3, 1))
     queues.pop(torch.tensor([True, False, True]), torch.zeros(3, 1))

@@ -117,7 +117,8 @@ class ChunkPolicyNet(nn.Module):
         kept = (torch.arange(d, device=chunk.device) < delay.unsqueeze(1)).unsqueeze(-1)
         return torch.cat((torch.where(kept, prefix.to(chunk.dtype), chunk[:, :d]), chunk[:, d:]), dim=1)
 
-    def _prefix_tokens(self, prefix: torch.Tensor | None, delay: torch.Tensor | None, batch: int) -> torch.Tensor | None:
+    def _prefix_tokens(self, prefix: torch.Tensor | None, delay: torch.Tensor | None,
+                       batch: int) -> torch.Tensor | None:
         """The normalised prefix, zero past each row's delay, with the mask as a last feature. Shape:
         (B, max_prefix, action_dim + 1); None for a network without prefix conditioning.
 
