@@ -13,6 +13,9 @@ Example::
     tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/cartpole.hdf5 --chunk 16 \\
         --epochs 50 --output outputs/bc/cartpole.pt
     tools/run.sh python scripts/eval.py --checkpoint outputs/bc/cartpole.pt --compare any,global_clock --desync
+    # conditioned on committed prefixes, for real-time chunking (--schedule rtc)
+    tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/cartpole.hdf5 --prefix_conditioning \
+        --output outputs/bc/cartpole_rtc.pt
     # from the images of a camera task's dataset (conv encoder + chunk head)
     tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/push_cube_camera.hdf5 \\
         --camera scene_camera --output outputs/bc/push_cube_camera.pt
@@ -40,6 +43,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
     parser.add_argument("--camera", default=None,
                         help="learn from this camera's images (conv encoder, 'mlp' head) and the robot's own state")
+    parser.add_argument("--prefix_conditioning", action="store_true",
+                        help="train with random committed prefixes (training-time RTC), for --schedule rtc")
     parser.add_argument("--epochs", type=cli.positive_int, default=50)
     parser.add_argument("--steps", type=cli.positive_int, default=None,
                         help="stop after this many gradient steps in any case")
@@ -79,6 +84,7 @@ def train(args: argparse.Namespace) -> None:
                        val_fraction=args.val_fraction, seed=args.seed, device=args.device)
     policy_cfg = (ImageChunkPolicyCfg(chunk_length=args.chunk, camera=args.camera) if args.camera
                   else ChunkPolicyCfg(chunk_length=args.chunk, arch=args.arch))
+    policy_cfg.prefix_conditioning = args.prefix_conditioning
     writer = SummaryWriter(args.log_dir)
     start = time.perf_counter()
     try:

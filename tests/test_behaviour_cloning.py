@@ -159,6 +159,62 @@ def test_loaded_checkpoint_drives_the_chunking_policy(tmp_path, dataset, trained
         load_chunk_policy(path)({"policy": torch.zeros(2, 5)}, torch.arange(2))
 
 
+def test_prefix_conditioned_training_round_trip(tmp_path, dataset):
+    """Trained with random prefixes of the demonstrated future actions (training-time RTC), saved with the flag,
+    loaded as a model that accepts a prefix: its chunk starts with the prefix and continues it, and it runs under
+    the rtc schedule on the env, passed the queued actions; a plain policy refuses a prefix."""
+    cfg = ChunkPolicyCfg(chunk_length=H, hidden_dims=[64, 64], prefix_conditioning=True)
+    net, history = train_bc(dataset, cfg, BCTrainerCfg(epochs=8, batch_size=64, lr=3e-3, seed=0), progress=False)
+    assert history.train_loss[-1] < 0.9 * history.train_loss[0] and net.max_prefix == H // 2
+    path = str(tmp_path / "rtc.pt")
+    save_chunk_policy(path, net, dataset.task)
+    model = load_chunk_policy(path)
+    assert model.accepts_prefix and model.net.cfg.prefix_conditioning
+    index = torch.arange(5)
+    actions, _ = dataset.targets(index)
+    obs, prefix, delay = {"policy": dataset.obs[index]}, actions[:, : H // 2], torch.tensor([4, 0, 2, 4, 1])
+    chunk = model(obs, index, prefix=prefix, delay=delay)
+    for row, d in enumerate(delay.tolist()):
+        assert torch.equal(chunk[row, :d], prefix[row, :d])
+    assert torch.equal(chunk[1], model(obs, index)[1])  # delay 0: as without a prefix
+    other = model(obs, index, prefix=prefix + 1.0, delay=delay)
+    assert not torch.allclose(other[0, 4:], chunk[0, 4:])  # the continuation depends on the prefix
+    with pytest.raises(ValueError, match="at most H // 2 = 4"):
+        model(obs, index, prefix=actions, delay=delay)
+    transformer = ChunkPolicyNet(ChunkPolicyCfg(chunk_length=H, arch="transformer", prefix_conditioning=True), 5, 1)
+    assert torch.equal(transformer(obs["policy"], prefix, delay)[0, :4], prefix[0])
+    ckpt = torch.load(path, weights_only=True)  # a checkpoint written before the flag existed: no prefix
+    plain_path = str(tmp_path / "plain.pt")
+    save_chunk_policy(plain_path, ChunkPolicyNet(ChunkPolicyCfg(chunk_length=H), 5, 1), dataset.task)
+    old = torch.load(plain_path, weights_only=True)
+    del old["cfg"]["prefix_conditioning"]
+    torch.save(old, plain_path)
+    plain = load_chunk_policy(plain_path)
+    assert not plain.accepts_prefix and ckpt["cfg"]["prefix_conditioning"] is True
+    with pytest.raises(ValueError, match="trained without prefix conditioning"):
+        plain(obs, index, prefix=prefix, delay=delay)
+
+    given = []
+
+    def spy(obs_rows, env_ids, prefix=None, delay=None):
+        given.append(None if prefix is None else prefix.clone())
+        return model(obs_rows, env_ids, prefix=prefix, delay=delay)
+
+    spy.accepts_prefix = True
+    with open_env(TASK, N, seed=5) as env:
+        policy = ActionChunkingPolicy(spy, env, chunk_length=H, schedule="rtc", delay_steps=2)
+        obs, _ = env.reset(seed=5)
+        executed = []
+        for _ in range(3 * H):
+            executed.append(policy.act(obs))
+            obs, _, terminated, truncated, _ = env.step(executed[-1])
+            policy.observe(terminated | truncated)
+        policy.close()
+    assert policy.stats["inference_calls"] == 4 and given[0] is None  # step 0, then ticks at 8, 14, 20
+    for launch, prefix in zip((6, 12, 18), given[1:]):
+        assert torch.equal(prefix.squeeze(-1), torch.stack(executed[launch:launch + 2], dim=1).squeeze(-1))
+
+
 def test_bad_inputs(tmp_path, dataset_path):
     with pytest.raises(FileNotFoundError, match="does not exist"):
         ChunkDataset(str(tmp_path / "missing.hdf5"), H)
@@ -187,11 +243,12 @@ def test_train_script_end_to_end(tmp_path, dataset_path):
     script = os.path.join(ROOT, "scripts", "train_chunk_policy.py")
     output = tmp_path / "policy.pt"
     run = subprocess.run([sys.executable, script, "--dataset", dataset_path, "--chunk", str(H), "--epochs", "2",
-                          "--output", str(output)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          "--prefix_conditioning", "--output", str(output)], cwd=ROOT, capture_output=True, text=True,
+                         timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert "epoch   2/2: train loss" in run.stdout + run.stderr and output.is_file()
     assert any(name.startswith("events.out.tfevents") for name in os.listdir(tmp_path / "policy_tb"))
-    assert load_chunk_policy(str(output)).info["epochs"] == 2
+    assert load_chunk_policy(str(output)).info["epochs"] == 2 and load_chunk_policy(str(output)).accepts_prefix
     missing = subprocess.run([sys.executable, script, "--dataset", str(tmp_path / "none.hdf5")], cwd=ROOT,
                              capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "does not exist" in missing.stderr

@@ -59,32 +59,54 @@ class BCHistory:
     """Validation windows."""
 
 
-def chunk_loss(net: ChunkPolicyNet, obs: torch.Tensor | dict, actions: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+def chunk_loss(net: ChunkPolicyNet, obs: torch.Tensor | dict, actions: torch.Tensor, valid: torch.Tensor,
+               delay: torch.Tensor | None = None) -> torch.Tensor:
     """ACT's loss: the L1 distance of the predicted to the demonstrated chunk, in normalised action units,
     averaged over the valid window steps only (the padding past an episode's end does not count).
+
+    With ``delay`` (training-time real-time chunking) the network is given the first ``delay`` demonstrated
+    actions of each window as its committed prefix, and only the actions after them count.
 
     Args:
         obs: The network's inputs (:meth:`ChunkDataset.inputs`): observations, shape (B, obs_dim), or a dict of
             them and images for an image policy.
         actions: Demonstrated windows, shape (B, H, action_dim).
         valid: Valid window steps, shape (B, H).
+        delay: Prefix length of each window (None: no prefix), shape (B,), long.
     """
     target = (actions - net.action_mean) / net.action_std
-    error = (net.forward_normalized(obs) - target).abs().mean(-1)
+    if delay is None:
+        predicted = net.forward_normalized(obs)
+    else:
+        predicted = net.forward_normalized(obs, actions[:, : net.max_prefix], delay)
+        valid = valid & (torch.arange(actions.shape[1], device=valid.device) >= delay.unsqueeze(1))
+    error = (predicted - target).abs().mean(-1)
     return (error * valid).sum() / valid.sum().clamp_min(1)
+
+
+def sample_delays(net: ChunkPolicyNet, batch: int, generator: torch.Generator, device) -> torch.Tensor | None:
+    """Random prefix lengths in [0, ``net.max_prefix``] for a batch of windows; None for a network without prefix
+    conditioning. Shape: (batch,), long."""
+    if not net.max_prefix:
+        return None
+    return torch.randint(0, net.max_prefix + 1, (batch,), generator=generator).to(device)
 
 
 @torch.no_grad()
 def evaluate_loss(net: ChunkPolicyNet, dataset: ChunkDataset, index: torch.Tensor, batch_size: int = 4096) -> float:
-    """Mean :func:`chunk_loss` over the samples ``index`` (NaN if empty), weighted by valid steps."""
+    """Mean :func:`chunk_loss` over the samples ``index`` (NaN if empty), weighted by valid steps; with prefix
+    conditioning, on prefixes of the same seeded random lengths at every evaluation."""
     if index.numel() == 0:
         return math.nan
     device = net.obs_mean.device
+    generator = torch.Generator().manual_seed(0)
     total, count = 0.0, 0
     for batch in index.split(batch_size):
         actions, valid = dataset.targets(batch)
         num_valid = int(valid.sum())
-        total += float(chunk_loss(net, dataset.inputs(batch, device), actions.to(device), valid.to(device))) * num_valid
+        delay = sample_delays(net, len(batch), generator, device)
+        total += float(chunk_loss(net, dataset.inputs(batch, device), actions.to(device), valid.to(device),
+                                  delay)) * num_valid
         count += num_valid
     return total / max(count, 1)
 
@@ -95,7 +117,8 @@ def train_bc(dataset: ChunkDataset, policy_cfg: ChunkPolicyCfg, cfg: BCTrainerCf
 
     The observation and action statistics of the training windows are stored in the network. Each epoch
     shuffles the training windows (seeded), takes AdamW steps on :func:`chunk_loss` and evaluates the
-    validation episodes.
+    validation episodes. With ``policy_cfg.prefix_conditioning`` every window gets a random prefix length
+    (:func:`sample_delays`, seeded), as in training-time real-time chunking.
 
     Args:
         dataset: The windows; its chunk length must be the policy's.
@@ -134,7 +157,9 @@ def train_bc(dataset: ChunkDataset, policy_cfg: ChunkPolicyCfg, cfg: BCTrainerCf
             if history.steps >= total_steps:
                 break
             actions, valid = dataset.targets(batch)
-            loss = chunk_loss(net, dataset.inputs(batch, cfg.device), actions.to(cfg.device), valid.to(cfg.device))
+            delay = sample_delays(net, len(batch), generator, cfg.device)
+            loss = chunk_loss(net, dataset.inputs(batch, cfg.device), actions.to(cfg.device), valid.to(cfg.device),
+                              delay)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

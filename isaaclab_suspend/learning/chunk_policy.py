@@ -28,6 +28,11 @@ class ChunkPolicyNet(nn.Module):
     it and to each other through a small transformer decoder, as ACT's decoder does with its queries.
     Normalisation statistics are buffers, so they travel in the ``state_dict`` with the weights.
 
+    With ``cfg.prefix_conditioning`` (training-time real-time chunking) the network also takes a committed prefix:
+    up to :attr:`max_prefix` = H // 2 actions that run before its chunk, and how many (the delay). ``mlp`` gets
+    them, normalised and masked past the delay, with the mask, beside the observation; ``transformer`` adds their
+    embedding to the query tokens of their steps. The chunk's first ``delay`` actions are the prefix itself.
+
     Args:
         cfg: Architecture.
         obs_dim: Observation dim.
@@ -40,12 +45,14 @@ class ChunkPolicyNet(nn.Module):
             raise ValueError(f"Unknown chunk policy arch '{cfg.arch}'; choose 'mlp' or 'transformer'.")
         self.cfg = cfg
         self.obs_dim, self.action_dim, self.chunk_length = obs_dim, action_dim, cfg.chunk_length
+        self.max_prefix = cfg.chunk_length // 2 if cfg.prefix_conditioning else 0
+        """Longest prefix the network takes (0: none)."""
         self.register_buffer("obs_mean", torch.zeros(obs_dim))
         self.register_buffer("obs_std", torch.ones(obs_dim))
         self.register_buffer("action_mean", torch.zeros(action_dim))
         self.register_buffer("action_std", torch.ones(action_dim))
         if cfg.arch == "mlp":
-            layers, width = [], obs_dim
+            layers, width = [], obs_dim + self.max_prefix * (action_dim + 1)
             for hidden in cfg.hidden_dims:
                 layers += [nn.Linear(width, hidden), nn.ELU()]
                 width = hidden
@@ -58,6 +65,8 @@ class ChunkPolicyNet(nn.Module):
                                                batch_first=True)
             self.decoder = nn.TransformerDecoder(layer, cfg.num_layers)
             self.head = nn.Linear(cfg.d_model, action_dim)
+            if self.max_prefix:
+                self.prefix_embed = nn.Linear(action_dim + 1, cfg.d_model)
 
     @classmethod
     def for_dataset(cls, cfg: ChunkPolicyCfg, dataset: ChunkDataset) -> ChunkPolicyNet:
@@ -80,17 +89,57 @@ class ChunkPolicyNet(nn.Module):
         self.action_mean.copy_(actions.mean(0))
         self.action_std.copy_(actions.std(0).nan_to_num(1.0).clamp_min(1e-6))
 
-    def forward_normalized(self, obs: torch.Tensor) -> torch.Tensor:
-        """Normalised chunk of raw observations (B, obs_dim). Shape: (B, H, action_dim)."""
+    def forward_normalized(self, obs: torch.Tensor, prefix: torch.Tensor | None = None,
+                           delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Normalised chunk of raw observations (B, obs_dim), given the raw ``prefix`` (B, d, action_dim) of which
+        each row runs ``delay`` (B,) actions (None: none). Shape: (B, H, action_dim)."""
         x = (obs - self.obs_mean) / self.obs_std
+        tokens = self._prefix_tokens(prefix, delay, x.shape[0])
         if self.cfg.arch == "mlp":
+            if tokens is not None:
+                x = torch.cat((x, tokens.flatten(1)), dim=1)
             return self.mlp(x).view(-1, self.chunk_length, self.action_dim)
         memory = self.obs_embed(x).unsqueeze(1)
-        return self.head(self.decoder(self.queries.expand(x.shape[0], -1, -1), memory))
+        queries = self.queries.expand(x.shape[0], -1, -1)
+        if tokens is not None:
+            embedded = self.prefix_embed(tokens) * tokens[..., -1:]  # nothing added past the delay
+            queries = torch.cat((queries[:, : self.max_prefix] + embedded, queries[:, self.max_prefix :]), dim=1)
+        return self.head(self.decoder(queries, memory))
 
-    def forward(self, obs: torch.Tensor) -> torch.Tensor:
-        """Chunk of actions for raw observations (B, obs_dim). Shape: (B, H, action_dim)."""
-        return self.forward_normalized(obs) * self.action_std + self.action_mean
+    def forward(self, obs: torch.Tensor, prefix: torch.Tensor | None = None,
+                delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Chunk of actions for raw observations (B, obs_dim), continuing ``prefix`` (see
+        :meth:`forward_normalized`): its first ``delay`` actions are the prefix. Shape: (B, H, action_dim)."""
+        chunk = self.forward_normalized(obs, prefix, delay) * self.action_std + self.action_mean
+        if prefix is None:
+            return chunk
+        d = prefix.shape[1]
+        kept = (torch.arange(d, device=chunk.device) < delay.unsqueeze(1)).unsqueeze(-1)
+        return torch.cat((torch.where(kept, prefix.to(chunk.dtype), chunk[:, :d]), chunk[:, d:]), dim=1)
+
+    def _prefix_tokens(self, prefix: torch.Tensor | None, delay: torch.Tensor | None,
+                       batch: int) -> torch.Tensor | None:
+        """The normalised prefix, zero past each row's delay, with the mask as a last feature. Shape:
+        (B, max_prefix, action_dim + 1); None for a network without prefix conditioning.
+
+        Raises:
+            ValueError: If a prefix is given to a network without prefix conditioning, or is longer than
+                :attr:`max_prefix`.
+        """
+        if not self.max_prefix:
+            if prefix is not None:
+                raise ValueError("This chunk policy was trained without prefix conditioning: it takes no prefix.")
+            return None
+        steps = torch.arange(self.max_prefix, device=self.obs_mean.device)
+        if prefix is None:
+            return torch.zeros(batch, self.max_prefix, self.action_dim + 1, device=steps.device)
+        if prefix.shape[1] > self.max_prefix:
+            raise ValueError(f"This chunk policy takes prefixes of at most H // 2 = {self.max_prefix} actions, got"
+                             f" {prefix.shape[1]}.")
+        normalized = (prefix[:, : self.max_prefix] - self.action_mean) / self.action_std
+        normalized = nn.functional.pad(normalized, (0, 0, 0, self.max_prefix - prefix.shape[1]))
+        mask = (steps < delay.to(steps.device).unsqueeze(1)).unsqueeze(-1)
+        return torch.cat((normalized * mask, mask.to(normalized.dtype)), dim=-1)
 
 
 @configclass
@@ -117,6 +166,11 @@ class ChunkPolicyCfg:
 
     num_layers: int = 2
     """``transformer``: decoder layers."""
+
+    prefix_conditioning: bool = False
+    """Train and run the policy with a committed prefix (training-time real-time chunking): random prefixes of the
+    demonstrated future actions with a random delay d in [0, H // 2], the loss on the actions after them. The
+    loaded policy then accepts the prefix of the ``rtc`` schedule."""
 
 
 def save_chunk_policy(path: str, net: ChunkPolicyNet, task: str, info: dict | None = None) -> None:
@@ -164,6 +218,12 @@ class ChunkPolicyModel:
         """Action dim A of the chunks."""
         return self.net.action_dim
 
+    @property
+    def accepts_prefix(self) -> bool:
+        """Whether the policy was trained with prefix conditioning (the optional ``accepts_prefix`` of the
+        chunk-model contract)."""
+        return bool(self.net.max_prefix)
+
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise if ``env`` is not the task, or has not the observation and action dims, the policy was
         trained on.
@@ -185,16 +245,27 @@ class ChunkPolicyModel:
             raise ValueError(f"Chunk policy '{self.path}' does not fit the env: {'; '.join(problems)}.")
 
     @torch.no_grad()
-    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
-        """Chunks for the envs ``env_ids``. Returns shape (B, H, action_dim)."""
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
+                 delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Chunks for the envs ``env_ids``, continuing ``prefix`` (B, d, action_dim) for ``delay`` (B,) steps if
+        given. Returns shape (B, H, action_dim)."""
         obs = obs_rows["policy"]
         if obs.ndim != 2 or obs.shape[1] != self.net.obs_dim:
             raise ValueError(f"Chunk policy '{self.path}' takes 'policy' observations of shape (B,"
                              f" {self.net.obs_dim}), got {tuple(obs.shape)}.")
-        return self.net(obs.to(self.net.obs_mean.device, torch.float32)).to(obs.device)
+        device = self.net.obs_mean.device
+        prefix, delay = prefix_on_device(prefix, delay, device)
+        return self.net(obs.to(device, torch.float32), prefix, delay).to(obs.device)
 
     def __repr__(self) -> str:
         return f"ChunkPolicyModel('{self.path}', {self.net.cfg.arch}, H={self.chunk_length})"
+
+
+def prefix_on_device(prefix: torch.Tensor | None, delay: torch.Tensor | None, device) -> tuple:
+    """The prefix (float) and delay on the network's device, or ``(None, None)``."""
+    if prefix is None:
+        return None, None
+    return prefix.to(device, torch.float32), delay.to(device)
 
 
 def build_chunk_policy(ckpt: dict, path: str, device: str | torch.device, env: ManagerBasedRLEnv | None = None,

@@ -10,7 +10,7 @@ from torch import nn
 from isaaclab.utils import configclass
 
 from ..recording.image_recorders import IMAGE_GROUP
-from .chunk_policy import ChunkPolicyCfg, ChunkPolicyModel, ChunkPolicyNet, build_chunk_policy
+from .chunk_policy import ChunkPolicyCfg, ChunkPolicyModel, ChunkPolicyNet, build_chunk_policy, prefix_on_device
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -95,13 +95,11 @@ class ImageChunkPolicyNet(ChunkPolicyNet):
         images = inputs[IMAGE_GROUP].permute(0, 3, 1, 2).float() / 255.0
         return torch.cat((self.encoder(images), inputs["policy"][:, : self.cfg.proprio_dims].float()), dim=1)
 
-    def forward_normalized(self, inputs: dict) -> torch.Tensor:
-        """Normalised chunk of ``{"images": (B, H, W, 3) uint8, "policy": (B, obs_dim)}``. Shape: (B, H, action_dim)."""
-        return super().forward_normalized(self.features(inputs))
-
-    def forward(self, inputs: dict) -> torch.Tensor:
-        """Chunk of actions. Shape: (B, H, action_dim)."""
-        return self.forward_normalized(inputs) * self.action_std + self.action_mean
+    def forward_normalized(self, inputs: dict, prefix: torch.Tensor | None = None,
+                           delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Normalised chunk of ``{"images": (B, H, W, 3) uint8, "policy": (B, obs_dim)}``, given the optional prefix
+        (see :meth:`ChunkPolicyNet.forward_normalized`). Shape: (B, H, action_dim)."""
+        return super().forward_normalized(self.features(inputs), prefix, delay)
 
 
 @configclass
@@ -145,12 +143,13 @@ class ImageChunkPolicyModel(ChunkPolicyModel):
                              f" {obs_dim} and {env.action_manager.total_action_dim}.")
 
     @torch.no_grad()
-    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
-        """Chunks for the envs ``env_ids``. Returns shape (B, H, action_dim)."""
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
+                 delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Chunks for the envs ``env_ids``, continuing the optional prefix. Returns shape (B, H, action_dim)."""
         device = self.net.obs_mean.device
         inputs = {IMAGE_GROUP: obs_rows[IMAGE_GROUP][self.net.cfg.camera].to(device),
                   "policy": obs_rows["policy"].to(device)}
-        return self.net(inputs).to(obs_rows["policy"].device)
+        return self.net(inputs, *prefix_on_device(prefix, delay, device)).to(obs_rows["policy"].device)
 
 
 def build_image_chunk_policy(ckpt: dict, path: str, device: str | torch.device,

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 
 import torch
 
-ModelCall = Callable[[dict, torch.Tensor], tuple[torch.Tensor, float, float]]
-"""``call(obs_rows, env_ids) -> (chunk, seconds, virtual_s)``: one timed model call."""
+ModelCall = Callable[..., tuple[torch.Tensor, float, float]]
+"""``call(obs_rows, env_ids, **prefix) -> (chunk, seconds, virtual_s)``: one timed model call (``prefix``: the
+optional ``prefix=`` and ``delay=`` of :class:`~.model.ChunkModel`)."""
 
 
 @dataclass
@@ -68,11 +69,12 @@ class InferenceWorker:
         self.pending: BackgroundInference | None = None
         """The inference in flight; None when there is none."""
 
-    def launch(self, rows: dict, env_ids: torch.Tensor, start: torch.Tensor) -> None:
-        """Start the model on ``rows`` (already copies, the loop may overwrite the observation)."""
+    def launch(self, rows: dict, env_ids: torch.Tensor, start: torch.Tensor, prefix: dict | None = None) -> None:
+        """Start the model on ``rows`` (already copies, the loop may overwrite the observation), with the keyword
+        arguments ``prefix`` (new tensors too) if given."""
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="chunk-inference")
-        future = self._executor.submit(self._call, rows, env_ids)
+        future = self._executor.submit(self._call, rows, env_ids, **(prefix or {}))
         stale = torch.zeros(len(start), dtype=torch.bool, device=start.device)
         self.pending = BackgroundInference(future, time.perf_counter(), start, stale)
 

@@ -112,10 +112,11 @@ class ChunkQueues:
         """
         cursor = self.cursor[env_ids]
         chunks, counts = self.chunks[env_ids], self.counts[env_ids]
-        # leftovers aligned with the new chunk: old step cursor + j meets new step j
-        source = cursor.unsqueeze(1) + self._offsets
-        left = source < self.chunk_length
-        source = source.clamp(max=self.chunk_length - 1)
+        new_cursor = torch.zeros_like(cursor) if start is None else start[env_ids]
+        # leftovers aligned with the new chunk: old step cursor + j meets new step new_cursor + j
+        source = (cursor - new_cursor).unsqueeze(1) + self._offsets
+        left = (source < self.chunk_length) & (self._offsets >= new_cursor.unsqueeze(1))
+        source = source.clamp(0, self.chunk_length - 1)
         old = chunks.gather(1, source.unsqueeze(-1).expand_as(chunks))
         old_counts = torch.where(left, counts.gather(1, source), 0)
         merged, merged_counts = aggregator(old, chunk, old_counts)
@@ -128,6 +129,17 @@ class ChunkQueues:
         self.counts[env_ids] = merged_counts
         self.cursor[env_ids] = new_cursor
         self._steps_to_refill = None
+
+    def prefix(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The next ``length`` queued actions of every env (a new tensor) and how many of them it has.
+
+        Returns:
+            The actions, padded with the last one past the end of a queue, shape (N, length, A); and
+            ``min(actions left, length)``, shape (N,), long.
+        """
+        index = (self.cursor.unsqueeze(1) + self._offsets[:length]).clamp(max=self.chunk_length - 1)
+        actions = self.chunks.gather(1, index.unsqueeze(-1).expand(-1, -1, self.chunks.shape[-1]))
+        return actions, (self.chunk_length - self.cursor).clamp(max=length)
 
     def pop(self, executing: torch.Tensor, fallback: torch.Tensor) -> torch.Tensor:
         """The next action of every env, advancing the queues of the executing envs.

@@ -18,9 +18,9 @@ from .aggregators import Aggregator, resolve_aggregator
 from .async_inference import InferenceWorker
 from .chunk_queues import ChunkQueues
 from .evaluation.stats import ChunkingStats, stats_table
-from .model import ChunkModel, virtual_seconds
+from .model import ChunkModel, accepts_prefix, virtual_seconds
 from .provenance import ChunkProvenance
-from .schedules import FULL_BATCH, AsyncClockSchedule, SchedulePlan, make_schedule
+from .schedules import FULL_BATCH, AsyncClockSchedule, RealTimeChunkSchedule, SchedulePlan, make_schedule
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -55,10 +55,11 @@ class ActionChunkingPolicy:
     Each env queues its chunk and executes one action per step. When an env is reset, its queue is dropped
     and the schedule (:mod:`~isaaclab_suspend.policies.schedules`) decides what happens until it gets a new
     chunk: served at once (``any``, ``partial_batch``), holding its last action (``hold``), or suspended in the
-    env until the next clock tick (``global_clock``, ``auto``, ``async``). A new chunk that meets leftover
-    actions is merged by the aggregator (:mod:`~isaaclab_suspend.policies.aggregators`). Under ``async`` the
-    model runs in a worker thread while the env steps (:mod:`~isaaclab_suspend.policies.async_inference`), so
-    it must not share mutable state with the loop.
+    env until the next clock tick (``global_clock``, ``auto``, ``async``, ``rtc``). A new chunk that meets
+    leftover actions is merged by the aggregator (:mod:`~isaaclab_suspend.policies.aggregators`). Under ``async``
+    and ``rtc`` the model runs in a worker thread while the env steps
+    (:mod:`~isaaclab_suspend.policies.async_inference`), so it must not share mutable state with the loop; under
+    ``rtc`` a model that accepts a prefix is also passed the actions that run before its chunk lands.
 
     The hot path is that of a GPU loop: device bool masks, no host sync on a step unless a host-side mirror
     says the schedule may act (a clock tick, a reset in the last step, the earliest queue running out).
@@ -113,6 +114,11 @@ class ActionChunkingPolicy:
                     "Schedule 'async' installs each chunk at the tick its leftovers run out, so no aggregator"
                     f" applies: use aggregator='replace', got {cfg.aggregator!r}."
                 )
+        if isinstance(self.schedule, RealTimeChunkSchedule):
+            d = cfg.delay_steps
+            if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 0):
+                raise ValueError(f"delay_steps must be None (estimated) or an int >= 0 (env steps), got {d!r}.")
+            self.schedule.delay_steps = d
 
         self.cfg = cfg
         """The policy configuration."""
@@ -128,7 +134,7 @@ class ActionChunkingPolicy:
         """Action dimension A."""
         self.queues = ChunkQueues(self.num_envs, h, self.action_dim, math.floor(cfg.refill_threshold * h), env.device)
         """Per-env queues of planned actions."""
-        self.stats_counters = ChunkingStats(self.num_envs, env.device)
+        self.stats_counters = ChunkingStats(self.num_envs, self.action_dim, env.device)
         """Counters behind :attr:`stats`."""
         self.last_step: StepStatus | None = None
         """What each env did in the last :meth:`act` (fresh tensors every step); None before the first."""
@@ -158,7 +164,9 @@ class ActionChunkingPolicy:
         self._maybe_restarted = True
         """Host mirror: False guarantees that :attr:`_restarted` is empty."""
         self._worker = InferenceWorker(self._run_model)
-        """The worker thread of the ``async`` schedule (started at its first launch)."""
+        """The worker thread of the ``async`` and ``rtc`` schedules (started at their first launch)."""
+        self._passes_prefix = isinstance(self.schedule, RealTimeChunkSchedule) and accepts_prefix(model)
+        """Whether launches pass the model the actions that run before its chunk lands."""
         self._writer: SummaryWriter | None = None
         if cfg.log_dir is not None:
             from torch.utils.tensorboard import SummaryWriter
@@ -219,7 +227,8 @@ class ActionChunkingPolicy:
         executing = ~(self.queues.empty_mask() | suspended)
         self.provenance.record(executing, suspended, self.queues.cursor)
         actions = self.queues.pop(executing, self.env.action_manager.action)
-        self.stats_counters.record_step(executing, suspended, ~self.queues.idle if self._maybe_retired else None)
+        self.stats_counters.record_step(executing, suspended, ~self.queues.idle if self._maybe_retired else None,
+                                        actions, served)
         self.last_step = StepStatus(executing, suspended, served)
         self._step += 1
         self._resets_pending = False
@@ -353,11 +362,12 @@ class ActionChunkingPolicy:
         self._resume_served(served, all_served=full and plan.take is None)
         return served
 
-    def _run_model(self, rows: dict, env_ids: torch.Tensor) -> tuple[torch.Tensor, float, float]:
-        """``(chunk, seconds, virtual_s)`` of one model call; ``seconds`` includes the emulated latency not slept."""
+    def _run_model(self, rows: dict, env_ids: torch.Tensor, **prefix) -> tuple[torch.Tensor, float, float]:
+        """``(chunk, seconds, virtual_s)`` of one model call; ``seconds`` includes the emulated latency not slept.
+        ``prefix``: the optional ``prefix=`` and ``delay=`` of the :class:`~.model.ChunkModel` contract."""
         start = time.perf_counter()
         with torch.no_grad():
-            chunk = self.model(rows, env_ids)
+            chunk = self.model(rows, env_ids, **prefix)
         virtual = virtual_seconds(self.model)
         return chunk, time.perf_counter() - start + virtual, virtual
 
@@ -368,11 +378,17 @@ class ActionChunkingPolicy:
             self._maybe_parked = not all_served
 
     def _launch(self, obs: Mapping, lead: int) -> None:
-        """Start the model on all envs in the worker thread, with copies of this step's observation rows."""
+        """Start the model on all envs in the worker thread, with copies of this step's observation rows and, under
+        ``rtc`` with a model that accepts it, the prefix: the next ``lead`` queued actions, which run before the
+        chunk lands (none for the suspended envs, which take the chunk from its index 0)."""
         env_ids = torch.arange(self.num_envs, device=self.env.device)
         start = torch.where(self._parked, 0, lead) if self._maybe_parked else torch.full_like(env_ids, lead)
         self._launch_stepped = self.provenance.stepped.clone()
-        self._worker.launch(select_rows(obs, env_ids), env_ids, start)
+        prefix = None
+        if self._passes_prefix:
+            actions, delay = self.queues.prefix(lead)  # suspended envs have an empty queue: delay 0
+            prefix = {"prefix": actions, "delay": delay}
+        self._worker.launch(select_rows(obs, env_ids), env_ids, start, prefix)
 
     def _collect(self) -> torch.Tensor:
         """Wait for the background inference and install its chunk in every env not reset since the launch."""
@@ -448,7 +464,7 @@ class ActionChunkingPolicyCfg:
     chunk_length: int = 16
     """Actions per chunk H (the model must return (B, H, action_dim))."""
     schedule: str = "global_clock"
-    """Schedule name: ``any``, ``hold``, ``partial_batch``, ``global_clock`` or ``auto`` (see
+    """Schedule name: ``any``, ``hold``, ``partial_batch``, ``global_clock``, ``auto``, ``async`` or ``rtc`` (see
     :mod:`~isaaclab_suspend.policies.schedules`)."""
     aggregator: str | Callable = "replace"
     """How a new chunk is merged with leftover actions: ``replace``, ``blend``, ``temporal_ensemble``, or a
@@ -461,6 +477,9 @@ class ActionChunkingPolicyCfg:
     """Largest absolute action a chunk may hold, checked when a chunk arrives (one host sync per inference, none
     per step): a model returning more (3e38 passes a finite check and turns the physics state to NaN) fails with
     an error naming the envs and the value. None: only NaN and inf are refused."""
+    delay_steps: int | None = None
+    """``rtc``: the inference delay d in env steps (the chunk lands d steps after its observation); None: estimated
+    online as ``ceil(latency / step time)`` from the measured full-batch latency and step time."""
     log_dir: str | None = None
     """TensorBoard log directory (None: no TensorBoard)."""
     log_interval: int = 100

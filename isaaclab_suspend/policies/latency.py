@@ -16,7 +16,7 @@ import torch
 
 from isaaclab.utils import configclass
 
-from .model import ChunkModel
+from .model import ChunkModel, accepts_prefix
 
 PRESETS: dict[str, tuple[float, float]] = {"gr1": (0.2, 0.0), "droid": (0.7, 0.0)}
 """Named latencies ``(fixed_s, per_row_s)``: GR00T N1 on GR1 (about 200 ms) and DROID (about 700 ms)."""
@@ -86,9 +86,15 @@ class LatencyEmulator:
         """Virtual mode: emulated latency of the last call not spent sleeping [s]; 0 in sleeping mode. The
         optional ``virtual_s`` of the :class:`~isaaclab_suspend.policies.model.ChunkModel` contract."""
 
-    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
+    @property
+    def accepts_prefix(self) -> bool:
+        """Whether the wrapped model takes a prefix (the optional ``accepts_prefix`` of the contract)."""
+        return accepts_prefix(self.model)
+
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor, **prefix) -> torch.Tensor:
+        """The wrapped model's chunk (``prefix``: its optional ``prefix=`` and ``delay=``), after the latency."""
         start = time.perf_counter()
-        chunk = self.model(obs_rows, env_ids)
+        chunk = self.model(obs_rows, env_ids, **prefix)
         remaining = self.cfg.latency(len(env_ids)) - (time.perf_counter() - start)
         if self.cfg.virtual:
             self.virtual_s = max(remaining, 0.0)

@@ -35,6 +35,23 @@ class ChunkModel(Protocol):
       :class:`~isaaclab_suspend.policies.observation_history.ObservationHistory`). The entries are cut to rows
       like the rest, so a model called later (the ``async`` worker) still gets this step's. Models without the
       hook are not affected.
+    * ``accepts_prefix: bool``: True if the model plans a chunk that continues a committed prefix (real-time
+      chunking, see below); read with :func:`accepts_prefix`.
+
+    The prefix. Under the ``rtc`` schedule a chunk is planned while the envs still run the last d actions of
+    their current chunk; those d actions are committed (they execute before the new chunk can land). A model
+    with ``accepts_prefix = True`` is then called as ``model(obs_rows, env_ids, prefix=prefix, delay=delay)``:
+
+    * ``prefix``: the committed actions, ``prefix[:, k]`` executed k steps after ``obs_rows`` was observed.
+      Shape: (B, d, action_dim), float, on the env device; d is the delay in env steps.
+    * ``delay``: how many of them each row executes before the new chunk takes over: d for an env that is
+      running, 0 for an env that waits suspended (its time stands still, so it starts the new chunk from its
+      observation as if there were no prefix). Shape: (B,), long.
+
+    The model returns a full chunk of H actions whose first ``delay[b]`` actions of row b are the prefix itself
+    and whose others continue it (the policy installs the chunk from index ``delay`` on). A model without the
+    attribute is never passed a prefix and is called as before. Adapters of other stacks map the two arrays to
+    their own names (LeRobot's RTC: ``prev_chunk_left_over`` and ``inference_delay``).
     """
 
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
@@ -45,3 +62,26 @@ class ChunkModel(Protocol):
 def virtual_seconds(model: ChunkModel) -> float:
     """Emulated latency of the model's last call that was not spent, from its optional ``virtual_s`` [s]."""
     return float(getattr(model, "virtual_s", 0.0))
+
+
+def accepts_prefix(model: ChunkModel) -> bool:
+    """Whether the model takes ``prefix=`` and ``delay=`` (its optional ``accepts_prefix``, see :class:`ChunkModel`)."""
+    return bool(getattr(model, "accepts_prefix", False))
+
+
+def prefix_plan(prefix: torch.Tensor, delay: torch.Tensor, step: int, planned: torch.Tensor) -> torch.Tensor:
+    """Action ``step`` of a chunk that continues ``prefix``: the prefix's own action for rows still in it
+    (``step < delay``), ``planned`` for the others. For planners that roll a model forward step by step.
+
+    Args:
+        prefix: Committed actions. Shape: (B, d, A).
+        delay: Prefix actions each row executes. Shape: (B,), long.
+        step: Index of the action in the chunk.
+        planned: The planner's own action for this step. Shape: (B, A).
+
+    Returns:
+        Shape: (B, A).
+    """
+    if step >= prefix.shape[1]:
+        return planned
+    return torch.where((step < delay).unsqueeze(1), prefix[:, step].to(planned.dtype), planned)

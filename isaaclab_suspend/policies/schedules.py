@@ -21,6 +21,9 @@ name                      runs the model                                        
 ``async``                 on the full batch every H - d steps, in the            is suspended until the tick,
                           background while the last d actions of the chunks      like ``global_clock``
                           run (LeRobot's asynchronous inference, on a clock)
+``rtc``                   like ``async`` with d the inference delay in steps,    is suspended until the tick,
+                          and the model told the d actions that run before its   like ``global_clock``
+                          chunk lands (real-time chunking)
 ========================  =====================================================  ===============================
 
 The schedules read the device only on steps where a host-side mirror says something may have to happen
@@ -31,6 +34,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import ClassVar
+
+import math
 
 import torch
 
@@ -247,9 +252,83 @@ class AsyncClockSchedule(ChunkSchedule):
         return lead
 
 
+class RealTimeChunkSchedule(ChunkSchedule):
+    """Real-time chunking on the global clock (Black et al. 2025): the next chunk is launched in the background
+    when the envs' queues hold d actions, d = ceil(latency / step time) steps, and the model is told those d
+    actions (the prefix: they run before its chunk can land, see :class:`~.model.ChunkModel`), so its chunk
+    continues them; it is installed from its index d on, when the queues run out.
+
+    The lead is ``min(d, H // 2)``: with H >= 2d every env acts every step; otherwise the launch comes right
+    after each install and the loop waits at the tick only for the latency the H // 2 steps do not cover.
+    Either way the chunk takes over exactly ``lead`` steps after its observation, counted in env steps. d is
+    :attr:`delay_steps` when set (exact), else estimated online before each launch from the measured latency
+    of a full-batch call (the emulated part included, which with a virtual latency is exact) and the measured
+    step time, by an :class:`InferenceCostModel`. Envs suspended at the launch take the chunk from index 0 with
+    no prefix (their time stood still); envs reset during the lead wait suspended for the next launch, as
+    under ``async``. The first tick (step 0) runs synchronously; a lead of 0 (no latency) runs each tick
+    synchronously, like ``global_clock``.
+
+    Args:
+        delay_steps: The delay d in env steps (None: estimated online).
+    """
+
+    name = "rtc"
+    suspends = True
+
+    def __init__(self, delay_steps: int | None = None):
+        self.delay_steps = delay_steps
+        """The delay d in env steps; None: estimated online from the measured latency and step time."""
+        self.cost_model = InferenceCostModel()
+        """Measured latency and step time."""
+        self._next_tick = 0
+        """Host: step at which the queues of the envs running the current chunk run out."""
+        self._in_flight = False
+        """Host: whether a launched inference waits for the next tick."""
+        self._lead = 0
+        """Host: lead of the inference in flight [steps]."""
+
+    def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
+        h = queues.chunk_length
+        if step == 0:
+            self._next_tick, self._in_flight = 0, False
+        collect = self._in_flight and step == self._next_tick
+        lead = 0
+        if collect:  # the chunk launched `lead` steps ago lands: it runs H - lead steps from its index lead
+            self._next_tick = step + h - self._lead
+            self._in_flight = False
+        if not self._in_flight and step >= self._next_tick - self.lead(queues):
+            lead = self._next_tick - step
+            if lead == 0:  # nothing runs while it is computed: a synchronous tick
+                self._next_tick = step + h
+                return FULL_BATCH
+            self._in_flight, self._lead = True, lead
+        launch = lead > 0
+        park = queues.empty_mask() if resets_pending and not collect else None
+        if not (collect or launch or park is not None):
+            return None
+        return SchedulePlan(park=park, launch=launch, collect=collect, lead=lead)
+
+    def lead(self, queues: ChunkQueues) -> int:
+        """Steps between the next launch and its tick: ``min(d, H // 2)`` (0 before anything was measured)."""
+        d = self.delay_steps
+        if d is None:
+            cost = self.cost_model
+            if not cost.ready or cost.step_time <= 0.0:
+                return 0
+            d = math.ceil(cost.latency(queues.num_envs) / cost.step_time - 1e-9)
+        return min(d, queues.chunk_length // 2)
+
+    def record_inference(self, batch_size: int, seconds: float) -> None:
+        self.cost_model.record_inference(batch_size, seconds)
+
+    def record_step(self, seconds: float) -> None:
+        self.cost_model.record_step(seconds)
+
+
 SCHEDULES: dict[str, type[ChunkSchedule]] = {
     cls.name: cls
-    for cls in (AnySchedule, HoldSchedule, PartialBatchSchedule, GlobalClockSchedule, AutoSchedule, AsyncClockSchedule)
+    for cls in (AnySchedule, HoldSchedule, PartialBatchSchedule, GlobalClockSchedule, AutoSchedule, AsyncClockSchedule,
+                RealTimeChunkSchedule)
 }
 """Schedules by name."""
 

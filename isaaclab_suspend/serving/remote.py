@@ -8,7 +8,11 @@ overlaps the network round trip with the simulation).
 
 Messages use the format of :mod:`~isaaclab_suspend.serving.wire`, checked against :class:`WireLimitsCfg` on
 both sides. Requests are ``hello`` (protocol version and, where the server wants one, its token; the server
-answers its metadata) and ``infer`` (observation rows and ``env_ids`` in, ``chunk`` or ``error`` out).
+answers its metadata) and ``infer`` (observation rows and ``env_ids`` in, ``chunk`` or ``error`` out). For real-time
+chunking an ``infer`` may also carry the optional ``prefix`` (B, d, action_dim) and ``delay`` (B,) arrays of the
+:class:`~isaaclab_suspend.policies.model.ChunkModel` contract, bit for bit; a client sends them only to a server
+whose metadata says ``accepts_prefix`` (its model takes them), so older peers keep working. ``env_ids``,
+``prefix`` and ``delay`` are reserved names: an observation group may not be called so.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ import torch
 from isaaclab.utils import configclass
 
 from .batching import BatchingCfg, BatchingChunkModel
-from ..policies.model import ChunkModel
+from ..policies.model import ChunkModel, accepts_prefix
 from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
 
 if TYPE_CHECKING:
@@ -38,6 +42,9 @@ if TYPE_CHECKING:
 
 PROTOCOL_VERSION = 1
 """Version of the wire format; client and server must agree."""
+
+PREFIX_ARRAYS = ("prefix", "delay")
+"""Optional arrays of an ``infer`` request: the committed prefix and each row's delay (real-time chunking)."""
 
 TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
 """Environment variable a :class:`RemoteChunkModel` (and ``serve_policy.py``) reads the shared token from when
@@ -147,9 +154,10 @@ class PolicyServer:
 
     @property
     def metadata(self) -> dict:
-        """What ``hello`` answers: protocol version, chunk length, action dim and task (None when unknown)."""
+        """What ``hello`` answers: protocol version, chunk length, action dim, task (None when unknown) and whether
+        the model takes a prefix (not through the batcher, which merges plain requests only)."""
         return {"version": PROTOCOL_VERSION, "chunk_length": self.cfg.chunk_length, "action_dim": self.cfg.action_dim,
-                "task": self.cfg.task}
+                "task": self.cfg.task, "accepts_prefix": self.batcher is None and accepts_prefix(self.model)}
 
     @property
     def num_connections(self) -> int:
@@ -259,17 +267,36 @@ class PolicyServer:
         if not isinstance(env_ids, torch.Tensor) or env_ids.ndim != 1:
             self._send(sock, {"type": "error", "message": "'infer' needs a 1-D 'env_ids' array"})
             return
+        prefix = {name: arrays.pop(name) for name in PREFIX_ARRAYS if name in arrays}
+        problem = self._check_prefix(prefix, len(env_ids))
+        if problem:
+            self._send(sock, {"type": "error", "message": problem})
+            return
         try:
             if self.batcher is not None:
                 chunk = self.batcher(arrays, env_ids)
             else:
                 with self._lock, torch.no_grad():
-                    chunk = self.model(arrays, env_ids)
+                    chunk = self.model(arrays, env_ids, **prefix)
             reply = encode_message({"type": "chunk"}, {"chunk": chunk})
         except Exception as err:  # the model's error goes back to the client, the server lives on
             reply = encode_message({"type": "error", "message": f"{type(err).__name__}: {err}"})
         sock.settimeout(self.cfg.read_timeout_s)
         sock.sendall(reply)
+
+    def _check_prefix(self, prefix: dict, batch: int) -> str | None:
+        """Why the optional prefix arrays of an ``infer`` cannot go to the model (None: they can, or are absent)."""
+        if not prefix:
+            return None
+        if not self.metadata["accepts_prefix"]:
+            return "this server's model takes no prefix (its hello says accepts_prefix false): send none"
+        actions, delay = prefix.get("prefix"), prefix.get("delay")
+        if (not isinstance(actions, torch.Tensor) or not isinstance(delay, torch.Tensor) or actions.ndim != 3
+                or not actions.is_floating_point() or delay.ndim != 1 or delay.is_floating_point()
+                or actions.shape[0] != batch or delay.shape[0] != batch):
+            return (f"'prefix' and 'delay' go together: a float (B, d, action_dim) and an integer (B,) array with B ="
+                    f" {batch} rows, as env_ids")
+        return None
 
     def _send(self, sock: socket.socket, header: dict) -> None:
         """Send a reply; a client that does not read it within ``cfg.read_timeout_s`` is dropped."""
@@ -361,6 +388,8 @@ class RemoteChunkModel:
         """The server's ``hello``: version, chunk_length, action_dim, task."""
         self.chunk_length: int = self.metadata["chunk_length"]
         """Actions per chunk H of the served model."""
+        self.accepts_prefix: bool = bool(self.metadata.get("accepts_prefix", False))
+        """Whether the served model takes a prefix (the optional ``accepts_prefix`` of the chunk-model contract)."""
 
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise a ``ValueError`` if the server's task or action dim is known and differs from ``env``'s."""
@@ -375,11 +404,15 @@ class RemoteChunkModel:
                 f" {env.action_manager.total_action_dim}."
             )
 
-    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
+    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor, **prefix) -> torch.Tensor:
+        """The served model's chunk for the rows; ``prefix``: the optional ``prefix=`` and ``delay=`` of the
+        contract, sent only to a server that accepts them (raises ``ValueError`` otherwise)."""
+        if prefix and not self.accepts_prefix:
+            raise ValueError(f"The policy server at {self._address} takes no prefix (its model has no accepts_prefix).")
         if self._sock is None or self._closed_by_server():
             self.close()
             self._connect()
-        header, arrays = self._request({"type": "infer"}, {**obs_rows, "env_ids": env_ids})
+        header, arrays = self._request({"type": "infer"}, {**obs_rows, "env_ids": env_ids, **prefix})
         if header.get("type") == "error":
             raise PolicyServerError(f"The policy server at {self._address} failed: {str(header.get('message'))}")
         chunk = arrays.get("chunk")
@@ -442,7 +475,8 @@ class RemoteChunkModel:
                        " same isaaclab_suspend version on both sides")
         chunk_length, action_dim, task = (header.get(k) for k in ("chunk_length", "action_dim", "task"))
         if (type(chunk_length) is not int or chunk_length < 1 or not (action_dim is None or type(action_dim) is int)
-                or not (task is None or isinstance(task, str))):
+                or not (task is None or isinstance(task, str))
+                or not isinstance(header.get("accepts_prefix", False), bool)):
             self._fail(f"sent invalid metadata {str(header)[:200]}")
         return header
 

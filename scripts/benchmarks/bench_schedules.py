@@ -16,6 +16,10 @@ Figures per run:
   policy's own work) whatever the speed of a shared machine at the time; "plain step" is the ``env.step``
   time with every env active and no policy, measured on the same env just before the run (median of 40
   steps): the difference shows what resets and suspended envs add to a step;
+* overlap: ``N / t_step``, every env acting every step and inference costing no wall time (the bound of the
+  overlapping schedules ``async`` and ``rtc``), with the same run step time;
+* rough / boundary: mean ``|a_t - a_(t-1)|`` over consecutive executed actions of an episode, and the same over
+  the pairs whose second action is the first of a new chunk;
 * vs any: how many times fewer calls than ``any`` made in the same setting.
 
 Example (a subset; ``--quick`` for a short check)::
@@ -50,13 +54,13 @@ from isaaclab_suspend.utils import open_env
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=tasks_with_chunk_model())
-    parser.add_argument("--schedules", nargs="+", default=["any", "hold", "partial_batch", "global_clock", "auto", "async"],
-                        choices=sorted(SCHEDULES))
+    parser.add_argument("--schedules", nargs="+", choices=sorted(SCHEDULES),
+                        default=["any", "hold", "partial_batch", "global_clock", "auto", "async", "rtc"])
     parser.add_argument("--chunks", type=cli.positive_int, nargs="+", default=[8, 16, 32], help="chunk lengths H")
     parser.add_argument("--num_envs", type=cli.positive_int, nargs="+", default=[16, 64, 256])
     parser.add_argument("--steps", type=cli.positive_int, default=320, help="steps T per run")
-    parser.add_argument("--latency", default="0.2", type=cli.latency,
-                        help="emulated latency: '0.2', '0.02+0.0005n', 'gr1', 'droid'")
+    parser.add_argument("--latency", nargs="+", default=["0.2"], type=cli.latency,
+                        help="emulated latencies, one table block each: '0.2', '0.02+0.0005n', 'gr1', 'droid'")
     parser.add_argument("--virtual_latency", action="store_true", help="account the latency without sleeping")
     parser.add_argument("--set", nargs="+", default=[], metavar="FIELD=VALUE",
                         help="env cfg fields to set (nested with '__'), e.g. episode_length_s=2.0"
@@ -92,8 +96,7 @@ def run(env, args, schedule: str, chunk_length: int, latency: LatencyCfg) -> dic
     policy = ActionChunkingPolicy(model, env, chunk_length=chunk_length, schedule=schedule)
     for _ in cli.rollout(env, policy, cli.start_episodes(env, args.seed, not args.no_desync), args.steps):
         pass
-    stats = policy.stats
-    n = env.num_envs
+    stats, n = policy.stats, env.num_envs
     stats["plain_step_s"] = plain_step
     stats["run_step_s"] = stats["simulation_s"] / stats["steps"]
     stats["ideal"] = n * chunk_length / (chunk_length * stats["run_step_s"] + latency.latency(n))
@@ -107,49 +110,49 @@ def _median_run(runs: list[dict]) -> dict:
 
 def main() -> None:
     args = parse_args()
-    latency = LatencyCfg.parse(args.latency, virtual=args.virtual_latency)
     overrides = {field: ast.literal_eval(value) for field, value in (item.split("=", 1) for item in args.set)}
     rows = []
     for num_envs in args.num_envs:
         with open_env(args.task, num_envs, seed=args.seed, **overrides) as env:
-            for chunk_length in args.chunks:
+            for chunk_length, spec in ((h, spec) for h in args.chunks for spec in args.latency):
+                latency = LatencyCfg.parse(spec, virtual=args.virtual_latency)
                 runs = {schedule: [] for schedule in args.schedules}
                 for _ in range(args.repeats):
                     for schedule in args.schedules:
-                        stats = run(env, args, schedule, chunk_length, latency)
-                        runs[schedule].append(stats)
-                        print(f"[bench] N={num_envs} H={chunk_length} {schedule}: {stats['inference_calls']} calls,"
-                              f" {stats['active_env_steps_per_s']:.0f} useful env-steps/s (ideal {stats['ideal']:.0f})",
-                              flush=True)
+                        runs[schedule].append(stats := run(env, args, schedule, chunk_length, latency))
+                        print(f"[bench] N={num_envs} H={chunk_length} L={spec} {schedule}: {stats['inference_calls']}"
+                              f" calls, {stats['active_env_steps_per_s']:.0f} useful env-steps/s", flush=True)
                 median = {schedule: _median_run(stats) for schedule, stats in runs.items()}
                 for schedule, stats in median.items():
                     any_calls = median["any"]["inference_calls"] if "any" in median else None
                     rates = [s["active_env_steps_per_s"] for s in runs[schedule]]
-                    rows.append((num_envs, chunk_length, schedule, stats, any_calls, (min(rates), max(rates))))
+                    rows.append((num_envs, chunk_length, spec, schedule, stats, any_calls, (min(rates), max(rates))))
 
-    columns = ["N", "H", "schedule", "calls", "ceil(T/H)", "calls/1000 steps", "envs/call", "suspended", "held",
-               "plain step ms", "run step ms", "useful env-steps/s", "ideal", "useful/ideal", "vs any"]
+    columns = ["N", "H", "latency", "schedule", "calls", "ceil(T/H)", "calls/1000 steps", "envs/call", "suspended",
+               "held", "plain step ms", "run step ms", "useful env-steps/s", "ideal", "useful/ideal", "overlap",
+               "useful/overlap", "rough", "boundary", "vs any"]
     if args.repeats > 1:
         columns.insert(columns.index("ideal"), "range")
     table = PrettyTable(columns)
     table.align = "r"
-    for num_envs, chunk_length, schedule, s, any_calls, (low, high) in rows:
+    for num_envs, chunk_length, spec, schedule, s, any_calls, (low, high) in rows:
+        useful = s["active_env_steps_per_s"]
         row = [
-            num_envs, chunk_length, schedule, s["inference_calls"], math.ceil(args.steps / chunk_length),
+            num_envs, chunk_length, spec, schedule, s["inference_calls"], math.ceil(args.steps / chunk_length),
             f"{s['calls_per_1000_steps']:.1f}", f"{s['mean_envs_per_call']:.1f}", f"{s['suspended_fraction']:.1%}",
             f"{s['held_env_steps'] / (num_envs * args.steps):.1%}", f"{1e3 * s['plain_step_s']:.1f}",
-            f"{1e3 * s['run_step_s']:.1f}", f"{s['active_env_steps_per_s']:.0f}", f"{s['ideal']:.0f}",
-            f"{s['active_env_steps_per_s'] / s['ideal']:.2f}",
-            f"{any_calls / s['inference_calls']:.1f}x" if any_calls else "-",
+            f"{1e3 * s['run_step_s']:.1f}", f"{useful:.0f}", f"{s['ideal']:.0f}", f"{useful / s['ideal']:.2f}",
+            f"{s['overlap_bound']:.0f}", f"{useful / s['overlap_bound']:.2f}", f"{s['roughness']:.4f}",
+            f"{s['boundary_roughness']:.4f}", f"{any_calls / s['inference_calls']:.1f}x" if any_calls else "-",
         ]
         if args.repeats > 1:
             row.insert(columns.index("range"), f"{low:.0f}-{high:.0f}")
         table.add_row(row)
-    mode = "virtual" if args.virtual_latency else "slept"
-    episodes = "all episodes start at step 0" if args.no_desync else "episodes start at random points"
+    mode, episodes = "virtual" if args.virtual_latency else "slept", "episodes start at random points"
+    episodes = "all episodes start at step 0" if args.no_desync else episodes
     print(f"\n$ {' '.join(shlex.quote(a) for a in ['python', *sys.argv])}")
-    print(f"{args.task}, embedded chunk model, T = {args.steps} steps, seed {args.seed},"
-          f" latency {args.latency} s per call ({mode}), {episodes}{''.join(f', {item}' for item in args.set)}, CPU.")
+    print(f"{args.task}, embedded chunk model, T = {args.steps} steps, seed {args.seed}, latency per call in seconds"
+          f" ({mode}), {episodes}{''.join(f', {item}' for item in args.set)}, CPU.")
     print(table)
 
 

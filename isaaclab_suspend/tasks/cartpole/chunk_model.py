@@ -25,7 +25,8 @@ for weights Q, R (fixed-point iteration, float64).
 
 Plan. From the observed state the model rolls the *nonlinear* equations forward, stepped like the physics,
 under ``a_k = clip(-K s_k)`` and returns the H actions ``a_0 .. a_{H-1}``: a short-horizon model-predictive
-plan of the LQR law. Rolling the nonlinear model keeps the plan accurate from the task's initial tilts of up
+plan of the LQR law. Given a committed prefix (real-time chunking), the first d actions are the prefix and the
+model is rolled through them, so the law takes over from the state they lead to. Rolling the nonlinear model keeps the plan accurate from the task's initial tilts of up
 to 45 degrees.
 """
 
@@ -36,6 +37,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ...assets.params import CARTPOLE, CartpoleParams
+from ...policies.model import prefix_plan
 
 GRAVITY = 9.81
 """Gravity [m/s^2]."""
@@ -58,17 +60,25 @@ class CartpoleLQRChunkModel:
         self.gain = self.lqr_gain(a, b).to(torch.float32)
         """LQR gain K, action = -K s. Shape: (1, 4)."""
 
-    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
-        """Plan H actions from ``obs_rows["policy"]`` (shape (B, 4)). Returns shape (B, H, 1)."""
+    accepts_prefix = True
+    """Plans continue a committed prefix (:class:`~isaaclab_suspend.policies.model.ChunkModel`): the model is
+    rolled through the prefix and the LQR law takes over from the predicted state."""
+
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
+                 delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Plan H actions from ``obs_rows["policy"]`` (shape (B, 4)), continuing ``prefix`` (B, d, 1) for
+        ``delay`` (B,) steps if given. Returns shape (B, H, 1)."""
         cfg = self.cfg
         state = obs_rows["policy"][:, :4].to(torch.float32)
         gain = self.gain.to(state.device)
         actions = []
-        for _ in range(cfg.chunk_length):
-            action = (-state @ gain.T).squeeze(1).clamp(-cfg.action_limit, cfg.action_limit)
+        for k in range(cfg.chunk_length):
+            action = (-state @ gain.T).clamp(-cfg.action_limit, cfg.action_limit)
+            if prefix is not None:
+                action = prefix_plan(prefix, delay, k, action)
             actions.append(action)
-            state = self.step(state, action)
-        return torch.stack(actions, dim=1).unsqueeze(-1)
+            state = self.step(state, action.squeeze(1))
+        return torch.stack(actions, dim=1)
 
     def step(self, state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
         """One env step of the nonlinear model, stepped like the physics (see the module docstring).

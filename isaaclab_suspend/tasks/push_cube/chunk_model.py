@@ -5,6 +5,9 @@ The cube reaches its target when the pusher's face, touching the cube, stops the
 ``contact_offset`` half the paddle plus half the cube. Each call plans H actions ahead by rolling a
 point-mass model of the cart (pusher and cube masses, the actuator's viscous damping) under a
 position-to-velocity PD law with a speed limit; the env then runs the plan open-loop until the next inference.
+Given a committed prefix (real-time chunking), the plan's first d actions are the prefix and the cart model is
+rolled through them, so the law takes over from the state they lead to, eased in from the prefix's last action
+over a few steps (the point-mass model misses the contact, so a re-plan from a fresh observation would jump).
 The cube slides only a few millimetres once the pusher slows down (ground friction), so stopping the pusher
 stops the cube close to the target.
 """
@@ -16,6 +19,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ...assets.params import CUBE, PUSHER
+from ...policies.model import prefix_plan
 
 
 class PushCubeChunkModel:
@@ -31,22 +35,40 @@ class PushCubeChunkModel:
         self.cfg = cfg or PushCubeChunkCfg()
         """Model configuration."""
 
-    def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
-        """Plan H actions. Returns shape (B, H, 1)."""
+    accepts_prefix = True
+    """Plans continue a committed prefix (:class:`~isaaclab_suspend.policies.model.ChunkModel`): the cart model
+    is rolled through the prefix and the PD law takes over from the predicted state."""
+
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
+                 delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Plan H actions, continuing ``prefix`` (B, d, 1) for ``delay`` (B,) steps if given. Returns shape
+        (B, H, 1)."""
         cfg = self.cfg
         obs = obs_rows["policy"].to(torch.float32)
         pos, vel = obs[:, 0], obs[:, 1]
         goal = obs[:, 2] + obs[:, 4] - cfg.contact_offset
         actions = []
-        for _ in range(cfg.chunk_length):
+        for k in range(cfg.chunk_length):
             vel_goal = (cfg.position_gain * (goal - pos)).clamp(-cfg.max_speed, cfg.max_speed)
             force = cfg.mass * cfg.velocity_gain * (vel_goal - vel) + cfg.damping * vel
-            action = (force / cfg.action_scale).clamp(-cfg.action_limit, cfg.action_limit)
+            action = (force / cfg.action_scale).clamp(-cfg.action_limit, cfg.action_limit).unsqueeze(1)
+            if prefix is not None:
+                action = prefix_plan(prefix, delay, k, self._ease(prefix, delay, k, action))
             actions.append(action)
             # implicit damping, semi-implicit Euler over one env step
-            vel = (vel + cfg.dt * action * cfg.action_scale / cfg.mass) / (1.0 + cfg.dt * cfg.damping / cfg.mass)
+            vel = (vel + cfg.dt * action[:, 0] * cfg.action_scale / cfg.mass) / (1.0 + cfg.dt * cfg.damping / cfg.mass)
             pos = pos + cfg.dt * vel
-        return torch.stack(actions, dim=1).unsqueeze(-1)
+        return torch.stack(actions, dim=1)
+
+    def _ease(self, prefix: torch.Tensor, delay: torch.Tensor, step: int, planned: torch.Tensor) -> torch.Tensor:
+        """The planned action eased in from the prefix's last one over :attr:`PushCubeChunkCfg.prefix_ease_steps`
+        steps after the prefix (RTC's soft masking): weight ``1 - (j + 1) / (n + 1)`` on the prefix's last action
+        at the j-th step after it, so the re-plan from a fresh observation does not jump. Shape: (B, 1)."""
+        after = step - delay.unsqueeze(1)  # steps after the prefix; negative inside it
+        last = prefix.gather(1, (delay - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, prefix.shape[2]))[:, 0]
+        n = self.cfg.prefix_ease_steps
+        weight = (1.0 - (after + 1) / (n + 1)).clamp(0.0, 1.0) * (delay > 0).unsqueeze(1)
+        return weight * last.to(planned.dtype) + (1.0 - weight) * planned
 
     def __repr__(self) -> str:
         return f"PushCubeChunkModel(H={self.cfg.chunk_length})"
@@ -78,3 +100,5 @@ class PushCubeChunkCfg:
     """Acceleration per m/s of speed error [1/s]."""
     max_speed: float = 0.6
     """Speed limit of the plan [m/s]."""
+    prefix_ease_steps: int = 4
+    """Steps over which a plan that continues a prefix eases in from the prefix's last action (0: none)."""

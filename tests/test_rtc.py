@@ -1,0 +1,311 @@
+"""Real-time chunking: the ``rtc`` schedule's launch and tick steps from the delay, the prefix the policy passes
+(the queued actions) and the first d actions it keeps, the planners continuing a prefix, real Cartpole runs under
+``rtc`` with virtual latency (no pole falls, exact calls), the prefix on the TCP protocol bit for bit, and the
+roughness figures."""
+
+import math
+import socket
+
+import pytest
+import torch
+
+from isaaclab_suspend.policies import (
+    ActionChunkingPolicy,
+    CartpoleLQRCfg,
+    CartpoleLQRChunkModel,
+    ChunkQueues,
+    LatencyCfg,
+    LatencyEmulator,
+    PushCubeChunkCfg,
+    PushCubeChunkModel,
+    make_schedule,
+    replace,
+)
+from isaaclab_suspend.policies.evaluation import ChunkingStats
+from isaaclab_suspend.policies.model import accepts_prefix
+from isaaclab_suspend.policies.schedules import RealTimeChunkSchedule
+from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.serving.remote import PROTOCOL_VERSION
+from isaaclab_suspend.serving.wire import WireLimitsCfg, receive_message, send_message
+
+from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
+
+N = 8
+H = 8
+
+
+def _plans(schedule, steps, num_envs=3, chunk_length=H):
+    queues = ChunkQueues(num_envs, chunk_length, 1, 0, "cpu")
+    return {step: schedule.plan(queues, step, resets_pending=False) for step in range(steps)}
+
+
+def _steps(plans, what):
+    return [t for t, p in plans.items() if p is not None and getattr(p, what)]
+
+
+# -- the schedule's logic, without an env
+
+
+def test_rtc_launches_when_the_queues_hold_d_actions_and_ticks_when_they_run_out():
+    """H = 8, d = 2: step 0 synchronous, launch at 6 (2 actions left), tick at 8, then every H - d = 6 steps."""
+    plans = _plans(RealTimeChunkSchedule(delay_steps=2), 27)
+    assert plans[0].infer and not plans[0].launch
+    assert _steps(plans, "launch") == [6, 12, 18, 24]
+    assert _steps(plans, "collect") == [8, 14, 20, 26]
+    assert all(p.lead == 2 for p in plans.values() if p is not None and p.launch)
+    assert _steps(plans, "infer") == [0]
+
+
+def test_rtc_with_a_delay_over_h_half_launches_at_each_tick_and_without_delay_ticks_like_the_clock():
+    """d = 5 > H / 2: the lead is H // 2 = 4, each tick also launches the next (the loop waits for the rest); d = 0:
+    every H steps a synchronous call."""
+    plans = _plans(RealTimeChunkSchedule(delay_steps=5), 21)
+    assert _steps(plans, "launch") == [4, 8, 12, 16, 20] and _steps(plans, "collect") == [8, 12, 16, 20]
+    assert all(p.lead == 4 for p in plans.values() if p is not None and p.launch)
+    plans = _plans(RealTimeChunkSchedule(delay_steps=0), 17)
+    assert _steps(plans, "infer") == [0, 8, 16] and not _steps(plans, "launch")
+
+
+def test_rtc_estimates_d_from_the_measured_latency_and_step_time():
+    schedule = make_schedule("rtc")
+    queues = ChunkQueues(4, 32, 1, 0, "cpu")
+    assert schedule.lead(queues) == 0  # nothing measured yet: synchronous
+    schedule.record_inference(4, 0.1)
+    schedule.record_step(0.03)
+    assert schedule.lead(queues) == math.ceil(0.1 / 0.03) == 4
+    schedule.record_inference(4, 2.0)  # a latency over H / 2 steps: the lead stops at H // 2
+    assert schedule.lead(queues) == 16
+    plans = _plans(schedule, 40, num_envs=4, chunk_length=32)
+    assert _steps(plans, "launch")[0] == 32 - schedule.lead(queues)
+
+
+def test_prefix_is_the_next_queued_actions_and_merge_keeps_the_leftovers_aligned():
+    queues = ChunkQueues(3, 4, 1, 0, "cpu")
+    queues.merge(torch.arange(3), torch.arange(12.0).view(3, 4, 1), replace, None)
+    queues.pop(torch.tensor([True, True, False]), torch.zeros(3, 1))
+    queues.drop(torch.tensor([False, True, False]))
+    actions, delay = queues.prefix(2)
+    assert actions[:, :, 0].tolist()[0] == [1.0, 2.0] and actions[:, :, 0].tolist()[2] == [8.0, 9.0]
+    assert delay.tolist() == [2, 0, 2]  # env 1 was reset: an empty queue, no prefix
+    actions[0] = -1.0
+    assert queues.chunks[0, 1, 0] == 1.0  # a new tensor
+    # env 2 has leftovers [10, 11] (env 0: [3]) at the tick where the new chunk starts at index 2: old 10 meets
+    # new index 2
+    new = torch.full((3, 4, 1), 100.0) + torch.arange(4.0).view(1, 4, 1)
+    queues.pop(torch.tensor([True, False, True]), torch.zeros(3, 1))
+    queues.pop(torch.tensor([True, False, True]), torch.zeros(3, 1))
+    seen = []
+
+    def spy(old, chunk, count):
+        seen.append((old.clone(), count.clone()))
+        return replace(old, chunk, count)
+
+    queues.merge(torch.arange(3), new, spy, None, start=torch.tensor([2, 0, 2]))
+    old, count = seen[0]
+    assert count[2].tolist() == [0, 0, 1, 1] and old[2, 2:, 0].tolist() == [10.0, 11.0]
+    assert count[0].tolist() == [0, 0, 1, 0] and old[0, 2, 0] == 3.0  # env 0's last action 3 meets index 2
+    assert count[1].tolist() == [0, 0, 0, 0] and queues.cursor.tolist() == [2, 0, 2]
+
+
+def test_roughness_counts_consecutive_executed_actions_of_an_episode_and_chunk_boundaries():
+    stats = ChunkingStats(2, 1, "cpu")
+    yes, no = torch.tensor([True, True]), torch.tensor([False, False])
+    for actions, served in ((0.0, yes), (1.0, None), (3.0, torch.tensor([True, False])), (4.0, None)):
+        stats.record_step(yes, no, torch.tensor([[actions], [2 * actions]]), served)
+        stats.record_outcome(0.01, torch.tensor([False, actions == 3.0]))  # env 1's episode ends after step 3
+    figures = stats.as_dict()
+    # env 0: |1-0|, |3-1| (a boundary), |4-3|; env 1: |2-0|, |6-2|, then a new episode: no pair
+    assert figures["roughness"] == pytest.approx((1 + 2 + 1 + 2 + 4) / 5)
+    assert figures["boundary_roughness"] == pytest.approx(2.0)
+    assert figures["within_chunk_roughness"] == pytest.approx((1 + 1 + 2 + 4) / 4)
+    assert figures["overlap_bound"] == pytest.approx(2 * 4 / 0.04)
+
+
+# -- the planners continue a prefix
+
+
+def test_planners_continue_a_prefix_from_the_state_it_leads_to():
+    """The chunk's first d actions are the prefix; the rest is the plan from the state the model predicts after the
+    prefix; a row with delay 0 gets the plan without prefix."""
+    generator = torch.Generator().manual_seed(0)
+    d, ids = 3, torch.arange(4)
+    prefix = torch.rand(4, d, 1, generator=generator) - 0.5
+    delay = torch.tensor([d, d, 0, d])
+    cartpole = CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=H))
+    state = (torch.rand(4, 4, generator=generator) - 0.5) * 0.4
+    chunk = cartpole({"policy": state}, ids, prefix=prefix, delay=delay)
+    assert accepts_prefix(cartpole) and chunk.shape == (4, H, 1)
+    predicted = state
+    for k in range(d):
+        predicted = cartpole.step(predicted, prefix[:, k, 0])
+    rows = delay > 0
+    assert torch.equal(chunk[rows, :d], prefix[rows])
+    torch.testing.assert_close(chunk[rows, d:], cartpole({"policy": predicted}, ids)[rows, : H - d], atol=1e-6, rtol=0)
+    assert torch.equal(chunk[2], cartpole({"policy": state}, ids)[2])
+
+    push = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=H, prefix_ease_steps=0))
+    cfg = push.cfg
+    obs = torch.tensor([[0.0, 0.1, 0.3, 0.0, 0.4]]).repeat(4, 1) + 0.05 * torch.rand(4, 5, generator=generator)
+    chunk = push({"policy": obs}, ids, prefix=prefix, delay=delay)
+    pos, vel = obs[:, 0].clone(), obs[:, 1].clone()
+    for k in range(d):
+        vel = (vel + cfg.dt * prefix[:, k, 0] * cfg.action_scale / cfg.mass) / (1.0 + cfg.dt * cfg.damping / cfg.mass)
+        pos = pos + cfg.dt * vel
+    after = torch.cat((pos.unsqueeze(1), vel.unsqueeze(1), obs[:, 2:]), dim=1)
+    assert torch.equal(chunk[rows, :d], prefix[rows])
+    torch.testing.assert_close(chunk[rows, d:], push({"policy": after}, ids)[rows, : H - d], atol=1e-6, rtol=0)
+    assert torch.equal(chunk[2], push({"policy": obs}, ids)[2])
+    # by default the continuation eases in from the prefix's last action: 1 / (n + 1) of the way at its first step
+    eased = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=H))({"policy": obs}, ids, prefix=prefix, delay=delay)
+    n = PushCubeChunkCfg().prefix_ease_steps
+    expected = prefix[rows, -1] + (push({"policy": after}, ids)[rows, 0] - prefix[rows, -1]) / (n + 1)
+    torch.testing.assert_close(eased[rows, d], expected, atol=1e-6, rtol=0)
+    assert torch.equal(eased[rows, :d], prefix[rows]) and torch.equal(eased[2], chunk[2])
+
+
+# -- on the real env
+
+
+class PrefixRecorder:
+    """The LQR planner; records every call's rows, prefix, delay and chunk."""
+
+    accepts_prefix = True
+
+    def __init__(self):
+        self.model = CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=H))
+        self.calls = []
+
+    def __call__(self, obs_rows, env_ids, prefix=None, delay=None):
+        chunk = self.model(obs_rows, env_ids, prefix=prefix, delay=delay)
+        self.calls.append((prefix, delay, chunk))
+        return chunk
+
+
+def _run(env, policy, steps, start_lengths):
+    obs, _ = env.reset(seed=0)
+    policy.reset()
+    env.episode_length_buf[:] = start_lengths
+    actions, history = [], []
+    for _ in range(steps):
+        actions.append(policy.act(obs).clone())
+        obs, _, terminated, truncated, _ = env.step(actions[-1])
+        policy.observe(terminated | truncated)
+        history.append((policy.last_step, terminated | truncated, terminated))
+    return torch.stack(actions)[..., 0], history
+
+
+START = torch.tensor([230, 240, 250, 260, 270, 280, 290, 295])
+"""Episode lengths at the start: time-outs at different steps, so envs restart mid-chunk and wait suspended."""
+
+
+def test_rtc_on_cartpole_passes_the_queued_actions_and_keeps_the_first_d(env):
+    """H = 8, d = 2, virtual latency: launches at 6, 12, ..., ticks at 8, 14, ...; every running env executes the
+    prefix the model was given during the lead, then the new chunk from its index d; envs suspended at the launch
+    get delay 0 and start it at index 0; no pole falls and the calls are exactly as planned."""
+    model = PrefixRecorder()
+    latency = LatencyEmulator(model, LatencyCfg(fixed_s=0.05, virtual=True))
+    policy = ActionChunkingPolicy(latency, env, chunk_length=H, schedule="rtc", delay_steps=2)
+    steps = 120
+    actions, history = _run(env, policy, steps, START)
+    launches = list(range(6, steps, 6))
+    ticks = [t + 2 for t in launches if t + 2 < steps]
+    assert policy.stats["inference_calls"] == 1 + len(ticks) and len(model.calls) == 1 + len(launches)
+    assert sum(int(h[2].sum()) for h in history) == 0, "a pole fell"
+    assert policy.stats["episodes_completed"] >= N and policy.stats["suspended_env_steps"] > 0
+    assert model.calls[0][0] is None  # step 0 runs synchronously, without a prefix
+    resumed = running = 0
+    for call, launch in enumerate(launches[: len(ticks)], start=1):
+        prefix, delay, chunk = model.calls[call]
+        tick = launch + 2
+        assert prefix.shape == (N, 2, 1) and delay.dtype == torch.long
+        served, suspended_at_launch = history[tick][0].served, history[launch][0].suspended
+        for i in range(N):
+            if not served[i]:  # reset during the lead: waits suspended for the next launch
+                assert history[tick][0].suspended[i]
+                continue
+            if suspended_at_launch[i]:
+                assert delay[i] == 0 and actions[tick, i] == chunk[i, 0, 0]
+                resumed += 1
+            else:
+                assert delay[i] == 2 and torch.equal(actions[launch:tick, i], prefix[i, :, 0])
+                assert torch.equal(chunk[i, :2], prefix[i]) and actions[tick, i] == chunk[i, 2, 0]
+                running += 1
+    assert resumed >= 2 and running >= 10 * N
+    stats = policy.stats
+    assert stats["boundary_roughness"] < 2 * stats["within_chunk_roughness"]
+    policy.close()
+
+
+def test_rtc_with_an_estimated_delay_and_a_model_without_prefix(env):
+    """Without delay_steps the lead follows the measured latency and step time; a model without ``accepts_prefix``
+    is called as before and still drives the envs."""
+    calls = []
+
+    def plain(obs_rows, env_ids):
+        calls.append(len(env_ids))
+        return lqr(obs_rows, env_ids)
+
+    lqr = CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=H))
+    policy = ActionChunkingPolicy(LatencyEmulator(plain, LatencyCfg(fixed_s=0.02, virtual=True)), env, chunk_length=H,
+                                  schedule="rtc")
+    _, history = _run(env, policy, 60, START)
+    cost = policy.schedule.cost_model
+    assert policy.schedule.lead(policy.queues) == min(math.ceil(cost.latency(N) / cost.step_time - 1e-9), H // 2) >= 1
+    assert sum(int(h[2].sum()) for h in history) == 0 and len(calls) > 60 // H
+    policy.close()
+    with pytest.raises(ValueError, match="delay_steps must be None"):
+        ActionChunkingPolicy(lqr, env, chunk_length=H, schedule="rtc", delay_steps=-1)
+
+
+# -- the remote protocol
+
+
+def test_remote_protocol_carries_the_prefix_bit_for_bit(env):
+    received = []
+
+    def model(obs_rows, env_ids, prefix=None, delay=None):
+        received.append((prefix, delay))
+        return torch.zeros(len(env_ids), H, 1)
+
+    model.accepts_prefix = True
+    prefix = torch.randn(5, 3, 1, dtype=torch.float32)
+    prefix[0, 0, 0] = float.fromhex("0x1.fffffep-1")  # the last bit counts
+    delay = torch.tensor([3, 0, 3, 3, 1])
+    with PolicyServer(model, PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
+        client = RemoteChunkModel(RemoteChunkModelCfg(port=server.address[1]))
+        assert client.accepts_prefix
+        client({"policy": torch.zeros(5, 4)}, torch.arange(5), prefix=prefix, delay=delay)
+        client({"policy": torch.zeros(5, 4)}, torch.arange(5))
+        got_prefix, got_delay = received[0]
+        assert got_prefix.dtype == prefix.dtype and torch.equal(got_prefix, prefix) and torch.equal(got_delay, delay)
+        assert received[1] == (None, None)
+        # a malformed prefix is answered with an error, the server lives on
+        with pytest.raises(RuntimeError, match="'prefix' and 'delay' go together"):
+            client({"policy": torch.zeros(5, 4)}, torch.arange(5), prefix=prefix, delay=delay[:2])
+        client.close()
+    with PolicyServer(lambda rows, ids: torch.zeros(len(ids), H, 1), PolicyServerCfg(port=0, chunk_length=H)) as plain:
+        client = RemoteChunkModel(RemoteChunkModelCfg(port=plain.address[1]))
+        assert not client.accepts_prefix
+        with pytest.raises(ValueError, match="takes no prefix"):
+            client({"policy": torch.zeros(5, 4)}, torch.arange(5), prefix=prefix, delay=delay)
+        client.close()
+        with socket.create_connection(plain.address) as sock:
+            limits = WireLimitsCfg()
+            send_message(sock, {"type": "hello", "version": PROTOCOL_VERSION})
+            assert receive_message(sock, limits, 5, 5)[0]["accepts_prefix"] is False
+            send_message(sock, {"type": "infer"}, {"policy": torch.zeros(5, 4), "env_ids": torch.arange(5),
+                                                   "prefix": prefix, "delay": delay})
+            reply, _ = receive_message(sock, limits, 5, 5)
+            assert reply["type"] == "error" and "takes no prefix" in reply["message"]
+
+    # under rtc, the LQR model served remotely takes bit-identical actions to the local one
+    local = CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=H))
+    with PolicyServer(local, PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
+        remote = RemoteChunkModel(RemoteChunkModelCfg(port=server.address[1]))
+        runs = []
+        for chunk_model in (remote, local):
+            policy = ActionChunkingPolicy(chunk_model, env, chunk_length=H, schedule="rtc", delay_steps=2)
+            runs.append(_run(env, policy, 40, START)[0])
+            policy.close()
+        remote.close()
+    assert torch.equal(runs[0], runs[1])
