@@ -253,8 +253,6 @@ class PolicyServer:
         peer = _Peer(sock, address)
         with self._peers_lock:
             self._peers[sock] = peer
-        if self.batcher is not None:
-            self.batcher.register_client(sock)
         try:
             self._serve_requests(peer)
         except EOFError:
@@ -298,6 +296,8 @@ class PolicyServer:
             if not isinstance(token, str) or not hmac.compare_digest(token.encode(), cfg.token.encode()):
                 raise _Dropped("wrong or missing token")
         self._send(sock, {"type": "hello", **self.metadata})
+        if self.batcher is not None:  # from its hello on, not before: a silent connection is never waited for
+            self.batcher.register_client(sock)
         while True:
             self._mark(peer, _IDLE)
             header, arrays = self._receive(peer, cfg.idle_timeout_s)
