@@ -153,7 +153,7 @@ def main() -> None:
     process.send_signal(signal.SIGINT)
     process.wait(60)
     print(f"serve_policy.py under attack on loopback (idle peak of the openpi server {openpi_idle:.0f} MiB); the openpi"
-          f" server stopped {stop_s:.2f} s after SIGINT with 8 half-sent frames held:\n{table}")
+          f" process exited {stop_s:.2f} s after SIGINT with 8 half-sent frames held:\n{table}")
 
 
 if __name__ == "__main__":
