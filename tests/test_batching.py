@@ -117,7 +117,7 @@ def test_max_rows_max_wait_structures_and_errors():
 
 def test_a_client_that_sends_nothing_costs_at_most_patience_waits():
     """A connected client that never sends (only a ``hello``) is waited for in PATIENCE batches, then not until
-    its next request; a client that comes back is waited for again."""
+    its first request; from then on it is waited for until it leaves."""
     model = Recording()
     batcher = BatchingChunkModel(model, BatchingCfg(max_wait_s=0.3))
     batcher.register_client("busy")

@@ -5,9 +5,9 @@ model calls per global-clock tick, each paying the model's full latency. :class:
 the requests, concatenates the rows of those that arrive together into one call of the wrapped model, and
 gives every request its own rows of the result back. A batch closes when every active client has a
 request waiting, when it holds ``max_rows`` rows, or ``max_wait_s`` after its first request, whichever comes
-first. A client is waited for from its connection or its request on, until :data:`PATIENCE` batches in a
-row closed at ``max_wait_s`` without it, so a connection that sends nothing (or stopped sending) costs the
-others at most that many waits, never one per call; the model runs in one worker thread, so calls never overlap. Each client waits for its answer before
+first. A client is waited for from its connection on; one that has not sent a request yet is no longer waited
+for once :data:`PATIENCE` batches in a row closed at ``max_wait_s`` without it (until its first request), so a
+connection that sends nothing costs the others at most that many waits, never one per call; the model runs in one worker thread, so calls never overlap. Each client waits for its answer before
 sending its next request, so its order is kept, and a request only ever gets its own rows.
 
 The batched call's ``env_ids`` are the requests' own ids, concatenated (ids of different clients may repeat):
@@ -30,9 +30,10 @@ from ..policies.model import ChunkModel
 
 
 PATIENCE = 2
-"""Batches in a row closed at ``max_wait_s`` without a request of a client, after which it is no longer waited
-for (until its next request). 2, not 1: a client whose rows take two waves of its connections misses every
-other batch and is still waited for."""
+"""Batches in a row closed at ``max_wait_s`` without a request of a client that has sent none yet, after which
+it is no longer waited for (until its first request). A client that has sent requests is waited for until it
+leaves: the connections of a client with fewer rows on some ticks (suspended envs) must not split the next
+full tick into several calls."""
 
 
 def _signature(tree: Mapping) -> tuple:
@@ -73,7 +74,7 @@ class BatchingChunkModel:
         """Calls of the wrapped model so far."""
         self.requests = 0
         """Requests served so far (``requests / calls``: the mean number of requests per model call)."""
-        self._active: dict[Hashable, int] = {}  # client -> batches in a row closed at max_wait_s without it
+        self._active: dict[Hashable, int | None] = {}  # client -> misses before its first request, else None
         self._queue: list[_Request] = []
         self._rows = 0
         self._cond = threading.Condition()
@@ -113,7 +114,7 @@ class BatchingChunkModel:
             if self._closed:
                 raise RuntimeError("The batching chunk model is closed.")
             if client is not None:
-                self._active[client] = 0
+                self._active[client] = None
             self._queue.append(request)
             self._rows += len(env_ids)
             if len(self._queue) == 1 or self._full():  # wake the worker only when it has something to decide
@@ -138,9 +139,9 @@ class BatchingChunkModel:
             deadline = time.monotonic() + self.cfg.max_wait_s
             while not self._closed and not self._full() and (remaining := deadline - time.monotonic()) > 0:
                 self._cond.wait(remaining)
-            if not self._full():  # closed at max_wait_s: count a miss of each client that sent nothing
+            if not self._full():  # closed at max_wait_s: count a miss of each client that never sent anything
                 queued = {r.client for r in self._queue}
-                for client in [c for c in self._active if c not in queued]:
+                for client in [c for c, misses in self._active.items() if misses is not None and c not in queued]:
                     self._active[client] += 1
                     if self._active[client] >= PATIENCE:
                         del self._active[client]
