@@ -7,6 +7,7 @@ import time
 import pytest
 import torch
 
+from isaaclab_suspend.serving.batching import PATIENCE
 from isaaclab_suspend.serving import (
     BatchingCfg,
     BatchingChunkModel,
@@ -65,8 +66,10 @@ def _clients_in_threads(call, clients: int, rounds: int) -> list[list[torch.Tens
 def test_concurrent_clients_share_one_call_and_get_their_own_rows_in_order():
     model = Recording()
     batcher = BatchingChunkModel(model, BatchingCfg(max_wait_s=5.0))
-    batcher.register_client(4)
-    results = _clients_in_threads(batcher, clients=4, rounds=5)
+    for k in range(4):  # client k sends 3 + k rows: its key
+        batcher.register_client(3 + k)
+    results = _clients_in_threads(lambda rows, ids: batcher.submit(rows, ids, len(ids)).result(), clients=4,
+                                  rounds=5)
     # every client waiting closes the batch at once (no 5 s wait): 5 calls of 3 + 4 + 5 + 6 rows
     assert model.batches == [18] * 5 and batcher.calls == 5 and batcher.requests == 20
     for k, chunks in enumerate(results):
@@ -80,7 +83,8 @@ def test_concurrent_clients_share_one_call_and_get_their_own_rows_in_order():
 def test_max_rows_max_wait_structures_and_errors():
     model = Recording(delay_s=0.05)
     batcher = BatchingChunkModel(model, BatchingCfg(max_wait_s=0.02, max_rows=8))
-    batcher.register_client(3)
+    for client in "abc":
+        batcher.register_client(client)
     start = time.perf_counter()
     assert torch.all(batcher({"x": torch.ones(2, 2)}, torch.arange(2)) == 1)  # one of 3 clients: max_wait_s
     assert 0.02 <= time.perf_counter() - start < 1.0
@@ -94,7 +98,9 @@ def test_max_rows_max_wait_structures_and_errors():
     assert [f.result(5)[0, 0, 0].item() for f in futures] == [2.0, 3.0, 4.0]
     assert model.batches == [1, 5, 5, 1]
     model.delay_s = 0.0
-    bad = [batcher.submit({"x": torch.full((1, 2), v)}, torch.arange(1)) for v in (-1.0, 5.0)]
+    for client in "ab":  # both waited for: one call
+        batcher.register_client(client)
+    bad = [batcher.submit({"x": torch.full((1, 2), v)}, torch.arange(1), c) for v, c in ((-1.0, "a"), (5.0, "b"))]
     for future in bad:  # both requests of the failing call get its error
         with pytest.raises(ValueError, match="negative observation"):
             future.result(5)
@@ -106,6 +112,31 @@ def test_max_rows_max_wait_structures_and_errors():
     with pytest.raises(ValueError, match="env_ids must be a 1-D integer tensor, got torch.float32"):
         batcher.submit({"x": torch.ones(2, 2)}, torch.arange(2.0))
     assert len(model.batches) == calls
+    batcher.close()
+
+
+def test_a_client_that_sends_nothing_costs_at_most_patience_waits():
+    """A connected client that never sends (only a ``hello``) is waited for in PATIENCE batches, then not until
+    its first request; from then on it is waited for until it leaves."""
+    model = Recording()
+    batcher = BatchingChunkModel(model, BatchingCfg(max_wait_s=0.3))
+    batcher.register_client("busy")
+    batcher.register_client("silent")
+    waits = []
+    for _ in range(PATIENCE + 3):
+        start = time.perf_counter()
+        batcher.submit({"x": torch.ones(1, 2)}, torch.arange(1), "busy").result(5)
+        waits.append(time.perf_counter() - start)
+    assert all(w >= 0.3 for w in waits[:PATIENCE]) and all(w < 0.25 for w in waits[PATIENCE:]), waits
+    silent = batcher.submit({"x": torch.ones(1, 2)}, torch.arange(1), "silent")  # back: waited for again
+    assert silent.result(5).shape == (1, H, 2)
+    start = time.perf_counter()
+    batcher.submit({"x": torch.ones(1, 2)}, torch.arange(1), "busy").result(5)
+    assert time.perf_counter() - start >= 0.3
+    batcher.forget_client("silent")  # gone: not waited for
+    start = time.perf_counter()
+    batcher.submit({"x": torch.ones(1, 2)}, torch.arange(1), "busy").result(5)
+    assert time.perf_counter() - start < 0.25
     batcher.close()
 
 

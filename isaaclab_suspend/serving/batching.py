@@ -3,9 +3,11 @@
 A policy server that serves K env processes (or one process calling it over K connections) otherwise runs K
 model calls per global-clock tick, each paying the model's full latency. :class:`BatchingChunkModel` queues
 the requests, concatenates the rows of those that arrive together into one call of the wrapped model, and
-gives every request its own rows of the result back. A batch closes when every registered client has a
+gives every request its own rows of the result back. A batch closes when every active client has a
 request waiting, when it holds ``max_rows`` rows, or ``max_wait_s`` after its first request, whichever comes
-first; the model runs in one worker thread, so calls never overlap. Each client waits for its answer before
+first. A client is waited for from its connection on; one that has not sent a request yet is no longer waited
+for once :data:`PATIENCE` batches in a row closed at ``max_wait_s`` without it (until its first request), so a
+connection that sends nothing costs the others at most that many waits, never one per call; the model runs in one worker thread, so calls never overlap. Each client waits for its answer before
 sending its next request, so its order is kept, and a request only ever gets its own rows.
 
 The batched call's ``env_ids`` are the requests' own ids, concatenated (ids of different clients may repeat):
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from concurrent.futures import Future
 
 import torch
@@ -25,6 +27,13 @@ from isaaclab.utils import configclass
 
 from ..tensor_tree import flatten_names
 from ..policies.model import ChunkModel
+
+
+PATIENCE = 2
+"""Batches in a row closed at ``max_wait_s`` without a request of a client that has sent none yet, after which
+it is no longer waited for (until its first request). A client that has sent requests is waited for until it
+leaves: the connections of a client with fewer rows on some ticks (suspended envs) must not split the next
+full tick into several calls."""
 
 
 def _signature(tree: Mapping) -> tuple:
@@ -42,10 +51,10 @@ def _concat(trees: list[Mapping]) -> dict:
 
 
 class _Request:
-    __slots__ = ("obs_rows", "env_ids", "future")
+    __slots__ = ("obs_rows", "env_ids", "client", "future")
 
-    def __init__(self, obs_rows: Mapping, env_ids: torch.Tensor):
-        self.obs_rows, self.env_ids, self.future = obs_rows, env_ids, Future()
+    def __init__(self, obs_rows: Mapping, env_ids: torch.Tensor, client: Hashable | None):
+        self.obs_rows, self.env_ids, self.client, self.future = obs_rows, env_ids, client, Future()
 
 
 class BatchingChunkModel:
@@ -65,7 +74,7 @@ class BatchingChunkModel:
         """Calls of the wrapped model so far."""
         self.requests = 0
         """Requests served so far (``requests / calls``: the mean number of requests per model call)."""
-        self._clients = 0
+        self._active: dict[Hashable, int | None] = {}  # client -> misses before its first request, else None
         self._queue: list[_Request] = []
         self._rows = 0
         self._cond = threading.Condition()
@@ -73,14 +82,20 @@ class BatchingChunkModel:
         self._worker = threading.Thread(target=self._run, name="batching-chunk-model", daemon=True)
         self._worker.start()
 
-    def register_client(self, delta: int = 1) -> None:
-        """Count a client in (``delta=1``) or out (``-1``): a batch closes as soon as every client has a request."""
+    def register_client(self, client: Hashable) -> None:
+        """A client that connected (a key of its connection): batches wait for its request, see :data:`PATIENCE`."""
         with self._cond:
-            self._clients += delta
+            self._active[client] = 0
+
+    def forget_client(self, client: Hashable) -> None:
+        """A client that left (its connection closed): batches no longer wait for it."""
+        with self._cond:
+            self._active.pop(client, None)
             self._cond.notify()
 
-    def submit(self, obs_rows: Mapping, env_ids: torch.Tensor) -> Future:
-        """Queue a request; the future's result is its chunk. Shape: (len(env_ids), H, action_dim).
+    def submit(self, obs_rows: Mapping, env_ids: torch.Tensor, client: Hashable | None = None) -> Future:
+        """Queue a request of ``client`` (a key of its connection; None: a request no batch waits for again);
+        the future's result is its chunk. Shape: (len(env_ids), H, action_dim).
 
         Raises:
             ValueError: If ``env_ids`` is not a 1-D integer tensor or an observation leaf has not one row per id:
@@ -94,10 +109,12 @@ class BatchingChunkModel:
             if not isinstance(leaf, torch.Tensor) or leaf.ndim == 0 or leaf.shape[0] != env_ids.shape[0]:
                 raise ValueError(f"Observation '{name}' must have one row per env id ({env_ids.shape[0]}), got"
                                  f" shape {tuple(getattr(leaf, 'shape', ()))}.")
-        request = _Request(obs_rows, env_ids)
+        request = _Request(obs_rows, env_ids, client)
         with self._cond:
             if self._closed:
                 raise RuntimeError("The batching chunk model is closed.")
+            if client is not None:
+                self._active[client] = None
             self._queue.append(request)
             self._rows += len(env_ids)
             if len(self._queue) == 1 or self._full():  # wake the worker only when it has something to decide
@@ -122,6 +139,12 @@ class BatchingChunkModel:
             deadline = time.monotonic() + self.cfg.max_wait_s
             while not self._closed and not self._full() and (remaining := deadline - time.monotonic()) > 0:
                 self._cond.wait(remaining)
+            if not self._full():  # closed at max_wait_s: count a miss of each client that never sent anything
+                queued = {r.client for r in self._queue}
+                for client in [c for c, misses in self._active.items() if misses is not None and c not in queued]:
+                    self._active[client] += 1
+                    if self._active[client] >= PATIENCE:
+                        del self._active[client]
             batch, rows = [], 0
             while self._queue and (not batch or rows + len(self._queue[0].env_ids) <= self.cfg.max_rows):
                 rows += len(self._queue[0].env_ids)
@@ -130,8 +153,8 @@ class BatchingChunkModel:
             return batch
 
     def _full(self) -> bool:
-        """Whether the queued requests close a batch: ``max_rows`` rows, or one request of every client."""
-        return self._rows >= self.cfg.max_rows or len(self._queue) >= max(self._clients, 1)
+        """Whether the queued requests close a batch: ``max_rows`` rows, or one request of every active client."""
+        return self._rows >= self.cfg.max_rows or self._active.keys() <= {r.client for r in self._queue}
 
     def _run(self) -> None:
         while batch := self._next_batch():

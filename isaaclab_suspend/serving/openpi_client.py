@@ -31,25 +31,32 @@ if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
 
 
-class OpenpiServerError(RuntimeError):
-    """The openpi server failed on a request (it sent a text frame, openpi's traceback, and closed with 1011)."""
+class OpenpiServerError(ConnectionError, RuntimeError):
+    """The openpi server failed on a request (it sent a text frame, openpi's traceback, and closed with 1011) or
+    answered something this client does not take (a reply it cannot decode, actions of the wrong shape or dtype).
+
+    A ``ConnectionError`` like every other failure of the connection, and a ``RuntimeError``, as the failure of a
+    model call.
+    """
 
 
 class OpenpiChunkModel:
     """A chunk model served over openpi's protocol: ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
 
     Each env row becomes one observation ``{openpi key: row of its observation path, "prompt": cfg.prompt}``;
-    the reply's ``actions`` (H', D) must have H' >= H (the first H are taken, as openpi's action chunk broker
-    executes a prefix of the horizon) and D equal to the action dim. Connects at construction (metadata) and
+    the reply's ``actions`` (H', D) must be floats with H' >= H (the first H are taken and copied at once, as
+    openpi's action chunk broker executes a prefix of the horizon) and D equal to the action dim. The client's
+    own limits bound what a server can make it hold: H at most ``cfg.max_chunk_length`` (whatever the metadata
+    says), each reply at most ``cfg.max_message_bytes``, at most ``cfg.connections`` replies at once. Connects at construction (metadata) and
     opens up to ``cfg.connections`` connections as the batches need them; a broken one is reopened on the next
     call.
 
     Raises:
         ConnectionError: If no server answers at the address (or it goes away).
         TimeoutError: If a batch is not answered within ``cfg.timeout_s``.
-        OpenpiServerError: If the server failed on a request (its traceback is in the message).
-        RuntimeError: If the reply has no ``actions`` or their shape does not fit H and the action dim.
-        ValueError: If H is neither configured nor in the server's metadata.
+        OpenpiServerError: If the server failed on a request (its traceback is in the message), or its reply
+            cannot be decoded or has no float ``actions`` of a shape that fits H and the action dim.
+        ValueError: If H is neither configured nor in the server's metadata, or over ``cfg.max_chunk_length``.
     """
 
     def __init__(self, cfg: OpenpiChunkModelCfg):
@@ -77,6 +84,11 @@ class OpenpiChunkModel:
             self.close()
             raise ValueError(f"The openpi server at {self._address} does not say its chunk length: set"
                              " OpenpiChunkModelCfg.chunk_length (--chunk H), the actions per chunk to execute.")
+        if self.chunk_length > cfg.max_chunk_length:
+            self.close()
+            raise ValueError(f"H = {self.chunk_length} actions per chunk (from the openpi server at {self._address}"
+                             f" or --chunk) exceeds this client's limit of {cfg.max_chunk_length}: set --chunk H"
+                             " (OpenpiChunkModelCfg.chunk_length) to the actions per chunk to execute.")
         self.action_dim: int | None = cfg.action_dim or self.metadata.get("action_dim")
         """Action dimension every reply must have (None: not checked until :meth:`check_env`)."""
 
@@ -114,8 +126,8 @@ class OpenpiChunkModel:
 
     def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
         messages = [msgpack_arrays.packb(request) for request in self.requests(obs_rows, len(env_ids))]
-        replies = self._run(self._infer_all(messages), self.cfg.timeout_s)
-        return torch.from_numpy(np.stack([self._actions(reply) for reply in replies])).to(env_ids.device)
+        chunks = self._run(self._infer_all(messages), self.cfg.timeout_s)
+        return torch.from_numpy(np.stack(chunks)).to(env_ids.device)
 
     def close(self) -> None:
         """Close every connection and stop the client's event loop thread (the next call starts both again)."""
@@ -125,20 +137,25 @@ class OpenpiChunkModel:
             self._thread.join()
             self._thread = None
 
-    def _actions(self, reply) -> np.ndarray:
-        """The first H actions of a reply, checked. Shape: (H, action_dim)."""
+    def _actions(self, reply: bytes) -> np.ndarray:
+        """The first H actions of a reply, checked and copied (the reply is freed). Shape: (H, action_dim)."""
+        try:
+            reply = msgpack_arrays.unpackb(reply)
+        except ValueError as err:
+            raise OpenpiServerError(f"The openpi server at {self._address} sent a reply this client cannot read:"
+                                    f" {err}") from None
         actions = reply.get("actions") if isinstance(reply, Mapping) else None
-        if not isinstance(actions, np.ndarray) or actions.ndim != 2:
-            raise RuntimeError(f"The openpi server at {self._address} replied without an 'actions' array of shape"
-                               f" (H, action_dim): {_describe(reply)}.")
+        if not isinstance(actions, np.ndarray) or actions.ndim != 2 or actions.dtype.kind != "f":
+            raise OpenpiServerError(f"The openpi server at {self._address} replied without a float 'actions' array"
+                                    f" of shape (H, action_dim): {_describe(reply)}.")
         if actions.shape[0] < self.chunk_length:
-            raise RuntimeError(f"The openpi server at {self._address} returns {actions.shape[0]} actions per chunk;"
+            raise OpenpiServerError(f"The openpi server at {self._address} returns {actions.shape[0]} actions per chunk;"
                                f" H = {self.chunk_length} are needed: lower the chunk length to at most"
                                f" {actions.shape[0]}.")
         if self.action_dim is not None and actions.shape[1] != self.action_dim:
-            raise RuntimeError(f"The openpi server at {self._address} returns {actions.shape[1]}-dim actions; the"
-                               f" env takes {self.action_dim} (map them in the server's output transform).")
-        return actions[: self.chunk_length]
+            raise OpenpiServerError(f"The openpi server at {self._address} returns {actions.shape[1]}-dim actions;"
+                                    f" the env takes {self.action_dim} (map them in the server's output transform).")
+        return actions[: self.chunk_length].copy()
 
     def _run(self, coroutine, timeout: float | None = None):
         if self._thread is None:
@@ -155,11 +172,24 @@ class OpenpiChunkModel:
                                " for a slow model, or check the server.") from None
 
     async def _connect(self) -> tuple[ClientConnection, object]:
+        token = self.cfg.token or os.environ.get(TOKEN_ENV)
         try:
-            token = self.cfg.token or os.environ.get(TOKEN_ENV)
             connection = await connect(f"ws://{self._address}", compression=None,
                                        open_timeout=self.cfg.connect_timeout_s, max_size=self.cfg.max_message_bytes,
                                        additional_headers={"Authorization": f"Api-Key {token}"} if token else None)
+        except websockets.InvalidStatus as err:
+            if err.response.status_code not in (401, 403):
+                raise ConnectionError(f"The server at {self._address} refused the websocket handshake ({err}).") from None
+            raise ConnectionError(
+                f"The openpi server at {self._address} refused the token (HTTP {err.response.status_code}): "
+                + ("set" if token is None else "check") + f" ${TOKEN_ENV} (or OpenpiChunkModelCfg.token) to the token"
+                " the server was started with."
+            ) from None
+        except websockets.InvalidMessage:
+            raise ConnectionError(
+                f"The server at {self._address} does not answer a websocket handshake: a server of the project's"
+                f" protocol is called with --remote {self._address} (no openpi://)."
+            ) from None
         except (OSError, TimeoutError, websockets.InvalidHandshake) as err:
             raise ConnectionError(
                 f"No openpi policy server at {self._address} ({type(err).__name__}: {err}): start one, e.g."
@@ -167,8 +197,8 @@ class OpenpiChunkModel:
                 " address."
             ) from None
         try:
-            metadata = msgpack_arrays.unpackb(
-                await asyncio.wait_for(connection.recv(), self.cfg.connect_timeout_s))
+            metadata = await asyncio.wait_for(connection.recv(), self.cfg.connect_timeout_s)
+            metadata = msgpack_arrays.unpackb(metadata if isinstance(metadata, bytes) else b"")
         except (websockets.ConnectionClosed, ValueError, TimeoutError) as err:
             await self._drop(connection)
             raise ConnectionError(f"The server at {self._address} sent no openpi metadata frame within"
@@ -219,7 +249,7 @@ class OpenpiChunkModel:
                 await self._drop(connection)
                 raise OpenpiServerError(f"The openpi server at {self._address} failed:\n{reply}")
             self._idle.append(connection)
-        return msgpack_arrays.unpackb(reply)
+        return self._actions(reply)  # in the loop's thread: replies are decoded one at a time, then freed
 
     async def _drop(self, connection: ClientConnection) -> None:
         await connection.close()
@@ -232,7 +262,8 @@ class OpenpiChunkModel:
 
 def _describe(reply) -> str:
     if isinstance(reply, Mapping):
-        return "{" + ", ".join(f"{k!r}: {getattr(v, 'shape', type(v).__name__)}" for k, v in reply.items()) + "}"
+        return "{" + ", ".join(f"{k!r}: " + (f"{v.dtype} {v.shape}" if isinstance(v, np.ndarray) else type(v).__name__)
+                               for k, v in reply.items()) + "}"
     return type(reply).__name__
 
 
@@ -258,13 +289,17 @@ class OpenpiChunkModelCfg:
     token: str | None = None
     """Token the server requires, sent as openpi's ``api_key`` (None: ``$ISAACLAB_SUSPEND_POLICY_TOKEN`` if set)."""
     connections: int = 64
-    """Most connections open at once, hence most requests in flight; a batch of more rows queues for them."""
+    """Most connections open at once, hence most requests (and replies held) in flight; a batch of more rows
+    queues for them."""
     timeout_s: float = 30.0
     """Longest wait for all the replies of a batch [s]."""
     connect_timeout_s: float = 5.0
     """Longest wait to connect [s]."""
-    max_message_bytes: int = 64 * 2**20
-    """Largest reply accepted [bytes]."""
+    max_message_bytes: int = 2**20
+    """Largest reply accepted [bytes] (a larger one closes the connection, code 1009): with ``connections`` it
+    bounds what the replies of a batch hold at once (64 x 1 MiB). pi0's 50 x 32 float32 actions take 6.4 kB."""
+    max_chunk_length: int = 4096
+    """Largest H taken from the server's metadata or the cfg."""
 
     @classmethod
     def parse(cls, address: str, **kwargs) -> OpenpiChunkModelCfg:

@@ -26,6 +26,7 @@ import socket
 import socketserver
 import sys
 import threading
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -65,9 +66,25 @@ class _Dropped(Exception):
     """A connection the server drops; the message says why (logged as one line, sent to the client)."""
 
 
+_HELLO, _IDLE, _RECEIVING, _SERVING, _EVICTED = range(5)
+"""States of a connection: waiting for its ``hello``, waiting for a request, receiving one, serving it, closed
+to admit another."""
+
+
+class _Peer:
+    """One connection, as the server sees it to choose which to close when it is full."""
+
+    __slots__ = ("sock", "address", "state", "since")
+
+    def __init__(self, sock: socket.socket, address):
+        self.sock, self.address, self.state, self.since = sock, address, _HELLO, time.monotonic()
+
+
 class _TCPServer(socketserver.ThreadingTCPServer):
-    """A threading TCP server with a bounded number of connections; excess ones get an error reply and are
-    closed at once, in the accepting thread, so they cost no thread."""
+    """A threading TCP server with a bounded number of connections. When it is full, a new connection makes the
+    server close the connection that waits longest for its ``hello``, else the one idle the longest; if every
+    connection is receiving or being served, the new one gets an error reply and is closed at once, in the
+    accepting thread, so it costs no thread."""
 
     daemon_threads = True
     allow_reuse_address = True
@@ -79,7 +96,8 @@ class _TCPServer(socketserver.ThreadingTCPServer):
         super().__init__((cfg.host, cfg.port), _Handler, bind_and_activate=False)
 
     def process_request(self, request: socket.socket, client_address) -> None:
-        if not self._slots.acquire(blocking=False):
+        if not self._slots.acquire(blocking=False) and not (self._policy_server._evict(client_address)
+                                                            and self._slots.acquire(timeout=1.0)):
             self._policy_server._refuse(request, client_address)
             self.shutdown_request(request)
             return
@@ -114,8 +132,11 @@ class PolicyServer:
 
     A connection is dropped, with one log line saying why and, where it can still be read, an error reply, when
     its message breaks the format or ``cfg.limits``, when its first message is not a valid ``hello`` within
-    ``cfg.read_timeout_s``, when a message does not arrive whole within ``cfg.read_timeout_s``, and when it
-    stays idle longer than ``cfg.idle_timeout_s`` (the client reconnects on its next call).
+    ``cfg.read_timeout_s``, when a message does not arrive whole within ``cfg.read_timeout_s``, when it
+    stays idle longer than ``cfg.idle_timeout_s`` (the client reconnects on its next call), and when the server
+    is full and a new client comes while it waits for its ``hello`` or between requests (the one waiting
+    longest goes first), so idle peers cannot keep a client out. Batched calls wait only for clients that
+    have sent requests (:class:`~isaaclab_suspend.serving.BatchingChunkModel`).
 
     Args:
         model: The chunk model, ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
@@ -137,7 +158,8 @@ class PolicyServer:
         """The model behind its batcher with ``cfg.batching`` (``batcher.calls``: model calls so far), else None."""
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._connections: set[socket.socket] = set()
+        self._peers: dict[socket.socket, _Peer] = {}
+        self._peers_lock = threading.Lock()
         self._server = _TCPServer(self, cfg)
         try:
             self._server.server_bind()
@@ -162,7 +184,7 @@ class PolicyServer:
     @property
     def num_connections(self) -> int:
         """Connections being served now."""
-        return len(self._connections)
+        return len(self._peers)
 
     def serve_forever(self) -> None:
         """Serve until :meth:`close` (or Ctrl-C in the calling thread)."""
@@ -181,7 +203,7 @@ class PolicyServer:
             self._thread.join()
             self._thread = None
         self._server.server_close()
-        for sock in list(self._connections):
+        for sock in list(self._peers):
             try:
                 sock.shutdown(socket.SHUT_RDWR)
             except OSError:
@@ -201,7 +223,8 @@ class PolicyServer:
 
     def _refuse(self, sock: socket.socket, address) -> None:
         """Tell a connection over ``cfg.max_connections`` that the server is busy; never blocks."""
-        message = f"busy: it serves at most {self.cfg.max_connections} connections at a time, try again later"
+        message = (f"busy: it serves at most {self.cfg.max_connections} connections at a time and all are receiving"
+                   " or being served, try again later")
         logger.warning("Policy server: refused %s: %s", _peer(address), message)
         try:
             sock.setblocking(False)
@@ -210,14 +233,38 @@ class PolicyServer:
         except OSError:
             pass  # the client is gone or sent nothing yet
 
-    def _serve_connection(self, sock: socket.socket, address) -> None:
-        self._connections.add(sock)
-        if self.batcher is not None:
-            self.batcher.register_client(1)
+    def _evict(self, address) -> bool:
+        """Close the connection that waits longest for its ``hello``, else the one idle longest, to admit a new
+        one from ``address``; False if every connection is receiving or being served."""
+        with self._peers_lock:
+            waiting = [peer for peer in self._peers.values() if peer.state in (_HELLO, _IDLE)]
+            if not waiting:
+                return False
+            peer = min(waiting, key=lambda p: (p.state, p.since))
+            what = "waiting for its hello" if peer.state == _HELLO else "idle"
+            peer.state = _EVICTED
+        logger.warning("Policy server: closed %s (%s for %.1f s) to admit %s: the server holds its maximum of %d"
+                       " connections", _peer(peer.address), what, time.monotonic() - peer.since, _peer(address),
+                       self.cfg.max_connections)
         try:
-            self._serve_requests(sock)
+            peer.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already gone
+        return True
+
+    def _mark(self, peer: _Peer, state: int) -> None:
+        with self._peers_lock:
+            if peer.state != _EVICTED:
+                peer.state, peer.since = state, time.monotonic()
+
+    def _serve_connection(self, sock: socket.socket, address) -> None:
+        peer = _Peer(sock, address)
+        with self._peers_lock:
+            self._peers[sock] = peer
+        try:
+            self._serve_requests(peer)
         except EOFError:
-            pass  # the client closed the connection between messages
+            pass  # the client closed the connection between messages (or it was closed to admit another)
         except _Dropped as err:
             self._drop(sock, address, str(err), reply=True)
         except ProtocolError as err:
@@ -227,9 +274,10 @@ class PolicyServer:
         except OSError as err:
             self._drop(sock, address, f"connection lost: {err}", reply=False)
         finally:
-            self._connections.discard(sock)
+            with self._peers_lock:
+                self._peers.pop(sock, None)
             if self.batcher is not None:
-                self.batcher.register_client(-1)
+                self.batcher.forget_client(sock)
 
     def _drop(self, sock: socket.socket, address, reason: str, reply: bool) -> None:
         logger.warning("Policy server: dropped %s: %s", _peer(address), reason)
@@ -239,12 +287,16 @@ class PolicyServer:
             except OSError:
                 pass  # the client is gone
 
-    def _receive(self, sock: socket.socket, wait_s: float) -> tuple[dict, dict]:
-        return receive_message(sock, self.cfg.limits, wait_s, self.cfg.read_timeout_s, self.cfg.device)
+    def _receive(self, peer: _Peer, wait_s: float) -> tuple[dict, dict]:
+        started = None if peer.state == _HELLO else lambda: self._mark(peer, _RECEIVING)
+        header, arrays = receive_message(peer.sock, self.cfg.limits, wait_s, self.cfg.read_timeout_s, self.cfg.device,
+                                         started)
+        self._mark(peer, _SERVING)
+        return header, arrays
 
-    def _serve_requests(self, sock: socket.socket) -> None:
-        cfg = self.cfg
-        header, _ = self._receive(sock, cfg.read_timeout_s)
+    def _serve_requests(self, peer: _Peer) -> None:
+        cfg, sock = self.cfg, peer.sock
+        header, _ = self._receive(peer, cfg.read_timeout_s)
         if header.get("type") != "hello":
             raise _Dropped(f"the first request must be 'hello', got {str(header.get('type'))[:40]!r}")
         if cfg.token:
@@ -252,8 +304,11 @@ class PolicyServer:
             if not isinstance(token, str) or not hmac.compare_digest(token.encode(), cfg.token.encode()):
                 raise _Dropped("wrong or missing token")
         self._send(sock, {"type": "hello", **self.metadata})
+        if self.batcher is not None:  # from its hello on, not before: a silent connection is never waited for
+            self.batcher.register_client(sock)
         while True:
-            header, arrays = self._receive(sock, cfg.idle_timeout_s)
+            self._mark(peer, _IDLE)
+            header, arrays = self._receive(peer, cfg.idle_timeout_s)
             kind = header.get("type")
             if kind == "infer":
                 self._infer(sock, arrays)
@@ -274,7 +329,7 @@ class PolicyServer:
             return
         try:
             if self.batcher is not None:
-                chunk = self.batcher(arrays, env_ids)
+                chunk = self.batcher.submit(arrays, env_ids, sock).result()
             else:
                 with self._lock, torch.no_grad():
                     chunk = self.model(arrays, env_ids, **prefix)
@@ -325,7 +380,8 @@ class PolicyServerCfg:
     limits: WireLimitsCfg = WireLimitsCfg()
     """Largest request the server reads; each connection can make it hold up to ``limits.max_message_bytes``."""
     max_connections: int = 8
-    """Connections served at once; more are refused with an error reply."""
+    """Connections served at once; when full, a new one closes the connection waiting longest for its ``hello``
+    or idle longest, and is refused with an error reply only if all are receiving or being served."""
     backlog: int = 64
     """Connections the OS queues before the server accepts them."""
     read_timeout_s: float = 10.0
@@ -467,7 +523,13 @@ class RemoteChunkModel:
         token = self.cfg.token or os.environ.get(TOKEN_ENV)
         if token:
             hello["token"] = token
-        header, _ = self._request(hello)
+        try:
+            header, _ = self._request(hello, http_stop=True)
+        except ConnectionError:
+            if self._speaks_http():
+                raise PolicyServerError(f"The server at {self._address} speaks HTTP (websockets): this is an openpi"
+                                        f" server: use --remote openpi://{self._address}.") from None
+            raise
         if header.get("type") == "error":
             self._fail(f"refused the connection: {str(header.get('message'))}")
         if header.get("version") != PROTOCOL_VERSION:
@@ -478,12 +540,24 @@ class RemoteChunkModel:
                 or not (task is None or isinstance(task, str))
                 or not isinstance(header.get("accepts_prefix", False), bool)):
             self._fail(f"sent invalid metadata {str(header)[:200]}")
+        if chunk_length > self.cfg.max_chunk_length:
+            self._fail(f"announces H = {chunk_length} actions per chunk, over this client's limit of"
+                       f" {self.cfg.max_chunk_length} (RemoteChunkModelCfg.max_chunk_length)")
         return header
 
-    def _request(self, header: dict, arrays: Mapping | None = None) -> tuple[dict, dict]:
+    def _speaks_http(self) -> bool:
+        """Whether the server answers an HTTP request (an openpi server: websockets answers ``HTTP/1.1 4xx``)."""
+        try:
+            with socket.create_connection((self.cfg.host, self.cfg.port), timeout=self.cfg.connect_timeout_s) as probe:
+                probe.sendall(f"GET / HTTP/1.1\r\nHost: {self.cfg.host}\r\n\r\n".encode())
+                return probe.recv(5) == b"HTTP/"
+        except OSError:
+            return False
+
+    def _request(self, header: dict, arrays: Mapping | None = None, http_stop: bool = False) -> tuple[dict, dict]:
         try:
             self._sock.settimeout(self.cfg.timeout_s)
-            send_message(self._sock, header, arrays)
+            send_message(self._sock, header, arrays, http_stop)
             return receive_message(self._sock, self.cfg.limits, self.cfg.timeout_s, self.cfg.timeout_s)
         except socket.timeout:
             self.close()
@@ -519,6 +593,8 @@ class RemoteChunkModelCfg:
     """Largest reply the client reads."""
     token: str | None = None
     """Shared secret the server wants (None: ``$ISAACLAB_SUSPEND_POLICY_TOKEN`` if set, else none)."""
+    max_chunk_length: int = 4096
+    """Largest H the server may announce (the caller sizes its buffers by it)."""
 
     @classmethod
     def parse(cls, address: str, **kwargs) -> RemoteChunkModelCfg:

@@ -16,7 +16,7 @@ import math
 import socket
 import struct
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import torch
@@ -119,17 +119,23 @@ def check_array_specs(specs: object, limits: WireLimitsCfg, budget: int) -> list
     return checked
 
 
-def encode_message(header: dict, arrays: Mapping[str, torch.Tensor] | None = None) -> bytes:
-    """``header`` and the (possibly nested) ``arrays`` as the bytes of one message."""
+def encode_message(header: dict, arrays: Mapping[str, torch.Tensor] | None = None, http_stop: bool = False) -> bytes:
+    """``header`` and the (possibly nested) ``arrays`` as the bytes of one message.
+
+    With ``http_stop`` the JSON header ends in CR LF CR LF (JSON white space): an HTTP server that reads the
+    message as a request (openpi's websocket server) then answers or closes at once instead of waiting for the
+    rest of a request."""
     arrays = {name: value.detach().cpu().contiguous().numpy() for name, value in flatten_names(arrays or {}).items()}
     header = {**header, "arrays": [[name, a.dtype.str, list(a.shape)] for name, a in arrays.items()]}
-    encoded = json.dumps(header).encode()
+    encoded = json.dumps(header).encode() + (b"\r\n\r\n" if http_stop else b"")
     return b"".join([_LENGTH.pack(len(encoded)), encoded, *(a.tobytes() for a in arrays.values())])
 
 
-def send_message(sock: socket.socket, header: dict, arrays: Mapping[str, torch.Tensor] | None = None) -> None:
-    """Send ``header`` and the (possibly nested) ``arrays`` as one message."""
-    sock.sendall(encode_message(header, arrays))
+def send_message(sock: socket.socket, header: dict, arrays: Mapping[str, torch.Tensor] | None = None,
+                 http_stop: bool = False) -> None:
+    """Send ``header`` and the (possibly nested) ``arrays`` as one message (``http_stop``: see
+    :func:`encode_message`)."""
+    sock.sendall(encode_message(header, arrays, http_stop))
 
 
 def receive_exactly(sock: socket.socket, size: int, deadline: float) -> bytearray:
@@ -154,7 +160,8 @@ def receive_exactly(sock: socket.socket, size: int, deadline: float) -> bytearra
 
 
 def receive_message(
-    sock: socket.socket, limits: WireLimitsCfg, wait_s: float | None, read_s: float, device: str | torch.device = "cpu"
+    sock: socket.socket, limits: WireLimitsCfg, wait_s: float | None, read_s: float, device: str | torch.device = "cpu",
+    started: Callable[[], None] | None = None,
 ) -> tuple[dict, dict]:
     """Receive one message: its header and its arrays as tensors on ``device``, nested again by ``/``.
 
@@ -164,6 +171,7 @@ def receive_message(
         wait_s: Longest wait for the first byte [s] (None: no limit).
         read_s: Longest time from the first byte to the last [s].
         device: Device of the returned tensors.
+        started: Called when the first byte has arrived (a server marks the connection busy from then on).
 
     Raises:
         EOFError: If the peer closed the connection before the first byte (a clean close).
@@ -178,6 +186,8 @@ def receive_message(
         raise TimeoutError(f"no message within {wait_s:g} s") from None
     if not first:
         raise EOFError("the peer closed the connection")
+    if started is not None:
+        started()
     deadline = time.monotonic() + read_s
     (length,) = _LENGTH.unpack(first + receive_exactly(sock, _LENGTH.size - 1, deadline))
     if length > limits.max_header_bytes:

@@ -1,0 +1,160 @@
+"""What hostile peers on loopback make ``serve_policy.py`` hold, and how long a well-formed client waits meanwhile.
+
+The server runs in another process with its default caps and ``--read_timeout 2``; its peak resident memory
+(``VmHWM``) comes from ``/proc``. Each attack runs while a well-formed client calls every 50 ms on a fresh
+connection: the table gives the peak's growth over idle and the slowest well-formed call.
+
+Example::
+
+    tools/run.sh python scripts/benchmarks/bench_hostile_peers.py
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+import msgpack
+import numpy as np
+import torch
+from openpi_client import msgpack_numpy
+from prettytable import PrettyTable
+from websockets.sync.client import connect
+
+from isaaclab_suspend.serving import RemoteChunkModel, RemoteChunkModelCfg
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MIB = 2**20
+
+
+def start_server(*args: str) -> tuple[subprocess.Popen, int]:
+    process = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--port", "0",
+                                "--read_timeout", "2", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True)
+    while not (match := re.search(r"at 127\.0\.0\.1:(\d+)", line := process.stdout.readline())):
+        if not line:
+            raise SystemExit(f"serve_policy.py {' '.join(args)} did not start")
+    return process, int(match[1])
+
+
+def peak_mib(pid: int) -> float:
+    return int(re.search(r"VmHWM:\s+(\d+) kB", open(f"/proc/{pid}/status").read())[1]) / 1024
+
+
+def openpi_call(port: int) -> None:
+    with connect(f"ws://127.0.0.1:{port}", open_timeout=60) as connection:
+        connection.recv()
+        connection.send(msgpack_numpy.packb({"policy": np.zeros(4, np.float32)}))
+        assert b"actions" in connection.recv(timeout=60)
+
+
+def tcp_call(port: int) -> None:
+    client = RemoteChunkModel(RemoteChunkModelCfg(port=port, timeout_s=60))
+    client({"policy": torch.zeros(1, 4)}, torch.arange(1))
+    client.close()
+
+
+def measure(call, port: int, attack) -> float:
+    """Run ``attack`` while well-formed calls go on every 50 ms; the slowest call [s]."""
+    worst, done = [0.0], threading.Event()
+
+    def probe():
+        while not done.is_set():
+            start = time.perf_counter()
+            try:
+                call(port)
+            except Exception as err:  # noqa: BLE001 - a refused well-formed call is the figure
+                worst[0] = print(f"well-formed call failed: {err!r}", file=sys.stderr) or float("inf")
+            worst[0] = max(worst[0], time.perf_counter() - start)
+            time.sleep(0.05)
+
+    thread = threading.Thread(target=probe, daemon=True)
+    thread.start()
+    attack(port)
+    done.set()
+    thread.join(120)
+    return worst[0]
+
+
+def ws(port: int):
+    connection = connect(f"ws://127.0.0.1:{port}", max_size=None, open_timeout=30)
+    connection.recv()
+    return connection
+
+
+def object_flood(port: int) -> None:  # three clients at once, each 4.2 MB of about 1M scalars
+    flood = msgpack.packb([[0] * 1024] * 1024)
+    connections = [ws(port) for _ in range(3)]
+    for connection in connections:
+        connection.send(flood)
+    for connection in connections:
+        connection.recv(timeout=60)
+
+
+def half_frames(port: int) -> None:  # 40 connections each send half of an announced 32 MiB frame, then hold
+    held = [ws(port) for _ in range(40)]
+    for connection in held:
+        with contextlib.suppress(OSError):  # dropped by the budget
+            connection.socket.sendall(struct.pack(">BBQ", 0x82, 0xFF, 32 * MIB) + bytes(4 + 16 * MIB))
+    time.sleep(3.0)  # past the read time-out
+
+
+def pipelined(port: int) -> None:  # 4 requests of 60 MiB sent without reading a reply
+    connection = ws(port)
+    message = msgpack_numpy.packb({"policy": np.zeros(60 * MIB, np.uint8)})
+    for _ in range(4):
+        connection.send(message)
+    time.sleep(2.0)
+    connection.close()
+
+
+def idle_openpi(port: int) -> None:  # 256 idle websockets, the cap
+    idle = [ws(port) for _ in range(256)]
+    time.sleep(1.0)
+    list(map(type(idle[0]).close, idle))
+
+
+def idle_tcp(port: int) -> None:  # 8 silent connections, renewed every 0.5 s for 3 s
+    for _ in range(6):
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(8)]
+        time.sleep(0.5)
+        list(map(socket.socket.close, silent))
+
+
+def main() -> None:
+    table = PrettyTable(["server", "attack", "peak growth MiB", "slowest good call ms"])
+    process, port = start_server("--protocol", "openpi")
+    openpi_call(port)
+    idle = openpi_idle = peak_mib(process.pid)
+    for name, attack in (("3 x 4.2 MB object floods", object_flood), ("40 half-sent 32 MiB frames", half_frames),
+                         ("4 pipelined 60 MiB requests", pipelined), ("256 idle websockets", idle_openpi)):
+        worst = measure(openpi_call, port, attack)
+        table.add_row(["openpi", name, f"{peak_mib(process.pid) - idle:.0f}", f"{1e3 * worst:.1f}"])
+    held = [ws(port) for _ in range(8)]
+    for connection in held:
+        connection.socket.sendall(struct.pack(">BBQ", 0x82, 0xFF, 32 * MIB) + bytes(4 + MIB))
+    start = time.perf_counter()
+    process.send_signal(signal.SIGINT)
+    process.wait(60)
+    stop_s = time.perf_counter() - start
+    process, port = start_server("--batch_wait_ms", "1000")
+    tcp_call(port)
+    idle = peak_mib(process.pid)
+    worst = measure(tcp_call, port, idle_tcp)
+    table.add_row(["project", "8 silent connections x 6", f"{peak_mib(process.pid) - idle:.0f}", f"{1e3 * worst:.1f}"])
+    process.send_signal(signal.SIGINT)
+    process.wait(60)
+    print(f"serve_policy.py under attack on loopback (idle peak of the openpi server {openpi_idle:.0f} MiB); the openpi"
+          f" process exited {stop_s:.2f} s after SIGINT with 8 half-sent frames held:\n{table}")
+
+
+if __name__ == "__main__":
+    main()
