@@ -19,7 +19,7 @@ from .embedded import make_default_model, tasks_with_chunk_model
 from .evaluation import ChunkingStats, ChunkTimeline, EpisodeOutcomes, plot_timelines, stats_table
 from .latency import LatencyCfg, LatencyEmulator
 from .model import ChunkModel
-from .observation_history import ObservationHistory
+from .observation_history import ObservationHistories, ObservationHistory
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 
 _TASK_MODELS = {
@@ -58,6 +58,7 @@ __all__ = [
     "ChunkingStats",
     "EpisodeOutcomes",
     "InferenceCostModel",
+    "ObservationHistories",
     "ObservationHistory",
     "LatencyCfg",
     "LatencyEmulator",
