@@ -15,8 +15,9 @@ import torch
 from helpers import ROOT, check_usage_errors, load_script
 
 from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH
-from isaaclab_suspend.interop.lerobot_policy import LeRobotChunkModel, ObservationHistory
+from isaaclab_suspend.interop.lerobot_policy import HISTORY_KEY, LeRobotChunkModel
 from isaaclab_suspend.learning import load_chunk_policy
+from isaaclab_suspend.tensor_tree import select_rows
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
 CAMERA = "observation.images.scene_camera"
@@ -183,24 +184,40 @@ def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, caps
         LeRobotChunkModel(str(bad))
 
 
-def test_observation_history_is_a_per_env_ring_frozen_for_envs_not_served():
-    """The rings of Diffusion-style policies (n_obs_steps 2): a push advances the envs given only; a new episode
-    (an episode length not larger than at the env's last push) restarts an env's ring."""
-    history = ObservationHistory(num_envs=3, length=2)
-    frames = torch.randint(0, 256, (3, 3, 3, 8, 8), dtype=torch.uint8).float()  # push k, env -> frame
+def test_history_advances_per_active_step_stands_still_while_suspended_refills_at_restart(checkpoint):
+    """The rings of a policy with ``n_obs_steps`` 3 (Diffusion-style; Diffusion itself needs ``diffusers``, which the
+    venv lacks, so the trained ACT is given 3 steps) fed by the ``observe_step`` hook, as ActionChunkingPolicy feeds
+    it every step: an env's ring advances on each step it moved, stands still while it is suspended (whatever its
+    observation), and is filled with its observation when its episode restarts."""
+    model = load_chunk_policy(checkpoint)
+    obs = {"policy": torch.zeros(3, 5), "images": {"scene_camera": torch.zeros(3, 8, 8, 3, dtype=torch.uint8)}}
+    assert model.observe_step(obs, torch.ones(3, dtype=torch.bool), None) is obs  # ACT: n_obs_steps 1
+    model.n_obs_steps = 3
+    with pytest.raises(RuntimeError, match="observe_step hook"):
+        model(obs, torch.arange(3))
 
-    def push(k: int, env_ids: list[int], lengths: list[int]) -> dict:
-        ids = torch.tensor(env_ids)
-        return history.push({"observation.state": torch.full((len(ids), 5), float(k)), CAMERA: frames[k, ids]},
-                            ids, torch.tensor(lengths))
+    def step(k: int, moved: list[bool], restarted: list[bool] | None) -> dict:
+        obs = {"policy": 10.0 * k + torch.arange(3.0).unsqueeze(1).expand(3, 5),
+               "images": {"scene_camera": torch.full((3, 8, 8, 3), k, dtype=torch.uint8)}}
+        fed = model.observe_step(obs, torch.tensor(moved), None if restarted is None else torch.tensor(restarted))
+        assert fed["policy"] is obs["policy"] and fed[HISTORY_KEY]["policy"].shape == (3, 3, 5)
+        assert torch.equal(fed[HISTORY_KEY]["policy"][..., 0] % 10, torch.arange(3.0).unsqueeze(1).expand(3, 3))
+        assert torch.equal(fed[HISTORY_KEY]["images"]["scene_camera"][:, :, 0, 0, 0].float(),
+                           fed[HISTORY_KEY]["policy"][..., 0] // 10)  # the frames move with the state
+        return fed
 
-    first = push(0, [0, 1, 2], [0, 0, 0])
-    assert first["observation.state"].shape == (3, 2, 5) and first[CAMERA].shape == (3, 2, 3, 8, 8)
-    state = history.rings["observation.state"]
-    assert torch.equal(state[:, :, 0], torch.zeros(3, 2))  # a first push fills the ring with its observation
-    second = push(1, [1, 2], [4, 4])
-    assert torch.equal(state[:, :, 0], torch.tensor([[0.0, 0.0], [0.0, 1.0], [0.0, 1.0]]))  # env 0 not served
-    assert torch.equal(second[CAMERA][0], torch.stack((frames[0, 1], frames[1, 1])))
-    push(2, [0, 2], [8, 2])  # env 2 began a new episode since its last push (2 <= 4)
-    assert torch.equal(state[:, :, 0], torch.tensor([[0.0, 2.0], [0.0, 1.0], [2.0, 2.0]]))
-    assert torch.equal(second["observation.state"][:, :, 0], torch.tensor([[0.0, 1.0], [0.0, 1.0]]))  # not aliased
+    def steps(fed: dict) -> torch.Tensor:  # env, slot (oldest first) -> the step the observation is from
+        return fed[HISTORY_KEY]["policy"][..., 0] // 10
+
+    first = step(0, [True] * 3, [True] * 3)
+    assert torch.equal(steps(first), torch.zeros(3, 3))  # the first step fills every ring
+    assert torch.equal(steps(step(1, [True] * 3, None)), torch.tensor([[0.0, 0, 1], [0, 0, 1], [0, 0, 1]]))
+    suspended = step(2, [True, False, True], None)  # env 1 suspended: its ring stands still
+    assert torch.equal(steps(suspended), torch.tensor([[0.0, 1, 2], [0, 0, 1], [0, 1, 2]]))
+    restarted = step(3, [True] * 3, [False, False, True])  # env 2 began an episode
+    assert torch.equal(steps(restarted), torch.tensor([[1.0, 2, 3], [0, 1, 3], [3, 3, 3]]))
+    assert torch.equal(steps(first), torch.zeros(3, 3))  # what was handed out is never overwritten
+    rows = select_rows(restarted, torch.tensor([1, 2]))  # what the policy hands the model for the served envs
+    batch = model._features(rows[HISTORY_KEY])
+    assert batch["observation.state"].shape == (2, 3, 5) and batch[CAMERA].shape == (2, 3, 3, 8, 8)
+    assert torch.equal(batch[CAMERA][:, :, 0, 0, 0] * 255, torch.tensor([[0.0, 1, 3], [3, 3, 3]]))

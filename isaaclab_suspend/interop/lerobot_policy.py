@@ -6,6 +6,8 @@ loaded with LeRobot's factory (``get_policy_class(type).from_pretrained`` and ``
 called once per schedule call on the B served envs with ``predict_action_chunk``; H is its ``n_action_steps``.
 The env's observations become LeRobot's batch through the sidecar of the export it was trained on
 (:mod:`.lerobot_layout`), found beside the checkpoint or at the ``dataset.root`` of ``train_config.json``.
+A policy that takes past observations (``n_obs_steps`` > 1, Diffusion) gets them from per-env rings fed every
+step through the chunk-model hook ``observe_step``, as LeRobot's rollout loop feeds its queues every step.
 
 Only JSON and safetensors are read: a processor step that names a class to import (rather than one of LeRobot's
 registered steps) is refused, so nothing in the directory decides what code runs.
@@ -15,10 +17,13 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 import torch
 
+from ..policies.observation_history import ObservationHistories
+from ..tensor_tree import flatten_names, unflatten_names
 from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, SIDECAR_PATH, STATE_FEATURE, STATE_GROUP, ExportSidecar
 
 if TYPE_CHECKING:
@@ -29,6 +34,9 @@ REQUIRED_FILES = ("config.json", "model.safetensors")
 PROCESSOR_FILES = ("policy_preprocessor.json", "policy_postprocessor.json")
 STATEFUL_TYPES = ("smolvla", "pi0", "pi05", "pi0_fast")
 """Policy types whose ``predict_action_chunk`` changes internal state: called for one env at a time."""
+HISTORY_KEY = "lerobot_history"
+"""Entry that :meth:`LeRobotChunkModel.observe_step` adds to the observation: the policy's observations
+(``policy`` and ``images/<camera>``) of the last ``n_obs_steps`` steps, each (N, n_obs_steps, ...)."""
 
 
 def is_lerobot_checkpoint(path: str) -> bool:
@@ -39,10 +47,10 @@ def is_lerobot_checkpoint(path: str) -> bool:
 class LeRobotChunkModel:
     """A LeRobot policy planning H = ``n_action_steps`` actions per call for the envs it is given.
 
-    Observation history (``n_obs_steps`` > 1, e.g. Diffusion) is an :class:`ObservationHistory` on the env
-    device, pushed once per call for the served envs only: an env that is not served (suspended, or still
-    executing its chunk) keeps its history as it was. Stateful policies (:data:`STATEFUL_TYPES`) are called for
-    one env at a time.
+    Observation history (``n_obs_steps`` > 1, e.g. Diffusion) is kept by :class:`ObservationHistories` on the
+    env device, fed every step by the policy's ``observe_step`` hook: a ring advances on each step its env moved,
+    stands still while the env is suspended, and is filled with the first observation of each episode. Stateful
+    policies (:data:`STATEFUL_TYPES`) are called for one env at a time.
 
     Args:
         path: The ``pretrained_model`` directory.
@@ -88,14 +96,12 @@ class LeRobotChunkModel:
         """Observations per call (the ring's length)."""
         self.stateful = config.type in STATEFUL_TYPES
         """Whether the policy is called for one env at a time."""
-        self._env: ManagerBasedRLEnv | None = None
-        self.history: ObservationHistory | None = None
-        """The per-env observation rings (``n_obs_steps`` > 1, made by :meth:`check_env`)."""
+        self.history: ObservationHistories | None = None
+        """The per-env rings of the observations the policy reads (made at the first :meth:`observe_step`)."""
         self._check_features()
 
     def check_env(self, env: ManagerBasedRLEnv) -> None:
-        """Raise if ``env`` is not the export's task or lacks its observation terms, cameras or action width; keep
-        the env for the history rings.
+        """Raise if ``env`` is not the export's task or lacks its observation terms, cameras or action width.
 
         Raises:
             ValueError: Naming the checkpoint, what it expects and what the env has.
@@ -119,18 +125,32 @@ class LeRobotChunkModel:
                             f" {env.action_manager.total_action_dim}")
         if problems:
             raise ValueError(f"LeRobot policy '{self.path}' does not fit the env: {'; '.join(problems)}.")
-        self._env = env
-        self.history = ObservationHistory(env.num_envs, self.n_obs_steps) if self.n_obs_steps > 1 else None
+
+    def observe_step(self, obs: Mapping, moved: torch.Tensor, restarted: torch.Tensor | None) -> Mapping:
+        """The chunk-model hook: advance the rings of every env that moved; returns ``obs`` with :data:`HISTORY_KEY`
+        added (``obs`` itself when ``n_obs_steps`` is 1)."""
+        if self.n_obs_steps == 1:
+            return obs
+        if self.history is None:
+            paths = [STATE_GROUP, *(f"images/{cam}" for cam in self.sidecar.cameras)]
+            self.history = ObservationHistories({path: list(range(1 - self.n_obs_steps, 1)) for path in paths})
+        flat = flatten_names(obs)
+        current = {path: flat[path] for path in self.history.offsets}
+        return {**obs, HISTORY_KEY: unflatten_names(self.history.step(current, moved, restarted))}
 
     @torch.no_grad()
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor) -> torch.Tensor:
-        """Chunks for the envs ``env_ids``. Returns shape (B, H, action_dim)."""
-        batch = self._features(obs_rows)
+        """Chunks for the envs ``env_ids``. Returns shape (B, H, action_dim).
+
+        Raises:
+            RuntimeError: If the policy takes past observations and ``obs_rows`` lacks them (no ``observe_step``).
+        """
         if self.n_obs_steps > 1:
-            if self.history is None:
-                raise RuntimeError(f"LeRobot policy '{self.path}' keeps {self.n_obs_steps} observations per env:"
-                                   " call check_env(env) before the first chunk.")
-            batch = self.history.push(batch, env_ids, self._env.episode_length_buf[env_ids])
+            if HISTORY_KEY not in obs_rows:
+                raise RuntimeError(f"LeRobot policy '{self.path}' takes {self.n_obs_steps} observations per env: call"
+                                   " it through ActionChunkingPolicy, whose observe_step hook keeps each env's.")
+            obs_rows = obs_rows[HISTORY_KEY]
+        batch = self._features(obs_rows)
         if not self.stateful:
             return self._predict(batch, len(env_ids))
         return torch.cat([self._predict({k: v[b: b + 1] for k, v in batch.items()}, 1)
@@ -140,13 +160,14 @@ class LeRobotChunkModel:
     Internals.
     """
 
-    def _features(self, obs_rows: dict) -> dict[str, torch.Tensor]:
-        """LeRobot's features of the rows: the padded state, the frames as float (B, 3, H, W) in [0, 1]."""
+    def _features(self, obs_rows: Mapping) -> dict[str, torch.Tensor]:
+        """LeRobot's features of the rows: the padded state, the frames as float (B, 3, H, W) in [0, 1]; with the
+        history's step dim T after B when given the history ((B, T, D), (B, T, 3, H, W))."""
         state = obs_rows[STATE_GROUP].float()
-        pad = self.sidecar.state.padded_to - state.shape[1]
+        pad = self.sidecar.state.padded_to - state.shape[-1]
         batch = {STATE_FEATURE: torch.nn.functional.pad(state, (0, pad)) if pad else state}
         for cam in self.sidecar.cameras:
-            batch[IMAGE_PREFIX + cam] = obs_rows["images"][cam].permute(0, 3, 1, 2).float() / 255.0
+            batch[IMAGE_PREFIX + cam] = obs_rows["images"][cam].movedim(-1, -3).float() / 255.0
         return batch
 
     def _predict(self, batch: dict[str, torch.Tensor], size: int) -> torch.Tensor:
@@ -175,45 +196,6 @@ class LeRobotChunkModel:
         if action is None or tuple(action.shape) != (self.sidecar.action.padded_to,):
             raise ValueError(f"LeRobot policy '{self.path}' outputs {dict(outputs)}, the export's sidecar says"
                              f" '{ACTION_FEATURE}' of shape ({self.sidecar.action.padded_to},).")
-
-
-class ObservationHistory:
-    """The last ``length`` observations of each env, as rings on the env device, advanced only for the envs given.
-
-    An env's ring restarts (filled with its current observation, as LeRobot fills its queues at a reset) when its
-    episode length is not larger than at its previous push: a new episode began in between.
-
-    Args:
-        num_envs: Number of envs N.
-        length: Observations per env (``n_obs_steps``).
-    """
-
-    def __init__(self, num_envs: int, length: int):
-        self.num_envs, self.length = num_envs, length
-        self.rings: dict[str, torch.Tensor] = {}
-        """Ring of each feature, oldest first, made at its first push. Shape of each: (N, length, ...)."""
-        self._last_length: torch.Tensor | None = None
-        """Episode length of each env at its last push. Shape: (N,)."""
-
-    def push(self, features: dict[str, torch.Tensor], env_ids: torch.Tensor,
-             lengths: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Advance the rings of ``env_ids`` (B,) by ``features`` (each (B, ...)), the envs' episode lengths
-        ``lengths`` (B,); returns new tensors of their histories, each (B, length, ...)."""
-        if self._last_length is None:
-            self._last_length = torch.full((self.num_envs,), torch.iinfo(torch.long).max, device=lengths.device)
-        fresh = lengths <= self._last_length[env_ids]
-        self._last_length[env_ids] = lengths.long()
-        out = {}
-        for key, value in features.items():
-            if key not in self.rings:
-                self.rings[key] = value.new_zeros((self.num_envs, self.length, *value.shape[1:]))
-            rows = self.rings[key][env_ids]
-            advanced = torch.cat((rows[:, 1:], value.unsqueeze(1)), dim=1)
-            mask = fresh.view(-1, *([1] * (rows.ndim - 1)))
-            rows = torch.where(mask, value.unsqueeze(1).expand_as(rows), advanced)
-            self.rings[key][env_ids] = rows
-            out[key] = rows
-        return out
 
 
 def _check_processors(path: str) -> None:

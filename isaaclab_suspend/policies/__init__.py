@@ -20,7 +20,7 @@ from .embedded import make_default_model, tasks_with_chunk_model
 from .evaluation import ChunkingStats, ChunkTimeline, EpisodeLedger, EpisodeOutcomes, plot_timelines, stats_table
 from .latency import LatencyCfg, LatencyEmulator
 from .model import ChunkModel
-from .observation_history import ObservationHistory
+from .observation_history import ObservationHistories, ObservationHistory
 from .provenance import ChunkProvenance
 from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
 
@@ -62,6 +62,7 @@ __all__ = [
     "EpisodeLedger",
     "EpisodeOutcomes",
     "InferenceCostModel",
+    "ObservationHistories",
     "ObservationHistory",
     "LatencyCfg",
     "LatencyEmulator",

@@ -1,11 +1,12 @@
 """Per-env rings of past observations that freeze with their env, for models that look back in time.
 
 A model that takes past steps (GR00T's ``delta_indices`` of ``[-20, 0]``: the observation 20 steps ago and
-the current one) needs every env's observation of every step, while the chunking policy only calls it with the
-rows of the envs it serves. Its ``observe_step`` hook (:class:`~isaaclab_suspend.policies.model.ChunkModel`)
-feeds an :class:`ObservationHistory` each step: the ring of an env advances only when its env moved (a
-suspended env's history stands still, as its observation does), and an env that starts an episode has its whole
-ring filled with its first observation. Everything stays on the env device, indexed by per-env positions:
+the current one; LeRobot's ``n_obs_steps``) needs every env's observation of every step, while the chunking
+policy only calls it with the rows of the envs it serves. Its ``observe_step`` hook
+(:class:`~isaaclab_suspend.policies.model.ChunkModel`) feeds an :class:`ObservationHistory` per observation term
+(:class:`ObservationHistories`) each step: the ring of an env advances only when its env moved (a suspended
+env's history stands still, as its observation does), and an env that starts an episode has its whole ring
+filled with its first observation. Everything stays on the env device, indexed by per-env positions:
 no host sync, no per-env Python loop.
 """
 
@@ -57,3 +58,38 @@ class ObservationHistory:
         """The observations at the offsets, in their order, in a new tensor. Shape: (N, len(offsets), ...)."""
         slots = (self._head.unsqueeze(1) + self._offsets) % self.length
         return self._ring[self._rows.unsqueeze(1), slots]
+
+
+class ObservationHistories:
+    """One :class:`ObservationHistory` per observation term, made at the first step, for a model's ``observe_step``.
+
+    Args:
+        offsets: Term name -> the steps to read of it, relative to the current one, each <= 0 (e.g. LeRobot's
+            ``n_obs_steps`` 2: ``[-1, 0]``).
+    """
+
+    def __init__(self, offsets: dict[str, list[int]]):
+        self.offsets = dict(offsets)
+        """Term name -> the steps read of it."""
+        self.rings: dict[str, ObservationHistory] | None = None
+        """The ring of each term (None until the first :meth:`step`)."""
+
+    def step(self, obs: dict[str, torch.Tensor], moved: torch.Tensor,
+             restarted: torch.Tensor | None) -> dict[str, torch.Tensor]:
+        """Push this step's observation of every term (the first step fills the rings with it, as a restart does).
+
+        Args:
+            obs: Term name -> the observation of every env this step, for every term of :attr:`offsets`.
+                Shape of each: (N, ...).
+            moved: Envs whose observation advanced in the last step. Shape: (N,), bool.
+            restarted: Envs whose episode began, or None for none. Shape: (N,).
+
+        Returns:
+            Term name -> its observations at its offsets, new tensors. Shape of each: (N, len(offsets), ...).
+        """
+        if self.rings is None:
+            self.rings = {key: ObservationHistory(offsets, obs[key]) for key, offsets in self.offsets.items()}
+        else:
+            for key, ring in self.rings.items():
+                ring.push(obs[key], moved, restarted)
+        return {key: ring.read() for key, ring in self.rings.items()}

@@ -5,7 +5,7 @@ GR00T serves a batch per request: :class:`Gr00tChunkModel` sends the B env rows 
 ``get_action`` (state float32 (B, T, D), video uint8 (B, T, H, W, 3), the prompt as B strings), so a
 global-clock tick costs one round trip. What to send comes from the server's ``get_modality_config``: the
 state and video keys with their ``delta_indices`` (past steps, kept per env by
-:class:`~isaaclab_suspend.policies.ObservationHistory` through the model's ``observe_step`` hook), the
+:class:`~isaaclab_suspend.policies.ObservationHistories` through the model's ``observe_step`` hook), the
 language key, and the action keys, whose arrays are concatenated in that order into the env's action.
 """
 
@@ -23,7 +23,7 @@ import zmq
 
 from isaaclab.utils import configclass
 
-from ..policies.observation_history import ObservationHistory
+from ..policies.observation_history import ObservationHistories
 from ..tensor_tree import flatten_names
 from . import gr00t_codec
 from .openpi_client import _describe
@@ -69,7 +69,6 @@ class Gr00tChunkModel:
         """``get_action`` requests sent so far."""
         self._context = zmq.Context()
         self._socket: zmq.Socket | None = None
-        self._histories: dict[str, ObservationHistory] | None = None
         try:
             ping = self._request({"endpoint": "ping"}, cfg.connect_timeout_s, connecting=True)
             config = self._request({"endpoint": "get_modality_config"}, cfg.timeout_s)
@@ -115,6 +114,8 @@ class Gr00tChunkModel:
                              " (pass one GR00T_KEY=OBS_PATH per key).")
         self.keys: dict[str, str] = dict(keys)
         """GR00T key -> observation path of the env (``group`` or ``group/term``)."""
+        self._histories = ObservationHistories({key: o for key, o in self.offsets.items() if o != [0]})
+        """The rings of the keys that take past steps, fed by :meth:`observe_step`."""
         language = config.get("language")
         self.language_key: str | None = language["modality_keys"][0] if language else None
         """The key the prompt is sent under (None: the server takes no language)."""
@@ -143,16 +144,11 @@ class Gr00tChunkModel:
     def observe_step(self, obs: Mapping, moved: torch.Tensor, restarted: torch.Tensor | None) -> Mapping:
         """The chunk-model hook: advance the history of every key that takes past steps; returns ``obs`` with
         :data:`HISTORY_KEY` ``{gr00t key: (N, T, ...)}`` added (``obs`` itself when no key takes past steps)."""
-        past = {key: offsets for key, offsets in self.offsets.items() if offsets != [0]}
-        if not past:
+        if not self._histories.offsets:
             return obs
         flat = flatten_names(obs)
-        if self._histories is None:
-            self._histories = {key: ObservationHistory(offsets, flat[self.keys[key]]) for key, offsets in past.items()}
-        else:
-            for key, history in self._histories.items():
-                history.push(flat[self.keys[key]], moved, restarted)
-        return {**obs, HISTORY_KEY: {key: history.read() for key, history in self._histories.items()}}
+        current = {key: flat[self.keys[key]] for key in self._histories.offsets}
+        return {**obs, HISTORY_KEY: self._histories.step(current, moved, restarted)}
 
     def observation(self, obs_rows: Mapping, batch: int) -> dict:
         """The GR00T observation of ``batch`` env rows, in ``cfg.form``.
