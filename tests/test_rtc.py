@@ -111,7 +111,7 @@ def test_roughness_counts_consecutive_executed_actions_of_an_episode_and_chunk_b
     stats = ChunkingStats(2, 1, "cpu")
     yes, no = torch.tensor([True, True]), torch.tensor([False, False])
     for actions, served in ((0.0, yes), (1.0, None), (3.0, torch.tensor([True, False])), (4.0, None)):
-        stats.record_step(yes, no, torch.tensor([[actions], [2 * actions]]), served)
+        stats.record_step(yes, no, actions=torch.tensor([[actions], [2 * actions]]), served=served)
         stats.record_outcome(0.01, torch.tensor([False, actions == 3.0]))  # env 1's episode ends after step 3
     figures = stats.as_dict()
     # env 0: |1-0|, |3-1| (a boundary), |4-3|; env 1: |2-0|, |6-2|, then a new episode: no pair
