@@ -87,7 +87,7 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
         outcomes = EpisodeOutcomes(env, score_first=not args.desync)
         obs = cli.start_episodes(env, args.seed, args.desync)
         progress = tqdm(cli.rollout(env, policy, obs, args.steps), total=args.steps, desc=f"{schedule:>13}",
-                        unit="step")
+                        unit="step", disable=cli.is_other_rank())
         for t in progress:
             timeline.record(policy.last_step, t.dones)
             outcomes.update(t.dones, ~policy.last_step.suspended)
@@ -101,7 +101,7 @@ def evaluate(args: argparse.Namespace) -> None:
     results, timelines = {}, {}
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
         results[schedule], timelines[schedule] = run(args, schedule)
-    header = cli.describe_run(args, args.steps)
+    header, results = cli.gather_results(args, cli.describe_run(args, args.steps), results)  # torchrun: rank 0's
     print(f"\n{header}\n{stats_table(results)}")
     first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
     print(f"Episodes scored: those that started and ended in the run{first}.")

@@ -88,7 +88,8 @@ def record(args: argparse.Namespace) -> None:
             return succeeded if args.export == "succeeded" else succeeded + manager.exported_failed_episode_count
 
         obs = cli.start_episodes(env, args.seed, args.desync, generator)
-        with tqdm(total=args.episodes, desc="episodes", unit="ep") as progress, StopAfterStep() as stop:
+        with tqdm(total=args.episodes, desc="episodes", unit="ep", disable=cli.is_other_rank()) as progress, \
+                StopAfterStep() as stop:
             for t in cli.rollout(env, policy, obs):
                 steps += 1
                 if steps == 1:
@@ -106,7 +107,7 @@ def record(args: argparse.Namespace) -> None:
           f" {steps} steps in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s)."
           f" {written()} episodes written ({args.episodes} requested; episodes ending in the same step are all kept),"
           " open ones dropped.")
-    print(cli.dataset_table(args.paths))
+    print(cli.dataset_table(cli.gather_datasets(args)))  # under torchrun rank 0 merges the ranks' files
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,14 @@ def user_errors(*extra: type[BaseException]) -> Iterator[None]:
 def run(body: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> int:
     """Run a script's ``body(args)``: its status (an int; 0 if it returns anything else), 2 with one line on a
     user error, 130 on Ctrl-C with the one line ``args.on_interrupt`` (e.g. where the results so far are), if the
-    script set it, else ``Interrupted.``."""
+    script set it, else ``Interrupted.``. Under torchrun the rank's status goes to rank 0 and the run's status is
+    returned (:mod:`.distributed`)."""
+    from .distributed import run_ranks
+
+    return run_ranks(lambda: _run(body, args))
+
+
+def _run(body: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> int:
     try:
         with user_errors():
             status = body(args)

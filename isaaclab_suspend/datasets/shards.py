@@ -55,6 +55,14 @@ class Shard:
         stem, ext = os.path.splitext(path)
         return f"{stem}-shard{self.index}of{self.count}{ext}"
 
+    def unshard(self, path: str) -> str:
+        """The run's file of this shard's ``path`` (or a name derived from it): the last ``-shard<i>of<K>`` of its
+        file name removed (``path`` itself for one shard)."""
+        if self.count == 1:
+            return path
+        head, tag, tail = path.rpartition(f"-shard{self.index}of{self.count}")
+        return head + tail if tag and os.sep not in tail else path
+
     def episodes(self, total: int) -> int:
         """This shard's part of ``total`` episodes."""
         return total // self.count + int(self.index < total % self.count)
@@ -77,6 +85,22 @@ def merge_stats(shards: Sequence[dict]) -> dict:
         total = sum(n for n, _ in scored)
         merged[key] = sum(n * value for n, value in scored) / total if total else float("nan")
     return merged
+
+
+def merge_results(shards: Sequence[dict]) -> dict:
+    """The figures of shards (each ``{"header": ..., "schedules": {name: figures}}``, as ``eval.py --results``
+    writes them) as one run's: :func:`merge_stats` per schedule under the shards' headers.
+
+    Raises:
+        ValueError: If the shards ran different schedules.
+    """
+    schedules = list(shards[0]["schedules"])
+    other = [index for index, shard in enumerate(shards) if list(shard["schedules"]) != schedules]
+    if other:
+        raise ValueError(f"shards {other} ran other schedules than shard 0 ({schedules}): merge shards of one run.")
+    headers = "\n".join(f"  {shard['header']}" for shard in shards)
+    return {"header": f"{len(shards)} shards run side by side:\n{headers}",
+            "schedules": {name: merge_stats([shard["schedules"][name] for shard in shards]) for name in schedules}}
 
 
 def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
