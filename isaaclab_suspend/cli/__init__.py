@@ -20,7 +20,7 @@ from .arguments import (
     schedules,
     shard,
 )
-from .distributed import gather_datasets, gather_replay, gather_results, is_other_rank, rank_device, run_ranks, share
+from .distributed import apply_distributed_training, gather_datasets, gather_replay, gather_results, is_other_rank, rank_device, run_ranks, share
 from .outputs import (
     EXPORT_MODES,
     check_new_datasets,
@@ -50,6 +50,7 @@ __all__ = [
     "Transition",
     "USER_ERRORS",
     "add_env_args",
+    "apply_distributed_training",
     "add_policy_args",
     "add_shard_args",
     "address",

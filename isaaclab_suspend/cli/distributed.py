@@ -106,6 +106,22 @@ def rank_device(device: str) -> str:
     return device if launch is None else launch.device(device)
 
 
+def apply_distributed_training(args: argparse.Namespace) -> None:
+    """``train.py --distributed``, Isaac Lab's multi-GPU convention: under torchrun each rank trains on
+    ``cuda:LOCAL_RANK`` with seed ``seed + RANK`` (``args.rank``; 0 without ``--distributed``) and the library
+    (rsl_rl, skrl) opens its NCCL process group. Without torchrun, or without CUDA GPUs, one line and exit 2."""
+    args.rank = 0
+    if not args.distributed:
+        return
+    launch = Launch.from_env()
+    if launch is None:
+        raise fail("--distributed runs under torchrun: torchrun --nproc_per_node=N scripts/train.py --distributed ...")
+    if not torch.cuda.is_available():
+        raise fail(f"--distributed: {args.rl_library} trains several processes over NCCL, which needs CUDA GPUs,"
+                   " and this machine has none; train in one process (without torchrun and --distributed)")
+    args.device, args.rank = launch.device("cuda:0"), launch.rank
+
+
 def share(items: Sequence) -> list:
     """This rank's share of ``items`` (every ``WORLD_SIZE``-th from ``RANK``); all of them outside torchrun."""
     launch = Launch.from_env()
