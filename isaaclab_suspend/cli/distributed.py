@@ -20,7 +20,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 
 import torch
@@ -76,7 +76,6 @@ class _State:
     reported: bool = False
     verdict: int | None = None
     broken: bool = False
-    errors: list[str] = field(default_factory=list)
 
 
 _STATE: _State | None = None

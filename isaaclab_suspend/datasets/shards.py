@@ -4,7 +4,8 @@ several) against a shared policy server, merged back into one report and one dat
 Shard ``i/K`` uses seed ``seed + i`` (disjoint episodes), writes ``<stem>-shard<i>of<K><ext>`` files and, for
 recording, ``episodes // K`` episodes (the first ``episodes % K`` shards one more). :func:`merge_stats` and
 :func:`merge_datasets` combine what the shards wrote; ``scripts/merge_shards.py`` runs both. Start the shards
-with any launcher (a cluster scheduler's array job, ``torchrun``, ssh): each only needs its ``--shard``.
+with any launcher (a cluster scheduler's array job, ssh): each only needs its ``--shard``. Under ``torchrun`` each
+rank is a shard and rank 0 merges (:mod:`isaaclab_suspend.cli.distributed`).
 """
 
 from __future__ import annotations
