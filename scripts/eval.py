@@ -41,7 +41,7 @@ import sys
 from tqdm import tqdm
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import ActionChunkingPolicy, ChunkTimeline, plot_timelines, stats_table
+from isaaclab_suspend.policies import ChunkTimeline, plot_timelines, stats_table
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -65,11 +65,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.schedules = args.compare or [args.schedule]
     cli.apply_episode_args(parser, args, "steps", 600)
     cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log"))
+    cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results")
     try:
-        for path, what in ((args.timeline, "--timeline"), (args.log_dir, "--log_dir"), (args.record, "--record"),
-                           (args.results, "--results")):
-            if path:
-                cli.check_writable(path, what)
         for schedule in args.schedules if args.record else ():
             suffix = f"_{schedule}" if len(args.schedules) > 1 else ""
             cli.check_new_datasets(cli.dataset_recorder_cfg(args.record, suffix), args.overwrite, "--record")
@@ -84,16 +81,12 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
     suffix = f"_{schedule}" if len(args.schedules) > 1 else ""  # one file per schedule
     recording = {"recorders": cli.dataset_recorder_cfg(args.record, suffix)} if args.record else {}
     with cli.open_env(args, *((RuntimeError,) if args.remote else ()), **recording) as env:
-        policy = ActionChunkingPolicy(
-            cli.make_chunk_model(args, env), env, chunk_length=args.chunk, schedule=schedule,
-            aggregator=args.aggregator, refill_threshold=args.refill_threshold,
-            log_dir=os.path.join(args.log_dir, schedule) if args.log_dir else None,
-        )
+        policy = cli.make_policy(args, env, schedule)
         timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
         obs = cli.start_episodes(env, args.seed, args.desync)
         ledger = cli.make_ledger(args, env, policy, export="all" if args.record else None)
         progress = tqdm(cli.rollout(env, policy, obs, args.steps, ledger), total=args.steps, desc=f"{schedule:>13}",
-                        unit="step", disable=args.quiet)
+                        unit="step", disable=args.quiet or cli.is_other_rank())
         for t in progress:
             timeline.record(policy.last_step, t.dones)
             if t.step % 20 == 0:
@@ -106,7 +99,7 @@ def evaluate(args: argparse.Namespace) -> None:
     results, timelines = {}, {}
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
         results[schedule], timelines[schedule] = run(args, schedule)
-    header = cli.describe_run(args, args.steps)
+    header, results = cli.gather_results(args, cli.describe_run(args, args.steps), results)  # torchrun: rank 0's
     print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.")
     if args.results:
         print(f"Figures written to {cli.write_results(args.results, header, results)}")

@@ -20,7 +20,7 @@ import os
 import sys
 
 from isaaclab_suspend.policies import stats_table
-from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, merge_stats, same_file
+from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, merge_results, same_file
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,13 +59,8 @@ def merged_report(paths: list[str]) -> str:
     for path in paths:
         with open(path) as f:
             shards.append(json.load(f))
-    schedules = list(shards[0]["schedules"])
-    missing = [path for path, shard in zip(paths, shards) if list(shard["schedules"]) != schedules]
-    if missing:
-        raise ValueError(f"{missing} ran other schedules than '{paths[0]}' ({schedules}): merge shards of one run.")
-    merged = {name: merge_stats([shard["schedules"][name] for shard in shards]) for name in schedules}
-    headers = "\n".join(f"  {shard['header']}" for shard in shards)
-    return f"{len(shards)} shards run side by side:\n{headers}\n{stats_table(merged)}"
+    merged = merge_results(shards)
+    return f"{merged['header']}\n{stats_table(merged['schedules'])}"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -46,7 +46,6 @@ import torch
 from tqdm import tqdm
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.utils import StopAfterStep
 
 
@@ -86,16 +85,13 @@ def record(args: argparse.Namespace) -> None:
     with cli.open_env(args, *((RuntimeError,) if args.remote else ()), recorders=args.recorders) as env:
         manager, generator = env.recorder_manager, torch.Generator(device=env.device).manual_seed(args.seed)
         has_success = "success" in env.termination_manager.active_terms
-        model = cli.make_chunk_model(args, env)
-        policy = cli.RandomPolicy(env, generator) if model is None else ActionChunkingPolicy(
-            model, env, chunk_length=args.chunk, schedule=args.schedule, aggregator=args.aggregator,
-            refill_threshold=args.refill_threshold)
-        if model is not None:  # the file says how its chunks were scheduled (scripts/export_lerobot.py reads it)
+        policy = cli.make_policy(args, env, generator=generator)
+        if args.policy != "random":  # the file says how its chunks were scheduled (scripts/export_lerobot.py reads it)
             manager.writer.add_env_args({"schedule": args.schedule, "chunk_length": args.chunk})
         obs = cli.start_episodes(env, args.seed, args.desync, generator)
         ledger = cli.make_ledger(args, env, policy, total=args.episodes, export=args.export)
         expected = args.episodes or args.episodes_per_env * args.num_envs
-        progress = tqdm(total=expected, desc="episodes", unit="ep", disable=args.quiet)
+        progress = tqdm(total=expected, desc="episodes", unit="ep", disable=args.quiet or cli.is_other_rank())
         with progress, StopAfterStep() as stop:
             for t in cli.rollout(env, policy, obs, ledger=ledger):
                 steps += 1
@@ -111,7 +107,7 @@ def record(args: argparse.Namespace) -> None:
     if not ledger.finished:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {ledger.ended_count} of {expected} episodes run.")
     print(cli.recording_summary(args, cli.written_count(manager, args.export), steps, seconds, figures))
-    print(cli.dataset_table(args.paths, has_success))
+    print(cli.dataset_table(cli.gather_datasets(args), has_success))  # under torchrun rank 0 merges the ranks' files
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,8 @@ Everything is checked before the env is built: the arguments, the file's ``env_a
 only, finite, shapes and lengths that agree) and that the replay fits in memory.
 
 Exit status: 0 if every demo stays within ``--tolerance``, 1 if one does not, 2 on bad input or a bad file
-(one line on stderr), 130 on Ctrl-C.
+(one line on stderr), 130 on Ctrl-C. Under torchrun the demos are split across the ranks and rank 0 reports them
+all, with the exit status of the worst rank.
 
 Examples::
 
@@ -29,7 +30,8 @@ import sys
 from tqdm import tqdm
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-from isaaclab_suspend.cli import add_quiet_arg, device, existing_file, float_in, int_in
+from isaaclab_suspend.cli import add_quiet_arg, device, existing_file, float_in, gather_replay, int_in, is_other_rank
+from isaaclab_suspend.cli import rank_device, run_ranks, share
 from isaaclab_suspend.datasets import (
     MAX_REPLAY_ENVS,
     DatasetError,
@@ -39,6 +41,7 @@ from isaaclab_suspend.datasets import (
     check_replay_task,
     make_replay_env_cfg,
     replay_table,
+    replay_warnings,
 )
 from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
 from isaaclab_suspend.utils import open_env, set_quiet
@@ -70,21 +73,21 @@ def replay(args: argparse.Namespace) -> int:
         if unknown:
             raise DatasetError(f"'{reader.path}' has no demos {unknown}; it holds {len(reader.demo_names)} demos.")
         # every demo loaded and checked, and the size checked, before the env is built
-        demos = {name: reader.load(name, "cpu") for name in args.demos or reader.demo_names}
+        names = share(args.demos or reader.demo_names)  # under torchrun: every WORLD_SIZE-th demo from RANK
+        if not names:
+            raise DatasetError(f"'{reader.path}' holds fewer demos than torchrun's ranks: start fewer processes.")
+        demos = {name: reader.load(name, "cpu") for name in names}
         num_envs = args.num_envs or reader.recorded_num_envs or 16
         check_replay_fits(num_envs, demos, "--num_envs" if args.num_envs else f"'{reader.path}' (sim_args.num_envs)")
         cfg = make_replay_env_cfg(task, num_envs, args.device)
         with open_env(task, cfg=cfg) as env:  # an error inside is re-raised after the launcher closed, no traceback
             replayer = (ImageCheckingReplayer if args.check_images else DatasetReplayer)(env, reader, list(demos), demos)
-            if replayer.num_at_other_origins:
-                print(f"[WARN] {replayer.num_at_other_origins} demos run about another env origin than recorded"
-                      f" (no env of the {num_envs} has theirs): float32 positions round differently there, which"
-                      " contact-rich tasks amplify. Replay with --num_envs equal to the recording's for exactness.")
-            if reader.interval_events and any(d.pre_step_states is None for d in replayer.demos.values()):
-                print(f"[WARN] The recording ran interval events {reader.interval_events} but stored no pre-step"
-                      " states: their effect cannot be re-applied and the replay drifts from the first one on.")
-            with tqdm(total=len(replayer.demos), desc="demos", unit="demo", disable=args.quiet) as progress:
+            for warning in replay_warnings(replayer, reader, num_envs):
+                print(f"[WARN] {warning}")
+            with tqdm(total=len(replayer.demos), desc="demos", unit="demo",
+                      disable=args.quiet or is_other_rank()) as progress:
                 results = replayer.run(on_done=lambda _: progress.update())
+    results = gather_replay(results)  # under torchrun rank 0 reports every rank's demos
     print(replay_table(results, args.check_images))
     # NaN (a diverged state) fails; with --check_images any pixel difference fails
     failed = [r.demo for r in results if not r.max_state_error <= args.tolerance or (r.max_image_error or 0) > 0]
@@ -96,6 +99,12 @@ def replay(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    args.device = rank_device(args.device)  # torchrun: cuda:LOCAL_RANK where CUDA is there
+    return run_ranks(lambda: checked_replay(args))
+
+
+def checked_replay(args: argparse.Namespace) -> int:
+    """:func:`replay` with the exit status of a bad file (2) or Ctrl-C (130) and one line."""
     try:
         return replay(args)
     except (DatasetError, FileNotFoundError) as err:

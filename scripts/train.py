@@ -1,4 +1,4 @@
-"""Train an RL agent (rsl_rl or skrl PPO) on a suspendable task, on the CPU.
+"""Train an RL agent (rsl_rl or skrl PPO) on a suspendable task, on the CPU (or GPUs, with ``--distributed``).
 
 The agent cfg is the task's registered one (``rsl_rl_cfg_entry_point`` / ``skrl_cfg_entry_point``); the
 libraries print their usual console output and write TensorBoard logs and checkpoints to
@@ -10,6 +10,9 @@ Examples::
     tools/run.sh python scripts/train.py --task Isaac-Cartpole-Suspendable --rl_library rsl_rl
     tools/run.sh python scripts/train.py --task Isaac-PushCube-Suspendable --rl_library rsl_rl --max_iterations 150
     tools/run.sh python scripts/train.py --task Isaac-Cartpole-Suspendable --rl_library skrl --num_envs 256
+    # 2 GPUs of each of 2 nodes (Isaac Lab's multi-GPU convention: cuda:LOCAL_RANK, seed + RANK)
+    torchrun --nnodes 2 --nproc_per_node 2 --rdzv_backend c10d --rdzv_endpoint node0:29400 \
+        scripts/train.py --distributed --task Isaac-PushCube-Suspendable --rl_library rsl_rl
     tensorboard --logdir logs
 """
 
@@ -32,7 +35,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max_iterations", type=cli.positive_int, default=None,
                         help="PPO updates (default: the agent cfg's)")
     parser.add_argument("--log_root", default="logs", help="runs go to <log_root>/<library>/<task>/<date>/")
+    parser.add_argument("--distributed", action="store_true",
+                        help="under torchrun: train on several GPUs or nodes (one process per GPU, NCCL)")
     args = parser.parse_args(argv)
+    cli.apply_distributed_training(args)
     args.task = args.task or cli.DEFAULT_TASK
     try:
         args.log_dir = cli.check_writable(make_log_dir(args.rl_library, args.task, args.log_root), "--log_root")
@@ -43,7 +49,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train_agent(args: argparse.Namespace) -> int:
-    agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device)
+    agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device, args.rank)
     env_cfg = make_env_cfg(args.task, args.num_envs, args.device, cli.env_overrides(args), seed=agent_seed(agent_cfg))
     print(f"[INFO] Logging experiment in directory: {args.log_dir}")
     start = time.perf_counter()

@@ -42,7 +42,14 @@ def user_errors(*extra: type[BaseException], note: str | None = None) -> Iterato
 def run(body: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> int:
     """Run a script's ``body(args)``: its status (an int; 0 if it returns anything else), 2 with one line on a
     user error, 130 on Ctrl-C with the one line ``args.on_interrupt`` (e.g. where the results so far are), if the
-    script set it, else ``Interrupted.``."""
+    script set it, else ``Interrupted.``. Under torchrun a sharded script (one with ``args.shard``) hands its
+    status to rank 0 and returns the run's (:mod:`.distributed`); training leaves torch.distributed to its library."""
+    from .distributed import run_ranks
+
+    return run_ranks(lambda: _run(body, args)) if hasattr(args, "shard") else _run(body, args)
+
+
+def _run(body: Callable[[argparse.Namespace], object], args: argparse.Namespace) -> int:
     try:
         with user_errors():
             status = body(args)

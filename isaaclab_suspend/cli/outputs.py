@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+
 import os
 import shutil
 from typing import TYPE_CHECKING
@@ -46,6 +48,17 @@ EXPORT_MODES = {
     "separate": DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES,
 }
 """``--export`` choices of ``record.py``: Isaac Lab's export modes."""
+
+
+def check_output_args(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
+    """Stop the script with ``parser.error`` unless each output argument ``--<name>`` that is given is a path
+    this process can write (see :func:`check_writable`)."""
+    try:
+        for name in names:
+            if getattr(args, name):
+                check_writable(getattr(args, name), f"--{name}")
+    except ValueError as err:
+        parser.error(str(err))
 
 
 def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all") -> DatasetRecorderManagerCfg:

@@ -23,13 +23,14 @@ Files and servers are opened while parsing, so a bad one stops the script before
 from __future__ import annotations
 
 import argparse
+import os
 from typing import TYPE_CHECKING
 
 import gymnasium as gym
 import torch
 
 from ..learning import load_chunk_policy
-from ..policies import AGGREGATORS, SCHEDULES, LatencyCfg, LatencyEmulator
+from ..policies import AGGREGATORS, SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, connect_remote
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
@@ -176,6 +177,21 @@ def describe_run(args: argparse.Namespace, steps: int | None = None) -> str:
     length = f" {steps} steps," if steps else ""
     return (f"{args.task}, {describe_policy(args)}: {args.num_envs} envs,{length} H = {args.chunk},"
             f" seed {args.seed}{describe_shard(args)}{desync}{latency}")
+
+
+def make_policy(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, schedule: str | None = None,
+                generator: torch.Generator | None = None) -> ActionChunkingPolicy | RandomPolicy:
+    """The step policy of the resolved ``args`` on ``env``: :class:`RandomPolicy` for ``--policy random``, else an
+    :class:`ActionChunkingPolicy` around :func:`make_chunk_model` under ``schedule`` (default ``args.schedule``),
+    with TensorBoard logs in ``<args.log_dir>/<schedule>`` where the script has ``--log_dir``."""
+    model = make_chunk_model(args, env)
+    if model is None:
+        return RandomPolicy(env, generator)
+    schedule = schedule or args.schedule
+    log_dir = getattr(args, "log_dir", None)
+    return ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule=schedule, aggregator=args.aggregator,
+                                refill_threshold=args.refill_threshold,
+                                log_dir=os.path.join(log_dir, schedule) if log_dir else None)
 
 
 class RandomPolicy:

@@ -1,4 +1,5 @@
-"""``--shard I/K`` (and ``--results``): one run split into K processes, merged by ``scripts/merge_shards.py``.
+"""``--shard I/K`` (and ``--results``): one run split into K processes, merged by ``scripts/merge_shards.py``
+(under torchrun the rank is the shard and rank 0 merges: :mod:`.distributed`).
 
 Shard ``i/K`` runs with seed ``seed + i`` and writes ``<stem>-shard<i>of<K><ext>`` files; a recording shard writes
 its part of ``--episodes`` (see :mod:`isaaclab_suspend.datasets.shards`).
@@ -12,6 +13,7 @@ import os
 
 from ..datasets.shards import Shard
 from .arguments import shard
+from .distributed import apply_launch
 
 
 def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:
@@ -27,7 +29,9 @@ def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> No
 def apply_shard(parser: argparse.ArgumentParser, args: argparse.Namespace, files: tuple[str, ...] = (),
                 episodes: bool = False) -> None:
     """Give ``args`` the shard's seed, its name of each file argument in ``files`` and, if ``episodes``, its part
-    of ``args.episodes`` (``parser.error`` if that is none)."""
+    of ``args.episodes`` (``parser.error`` if that is none). Under torchrun the shard is the rank's
+    (:func:`~.distributed.apply_launch`)."""
+    apply_launch(parser, args)
     if args.seed is not None:
         args.seed = args.shard.seed(args.seed)
     for name in files:

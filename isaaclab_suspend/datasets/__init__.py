@@ -9,6 +9,7 @@ from .replay import (
     check_replay_task,
     make_replay_env_cfg,
     replay_table,
+    replay_warnings,
     write_scene_state,
 )
 
@@ -23,5 +24,6 @@ __all__ = [
     "check_replay_task",
     "make_replay_env_cfg",
     "replay_table",
+    "replay_warnings",
     "write_scene_state",
 ]

@@ -62,6 +62,20 @@ def check_replay_task(reader: DatasetReader, task: str | None) -> None:
                            " replays the tasks this package registers.")
 
 
+def replay_warnings(replayer: DatasetReplayer, reader: DatasetReader, num_envs: int) -> list[str]:
+    """What keeps a replay of ``num_envs`` envs from being exact: demos run about another env origin than
+    recorded, interval events the recording ran but could not store the effect of."""
+    warnings = []
+    if replayer.num_at_other_origins:
+        warnings.append(f"{replayer.num_at_other_origins} demos run about another env origin than recorded (no env"
+                        f" of the {num_envs} has theirs): float32 positions round differently there, which"
+                        " contact-rich tasks amplify. Replay with --num_envs equal to the recording's for exactness.")
+    if reader.interval_events and any(d.pre_step_states is None for d in replayer.demos.values()):
+        warnings.append(f"The recording ran interval events {reader.interval_events} but stored no pre-step states:"
+                        " their effect cannot be re-applied and the replay drifts from the first one on.")
+    return warnings
+
+
 def replay_table(results: Sequence[ReplayResult], check_images: bool = False) -> PrettyTable:
     """One row per replayed demo: samples, largest state error and where, env, origin, events (and pixels)."""
     table = PrettyTable(["demo", "samples", "max state error", "worst state", "env", "at recorded origin", "events"])

@@ -4,7 +4,8 @@ several) against a shared policy server, merged back into one report and one dat
 Shard ``i/K`` uses seed ``seed + i`` (disjoint episodes), writes ``<stem>-shard<i>of<K><ext>`` files and, for
 recording, ``episodes // K`` episodes (the first ``episodes % K`` shards one more). :func:`merge_stats` and
 :func:`merge_datasets` combine what the shards wrote; ``scripts/merge_shards.py`` runs both. Start the shards
-with any launcher (a cluster scheduler's array job, ``torchrun``, ssh): each only needs its ``--shard``.
+with any launcher (a cluster scheduler's array job, ssh): each only needs its ``--shard``. Under ``torchrun`` each
+rank is a shard and rank 0 merges (:mod:`isaaclab_suspend.cli.distributed`).
 """
 
 from __future__ import annotations
@@ -55,6 +56,14 @@ class Shard:
             return path
         stem, ext = os.path.splitext(path)
         return f"{stem}-shard{self.index}of{self.count}{ext}"
+
+    def unshard(self, path: str) -> str:
+        """The run's file of this shard's ``path`` (or a name derived from it): the last ``-shard<i>of<K>`` of its
+        file name removed (``path`` itself for one shard)."""
+        if self.count == 1:
+            return path
+        head, tag, tail = path.rpartition(f"-shard{self.index}of{self.count}")
+        return head + tail if tag and os.sep not in tail else path
 
     def episodes(self, total: int) -> int:
         """This shard's part of ``total`` episodes."""
@@ -120,6 +129,22 @@ def check_shard_set(paths: Sequence[str], partial: bool = False) -> None:
     if missing:
         raise ValueError(f"{len(missing)} shards of the set are missing: {missing}. Merge every shard, or pass"
                          " --partial to merge the ones given.")
+
+
+def merge_results(shards: Sequence[dict]) -> dict:
+    """The figures of shards (each ``{"header": ..., "schedules": {name: figures}}``, as ``eval.py --results``
+    writes them) as one run's: :func:`merge_stats` per schedule under the shards' headers.
+
+    Raises:
+        ValueError: If the shards ran different schedules.
+    """
+    schedules = list(shards[0]["schedules"])
+    other = [index for index, shard in enumerate(shards) if list(shard["schedules"]) != schedules]
+    if other:
+        raise ValueError(f"shards {other} ran other schedules than shard 0 ({schedules}): merge shards of one run.")
+    headers = "\n".join(f"  {shard['header']}" for shard in shards)
+    return {"header": f"{len(shards)} shards run side by side:\n{headers}",
+            "schedules": {name: merge_stats([shard["schedules"][name] for shard in shards]) for name in schedules}}
 
 
 def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:

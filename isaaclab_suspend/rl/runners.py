@@ -30,11 +30,13 @@ LIBRARIES = ("rsl_rl", "skrl")
 
 
 def load_agent_cfg(
-    task: str, library: str, max_iterations: int | None = None, seed: int | None = None, device: str = "cpu"
+    task: str, library: str, max_iterations: int | None = None, seed: int | None = None, device: str = "cpu",
+    rank: int = 0,
 ) -> RslRlOnPolicyRunnerCfg | dict:
     """The registered agent cfg of ``task`` for ``library`` (a configclass for rsl_rl, a dict for skrl).
 
-    ``max_iterations`` (PPO updates; skrl: ``rollouts`` env steps each) and ``seed`` override the cfg's.
+    ``max_iterations`` (PPO updates; skrl: ``rollouts`` env steps each) and ``seed`` override the cfg's; ``rank``
+    (a multi-GPU run's) is added to the seed, as Isaac Lab's train scripts do.
 
     Raises:
         ValueError: If ``library`` is not one of :data:`LIBRARIES` or ``task`` is not registered or has no
@@ -54,14 +56,13 @@ def load_agent_cfg(
         cfg.device = device
         if max_iterations is not None:
             cfg.max_iterations = max_iterations
-        if seed is not None:
-            cfg.seed = seed
+        cfg.seed = (cfg.seed if seed is None else seed) + rank
     else:
         cfg["trainer"]["close_environment_at_exit"] = False
         if max_iterations is not None:
             cfg["trainer"]["timesteps"] = max_iterations * cfg["agent"]["rollouts"]
-        if seed is not None:
-            cfg["seed"] = seed
+        if seed is not None or rank:
+            cfg["seed"] = (cfg["seed"] if seed is None else seed) + rank
     return cfg
 
 
