@@ -83,8 +83,12 @@ def make_env_cfg(
 
 def _asset_paths(node: object, where: str, seen: set[int]) -> Iterator[tuple[str, str]]:
     """``(dotted field, path)`` of every ``usd_path`` / ``mdl_path`` string under a cfg (configclasses are
-    dataclasses; dicts, lists and tuples are walked too)."""
-    if id(node) in seen:
+    dataclasses; dicts, lists and tuples are walked too). Debug-visualisation markers
+    (:class:`~isaaclab.markers.VisualizationMarkersCfg`) are skipped: they are only spawned with ``debug_vis``,
+    which a kitless run has no viewer for."""
+    from isaaclab.markers import VisualizationMarkersCfg
+
+    if id(node) in seen or isinstance(node, VisualizationMarkersCfg):
         return
     seen.add(id(node))
     if dataclasses.is_dataclass(node) and not isinstance(node, type):
