@@ -29,8 +29,9 @@ def _recorders(tmp_path, **kwargs) -> DatasetRecorderManagerCfg:
     return DatasetRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="run", **kwargs)
 
 
-def _check_file(path) -> int:
-    """Load every demo with Isaac Lab's handler, check ``total`` against them; returns the number of demos."""
+def _check_file(path) -> tuple[int, int]:
+    """Load every demo with Isaac Lab's handler, check ``total`` against them; returns the numbers of demos
+    marked succeeded and failed."""
     handler = HDF5DatasetFileHandler()
     handler.open(str(path))
     try:
@@ -41,7 +42,13 @@ def _check_file(path) -> int:
     with h5py.File(path, "r") as f:
         assert f["data"].attrs["total"] == sum(lengths)
         assert [f["data"][name].attrs["num_samples"] for name in f["data"]] == lengths
-    return len(lengths)
+        succeeded = sum(bool(f["data"][name].attrs["success"]) for name in f["data"])
+    return succeeded, len(lengths) - succeeded
+
+
+def _exported(manager) -> tuple[int, int]:
+    """The episodes the recorder counts as exported: (succeeded, failed)."""
+    return manager.exported_successful_episode_count, manager.exported_failed_episode_count
 
 
 def _replay_passes(path) -> None:
@@ -57,26 +64,32 @@ def _replay_passes(path) -> None:
     assert results and all(r.max_state_error == 0.0 for r in results), [r.max_state_error for r in results]
 
 
-def _step(env, gen) -> int:
-    """One random-action step; returns how many episodes it ended."""
+def _step(env, gen) -> torch.Tensor:
+    """One random-action step; returns how many episodes it ended, as (succeeded, failed): Cartpole's success is
+    reaching the time-out (its ``success`` term is a time-out term), a failure an early termination. Shape: (2,)."""
     _, _, term, trunc, _ = env.step(2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0)
-    return int((term | trunc).sum())
+    return torch.stack((trunc.sum(), (term & ~trunc).sum()))
+
+
+def _ends() -> torch.Tensor:
+    """Counts of ended episodes for :func:`_step` to add to: (succeeded, failed). Shape: (2,)."""
+    return torch.zeros(2, dtype=torch.long)
 
 
 @pytest.mark.parametrize("error", [RuntimeError, KeyboardInterrupt])
 def test_interrupted_run_writes_every_exported_episode(tmp_path, error):
     """An exception or Ctrl-C between steps: every ended episode is in a valid file that replays exactly."""
     gen = torch.Generator().manual_seed(0)
-    ended = 0
+    ended = _ends()
     with pytest.raises(error):
         with open_env(TASK, NUM_ENVS, episode_length_s=0.5, recorders=_recorders(tmp_path)) as env:
             manager = env.recorder_manager
             env.reset()
             for step in range(200):
                 ended += _step(env, gen)
-                if ended >= 6 and step % 7 == 3:  # in the middle of episodes
+                if ended.sum() >= 6 and step % 7 == 3:  # in the middle of episodes
                     raise error("stop")
-    assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count
+    assert _check_file(tmp_path / "run.hdf5") == tuple(ended.tolist()) == _exported(manager)
     _replay_passes(tmp_path / "run.hdf5")
 
 
@@ -85,7 +98,7 @@ def test_ctrl_c_inside_the_write(tmp_path, point):
     """Ctrl-C while the writer is at ``point`` of its third write: every episode handed over is written."""
     gen = torch.Generator().manual_seed(1)
     paused = tmp_path / "run.hdf5.paused"  # the writer process creates it at the point and waits for its removal
-    ended, interrupted = 0, False
+    ended, interrupted = _ends(), False
     with pytest.raises(KeyboardInterrupt):
         with open_env(TASK, NUM_ENVS, episode_length_s=0.3, recorders=_recorders(tmp_path)) as env:
             manager = env.recorder_manager
@@ -99,7 +112,7 @@ def test_ctrl_c_inside_the_write(tmp_path, point):
                 ended += _step(env, gen)
     assert interrupted, "the interrupt must come while the writer is inside a write"
     assert manager.writer.pending == 0
-    assert _check_file(tmp_path / "run.hdf5") == manager.exported_failed_episode_count == ended
+    assert _check_file(tmp_path / "run.hdf5") == _exported(manager) == tuple(ended.tolist())
 
 
 @pytest.mark.parametrize("point", ["demo", "datasets", "flush"])
@@ -115,7 +128,7 @@ def test_failing_write_raises_on_the_step_thread_and_keeps_earlier_episodes(tmp_
                 _step(env, gen)
     assert str(tmp_path / "run.hdf5") in str(info.value) and info.value.errno == errno.ENOSPC
     assert info.value.__context__ is None, "raised once: closing the env must not raise it again over the first"
-    assert _check_file(tmp_path / "run.hdf5") == manager.exported_failed_episode_count >= 3
+    assert _check_file(tmp_path / "run.hdf5") == _exported(manager) and sum(_exported(manager)) >= 3
 
 
 KILLED_RUN = """
@@ -134,7 +147,8 @@ with open_env("{task}", {num_envs}, episode_length_s=0.3, recorders=recorders) a
     env.reset()
     for _ in range(300):
         env.step(2.0 * torch.rand({num_envs}, 1, generator=gen) - 1.0)
-        print("written", manager.exported_failed_episode_count, "unflushed", manager.unflushed_count, flush=True)
+        written = manager.exported_successful_episode_count + manager.exported_failed_episode_count
+        print("written", written, "unflushed", manager.unflushed_count, flush=True)
 """
 
 
@@ -148,7 +162,7 @@ def test_sigkill_inside_the_write(tmp_path, point):
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
     reports = [line.split() for line in proc.stdout.splitlines() if line.startswith("written ")]
     written, unflushed = int(reports[-1][1]), int(reports[-1][3])
-    demos = _check_file(tmp_path / "run.hdf5")
+    demos = sum(_check_file(tmp_path / "run.hdf5"))
     assert 0 < written <= demos <= written + unflushed + NUM_ENVS  # flushed kept; the last step may export more
     assert max(int(r[3]) for r in reports) <= max(queue_size, NUM_ENVS), "what a kill loses stays bounded"
     _replay_passes(tmp_path / "run.hdf5")
@@ -197,7 +211,7 @@ def test_full_queue_makes_the_step_wait(tmp_path):
     """A writer that stalls: the step waits for it, nothing is dropped, the queue never exceeds its bound."""
     gen = torch.Generator().manual_seed(3)
     unflushed, seconds = [], []
-    ended = 0
+    ended = _ends()
     with open_env(TASK, NUM_ENVS, episode_length_s=0.2,
                   recorders=_recorders(tmp_path, writer=EpisodeWriterCfg(queue_size=QUEUE_SIZE))) as env:
         manager = env.recorder_manager
@@ -233,14 +247,14 @@ def test_full_queue_makes_the_step_wait(tmp_path):
     assert 0.5 < max(seconds) < 5.0, "a step must have waited for the paused writer, until it resumed"
     assert paths["retire"] > 0 and paths["take"] > 0, paths
     assert 0 < max(unflushed) <= QUEUE_SIZE  # above NUM_ENVS, so that the bound is the queue's, not one export's
-    assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count
+    assert _check_file(tmp_path / "run.hdf5") == tuple(ended.tolist()) == _exported(manager)
 
 
 def test_small_shared_memory_grows_wraps_and_loses_nothing(tmp_path):
     """Exports through a shared memory that starts smaller than one export and wraps many times: every ended
     episode is written, and each replays exactly."""
     gen = torch.Generator().manual_seed(4)
-    ended = 0
+    ended = _ends()
     writer = EpisodeWriterCfg(staging_bytes=4096, flush_interval_s=0.0)
     with open_env(TASK, NUM_ENVS, episode_length_s=0.3, recorders=_recorders(tmp_path, writer=writer)) as env:
         manager = env.recorder_manager
@@ -249,7 +263,8 @@ def test_small_shared_memory_grows_wraps_and_loses_nothing(tmp_path):
             ended += _step(env, gen)
         grown = manager.writer._ring.size
     assert 4096 < grown < 2**20
-    assert _check_file(tmp_path / "run.hdf5") == ended == manager.exported_failed_episode_count > 10
+    assert _check_file(tmp_path / "run.hdf5") == tuple(ended.tolist()) == _exported(manager)
+    assert ended.sum() > 10
     _replay_passes(tmp_path / "run.hdf5")
 
 
