@@ -11,6 +11,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "Isaac-PushCube-Camera-Suspendable"
 NUM_EPISODES = 4
@@ -77,7 +79,11 @@ def test_view_dataset_writes_gif_and_png(dataset, tmp_path):
         assert image.size == (2 * 2 * 65, 2 * 2 * 65) and longest // 2 < image.n_frames <= longest
     grid = np.asarray(Image.open(png).convert("RGB"))
     assert grid.shape == (NUM_EPISODES * 65 * 2, 2 * 65 * 2, 3)
-    assert np.array_equal(grid[:128:2, :128:2], first)  # demo_0 at step 0, upscaled 2x
+    # demo_0 at step 0, upscaled 2x, with the one-pixel border of a step that starts a chunk (the dataset has
+    # chunk provenance and step 0 always starts one)
+    tile = grid[:128:2, :128:2]
+    assert np.array_equal(tile[1:-1, 1:-1], first[1:-1, 1:-1])
+    assert (tile[[0, -1]] == CHUNK_START_COLOR).all() and (tile[:, [0, -1]] == CHUNK_START_COLOR).all()
 
 
 def test_run_sh_keeps_the_callers_directory_and_view_dataset_writes_both_into_outputs(dataset, tmp_path):

@@ -2,7 +2,8 @@
 rollout loop, the episodes counted (quotas, episode log), output checks, shards and how a script ends (the policy
 server's arguments: :mod:`.serving`). A script is then: parse, build, run, report."""
 
-from .app import USER_ERRORS, fail, run, user_errors
+from .app import run
+from .errors import USER_ERRORS, fail, user_errors
 from .arguments import (
     add_env_args,
     add_quiet_arg,

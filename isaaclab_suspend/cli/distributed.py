@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from ..datasets.shards import Shard, merge_datasets, merge_results
-from .app import fail
+from .errors import fail
 
 TIMEOUT_ENV = "ISAACLAB_SUSPEND_DIST_TIMEOUT"
 """Environment variable: seconds rank 0 waits for the other ranks' statuses (default 1800)."""

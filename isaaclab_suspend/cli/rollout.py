@@ -14,7 +14,7 @@ from ..recording import DatasetRecorderManagerCfg
 from ..recording.recorder_manager import dataset_file_paths
 from ..utils import open_env as _open_env
 from ..utils import set_quiet
-from .app import user_errors
+from .errors import user_errors
 from .arguments import env_overrides
 
 if TYPE_CHECKING:
