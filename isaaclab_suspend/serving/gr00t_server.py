@@ -145,22 +145,23 @@ class Gr00tPolicyServer:
         for task in list(tasks):
             task.cancel()
         for identity in list(self._clients):
-            self.batcher.register_client(-1)
+            self.batcher.forget_client(identity)
             del self._clients[identity]
 
     async def _send(self, identity: bytes, reply: Any, encoding: str = gr00t_codec.NPY) -> None:
         await self._socket.send_multipart([identity, b"", gr00t_codec.packb(reply, encoding)])
 
     def _count_client(self, identity: bytes) -> None:
-        """Count a client in at its first request (a batch closes once every client has one waiting) and out
+        """Register a client (its ROUTER identity: ZeroMQ tells no connection apart otherwise) with the batcher
+        at its first message, so that a batch closes once every client has a request waiting, and forget it
         after ``idle_timeout_s`` without one."""
         now = time.monotonic()
         if identity not in self._clients:
-            self.batcher.register_client(1)
+            self.batcher.register_client(identity)
         self._clients[identity] = now
         for idle in [i for i, seen in self._clients.items() if now - seen > self.cfg.idle_timeout_s]:
             del self._clients[idle]
-            self.batcher.register_client(-1)
+            self.batcher.forget_client(idle)
 
     async def _answer(self, identity: bytes, message: memoryview) -> None:
         encoding = gr00t_codec.NPY
@@ -202,7 +203,8 @@ class Gr00tPolicyServer:
         if not isinstance(data, Mapping) or not isinstance(data.get("observation"), Mapping):
             raise ValueError("get_action needs data {'observation': {...}, 'options': ...}.")
         rows, batch, flat = observation_rows(data["observation"], self.cfg.keys, self.cfg.device)
-        chunk = await asyncio.wrap_future(self.batcher.submit(rows, torch.arange(batch, device=self.cfg.device)))
+        env_ids = torch.arange(batch, device=self.cfg.device)
+        chunk = await asyncio.wrap_future(self.batcher.submit(rows, env_ids, identity))
         self.requests += 1
         actions = chunk.detach().cpu().numpy().astype(np.float32)
         key = f"action.{self.cfg.action_key}" if flat else self.cfg.action_key
