@@ -12,10 +12,8 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import time
 from multiprocessing.connection import wait
 
-import torch
 from prettytable import PrettyTable
 
 TASK = "Isaac-Cartpole-Suspendable"
@@ -36,30 +34,11 @@ def parse_args() -> argparse.Namespace:
 
 def client(rank: int, args: argparse.Namespace, pipe) -> None:
     """An env process: for each (host, port) it receives, run the global clock and send its figures back."""
-    from isaaclab_suspend.policies import ActionChunkingPolicy
+    from isaaclab_suspend.cli.bench_clients import env_process
     from isaaclab_suspend.serving import RemoteChunkModel, RemoteChunkModelCfg
-    from isaaclab_suspend.utils import open_env
 
-    torch.set_num_threads(1)
-    with open_env(TASK, args.num_envs, seed=rank) as env:
-        pipe.send("ready")
-        while (address := pipe.recv()) is not None:
-            model = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1]))
-            policy = ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule="global_clock")
-            obs, _ = env.reset(seed=rank)
-            env.episode_length_buf[:] = torch.randint(0, int(env.max_episode_length), (env.num_envs,))
-            pipe.send("connected")
-            pipe.recv()  # go: every client starts together
-            for step in range(args.chunk * (args.warmup_ticks + args.ticks)):
-                if step == args.chunk * args.warmup_ticks:
-                    start, active = time.perf_counter(), policy.stats["active_env_steps"]
-                    pipe.send("measuring")
-                actions = policy.act(obs)
-                obs, _, terminated, truncated, _ = env.step(actions)
-                policy.observe(terminated | truncated)
-            pipe.send((time.perf_counter() - start, policy.stats["active_env_steps"] - active))
-            policy.close()
-            model.close()
+    env_process(rank, pipe, TASK, args.num_envs, args.chunk, "global_clock", args.warmup_ticks, args.ticks,
+                lambda address: RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1])))
 
 
 def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float, float]:
@@ -85,11 +64,12 @@ def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float
         measured = rows[first:]
         figures = [pipe.recv() for pipe in pipes]
     requests_per_call = sum(measured) / args.num_envs / len(measured)
-    return len(pipes) / requests_per_call, sum(a for _, a in figures) / max(s for s, _ in figures)
+    return len(pipes) / requests_per_call, sum(f[1] for f in figures) / max(f[0] for f in figures)
 
 
 def main() -> None:
     args = parse_args()
+    import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
     from isaaclab_suspend.policies import LatencyCfg, LatencyEmulator, make_default_model
     from isaaclab_suspend.serving import BatchingCfg, PolicyServerCfg
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import threading
-import time
 from multiprocessing.connection import wait
 
 import torch
@@ -40,30 +39,11 @@ def parse_args() -> argparse.Namespace:
 
 def client(rank: int, args: argparse.Namespace, pipe) -> None:
     """An env process: for each port it receives, run the schedule and send (seconds, active env-steps, calls)."""
-    from isaaclab_suspend.policies import ActionChunkingPolicy
+    from isaaclab_suspend.cli.bench_clients import env_process
     from isaaclab_suspend.serving import Gr00tChunkModel, Gr00tChunkModelCfg
-    from isaaclab_suspend.utils import open_env
 
-    torch.set_num_threads(1)
-    with open_env(TASK, args.num_envs, seed=rank) as env:
-        pipe.send("ready")
-        while (port := pipe.recv()) is not None:
-            model = Gr00tChunkModel(Gr00tChunkModelCfg(port=port, keys=KEYS, timeout_s=120.0))
-            policy = ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule=args.schedule)
-            obs, _ = env.reset(seed=rank)
-            env.episode_length_buf[:] = torch.randint(0, int(env.max_episode_length), (env.num_envs,))
-            pipe.send("connected")
-            pipe.recv()  # go: every client starts together
-            for step in range(args.chunk * (args.warmup_ticks + args.ticks)):
-                if step == args.chunk * args.warmup_ticks:
-                    start, active, calls = time.perf_counter(), policy.stats["active_env_steps"], model.calls
-                    pipe.send("measuring")
-                actions = policy.act(obs)
-                obs, _, terminated, truncated, _ = env.step(actions)
-                policy.observe(terminated | truncated)
-            pipe.send((time.perf_counter() - start, policy.stats["active_env_steps"] - active, model.calls - calls))
-            policy.close()
-            model.close()
+    env_process(rank, pipe, TASK, args.num_envs, args.chunk, args.schedule, args.warmup_ticks, args.ticks,
+                lambda port: Gr00tChunkModel(Gr00tChunkModelCfg(port=port, keys=KEYS, timeout_s=120.0)))
 
 
 class RepServer:
