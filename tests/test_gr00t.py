@@ -211,14 +211,14 @@ def test_server_batches_concurrent_clients_into_one_model_call(model):
 
 class ReferenceServer:
     """GR00T's REP server as the spec describes it, one request at a time, with a history-taking config (state
-    ``[-2, 0]``), two action keys of 1 + 2 dims over 10 steps, N1.6 config marker and arrays."""
+    ``[-2, 0]``, with ``video`` a camera ``video.scene`` ``[-2, 0]`` too), two action keys of 1 + 2 dims over 10 steps, N1.6 config marker and arrays."""
 
-    def __init__(self, generation="n1.6"):
+    def __init__(self, generation="n1.6", video=False):
         self.encode, self.decode = GENERATIONS[generation]
         marker = "__ModalityConfig_class__" if generation == "n1.6" else "__ModalityConfig__"
-        self.config = {m: {marker: True, "as_json": {"delta_indices": d, "modality_keys": k}} for m, d, k in (
-            ("state", [-2, 0], ["cartpole"]), ("action", list(range(10)), ["force", "extra"]),
-            ("language", [0], ["task"]))}
+        modalities = [("state", [-2, 0], ["cartpole"]), ("action", list(range(10)), ["force", "extra"]),
+                      ("language", [0], ["task"])] + ([("video", [-2, 0], ["scene"])] if video else [])
+        self.config = {m: {marker: True, "as_json": {"delta_indices": d, "modality_keys": k}} for m, d, k in modalities}
         self.observations, self.reply = [], None
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.REP)
@@ -378,3 +378,37 @@ def test_eval_script_against_the_gr00t_server_and_without_one(model):
     last = done.stderr.strip().splitlines()[-1]  # argparse's usage, then one error line
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert last.startswith("eval.py: error: No GR00T policy server answers at 127.0.0.1")
+
+
+def test_video_history_of_the_camera_task_is_uint8_and_freezes_with_its_env():
+    """The camera task's frames under a video key taking ``[-2, 0]``: each env's ring of past frames, fed by the
+    policy's observe_step hook, goes on the wire as uint8 (B, 2, H, W, 3), bit for bit the frames of two moves
+    back and of now; a suspended env's ring stands still, and a restarted one is filled with its first frame."""
+    server = ReferenceServer(video=True)
+    keys = {"state.cartpole": "policy", "video.scene": "images/scene_camera"}
+    try:
+        client = Gr00tChunkModel(Gr00tChunkModelCfg(port=server.port, chunk_length=4, action_dim=3, keys=keys,
+                                                    prompt="push"))
+        with open_env("Isaac-PushCube-Camera-Suspendable", 3) as env:
+            obs, _ = env.reset(seed=0)
+            everyone = torch.ones(3, dtype=torch.bool)
+            fed = client.observe_step(obs, everyone, everyone)
+            frames = [obs["images"]["scene_camera"].clone()]
+            moves = [everyone, everyone, torch.tensor([True, False, True]), everyone]
+            for moved in moves:
+                obs, *_ = env.step(torch.full((3, 1), 0.4))
+                frames.append(obs["images"]["scene_camera"].clone())
+                fed = client.observe_step(obs, moved, None)
+            client({**obs, "gr00t_history": fed["gr00t_history"]}, torch.arange(3))
+            restarted = client.observe_step(obs, everyone, torch.tensor([False, True, False]))["gr00t_history"]
+        sent = server.observations[-1]["video.scene"]
+        assert sent.dtype == np.uint8 and sent.shape == (3, 2, 64, 64, 3)
+        assert frames[4].float().std() > 0 and not torch.equal(frames[2], frames[4])
+        # envs 0 and 2 moved at every step: frames 2 and 4; env 1 stood still at step 3: its frames 1 and 4
+        expected = torch.stack([torch.stack([frames[2][0], frames[4][0]]), torch.stack([frames[1][1], frames[4][1]]),
+                                torch.stack([frames[2][2], frames[4][2]])])
+        assert np.array_equal(sent, expected.numpy())
+        assert torch.equal(restarted["video.scene"][1, 0], frames[4][1])  # refilled with the current frame
+        client.close()
+    finally:
+        server.close()

@@ -1,5 +1,6 @@
-"""Camera images over both wires: the real camera task's observation rows (a float ``policy`` group and uint8
-``images``) reach a served model unchanged, uint8 and bit for bit, through the project's protocol and openpi's."""
+"""Camera images over every wire: the real camera task's observation rows (a float ``policy`` group and uint8
+``images``) reach a served model unchanged, uint8 and bit for bit, through the project's protocol, openpi's and
+GR00T's (both observation forms)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ import pytest
 import torch
 
 from isaaclab_suspend.serving import (
+    Gr00tChunkModel,
+    Gr00tChunkModelCfg,
+    Gr00tPolicyServer,
+    Gr00tPolicyServerCfg,
     OpenpiChunkModel,
     OpenpiChunkModelCfg,
     OpenpiPolicyServer,
@@ -80,3 +85,24 @@ def test_images_travel_as_uint8_through_openpi(camera_rows):
     assert received.dtype == torch.uint8 and received.shape == image.shape
     assert sorted(received.flatten(1).tolist()) == sorted(image.flatten(1).tolist())
     assert torch.equal(chunk, local)
+
+
+@pytest.mark.parametrize("form", ["flat", "nested"])
+def test_images_travel_as_uint8_video_through_gr00t(camera_rows, form):
+    """GR00T's video modality: (B, T = 1, H, W, 3) uint8 on the wire, the served model sees the frames bit for
+    bit, and the actions equal the local model's."""
+    rows, env_ids = camera_rows
+    image = rows["images"][CAMERA]
+    seen = []
+    keys = {"state.cube": "policy", "video.scene": f"images/{CAMERA}"}
+    server_cfg = Gr00tPolicyServerCfg(port=0, chunk_length=H, action_dim=1, keys=keys, batching=None)
+    with Gr00tPolicyServer(_image_model(seen), server_cfg) as server:
+        client = Gr00tChunkModel(Gr00tChunkModelCfg(port=server.address[1], keys=keys, form=form))
+        try:
+            chunk = client(rows, env_ids)
+        finally:
+            client.close()
+    assert len(seen) == 1 and seen[0].dtype == torch.uint8 and torch.equal(seen[0], image)
+    assert torch.equal(chunk, _image_model([])(rows, env_ids))
+    with pytest.raises(ValueError, match="must be uint8 images"):
+        client.observation({**rows, "images": {CAMERA: image.float()}}, 2)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-from multiprocessing.connection import wait
 
 from prettytable import PrettyTable
 
@@ -44,6 +43,7 @@ def client(rank: int, args: argparse.Namespace, pipe) -> None:
 def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float, float]:
     """Model calls per tick (K requests / requests per call) while every client measures, and useful env-steps/s
     of the clients of ``pipes`` against one server."""
+    from isaaclab_suspend.cli.bench_clients import measure
     from isaaclab_suspend.serving import PolicyServer
 
     rows = []
@@ -53,16 +53,8 @@ def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float
         return model(obs_rows, env_ids)
 
     with PolicyServer(counted, server_cfg) as server:
-        for pipe in pipes:
-            pipe.send(server.address)
-        assert all(pipe.recv() == "connected" for pipe in pipes)
-        for pipe in pipes:
-            pipe.send("go")
-        assert all(pipe.recv() == "measuring" for pipe in pipes)
-        first = len(rows)
-        wait(pipes)  # the window closes when the first client is done
-        measured = rows[first:]
-        figures = [pipe.recv() for pipe in pipes]
+        figures, window = measure(pipes, server.address, lambda: len(rows))
+    measured = rows[window]
     requests_per_call = sum(measured) / args.num_envs / len(measured)
     return len(pipes) / requests_per_call, sum(f[1] for f in figures) / max(f[0] for f in figures)
 

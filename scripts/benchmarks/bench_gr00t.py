@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import threading
-from multiprocessing.connection import wait
 
 import torch
 from prettytable import PrettyTable
@@ -33,6 +32,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--schedule", default="global_clock")
     parser.add_argument("--warmup_ticks", type=int, default=2)
     parser.add_argument("--ticks", type=int, default=4, help="measured ticks per run")
+    parser.add_argument("--presets", default="newton_mjwarp",
+                        help="physics of the env processes (newton_featherstone: the cheaper CPU solver)")
     parser.add_argument("--batch_wait_ms", type=float, default=1000.0, help="batching server: longest wait")
     return parser.parse_args()
 
@@ -43,7 +44,8 @@ def client(rank: int, args: argparse.Namespace, pipe) -> None:
     from isaaclab_suspend.serving import Gr00tChunkModel, Gr00tChunkModelCfg
 
     env_process(rank, pipe, TASK, args.num_envs, args.chunk, args.schedule, args.warmup_ticks, args.ticks,
-                lambda port: Gr00tChunkModel(Gr00tChunkModelCfg(port=port, keys=KEYS, timeout_s=120.0)))
+                lambda port: Gr00tChunkModel(Gr00tChunkModelCfg(port=port, keys=KEYS, timeout_s=120.0)),
+                (f"presets={args.presets}",))
 
 
 class RepServer:
@@ -67,19 +69,18 @@ class RepServer:
 
         from isaaclab_suspend.serving.gr00t_server import observation_rows
 
-        while True:
-            try:
+        try:
+            while True:
                 request, encoding = self.codec.unpackb(self.socket.recv())
-            except zmq.ContextTerminated:
-                self.socket.close()
-                return
-            if request["endpoint"] == "get_action":
-                rows, batch, _ = observation_rows(request["data"]["observation"], KEYS)
-                reply = [{"action.action": self.model(rows, torch.arange(batch)).numpy()}, {}]
-                self.calls += 1
-            else:
-                reply = {"status": "ok"} if request["endpoint"] == "ping" else self.config
-            self.socket.send(self.codec.packb(reply, encoding))
+                if request["endpoint"] == "get_action":
+                    rows, batch, _ = observation_rows(request["data"]["observation"], KEYS)
+                    reply = [{"action.action": self.model(rows, torch.arange(batch)).numpy()}, {}]
+                    self.calls += 1
+                else:
+                    reply = {"status": "ok"} if request["endpoint"] == "ping" else self.config
+                self.socket.send(self.codec.packb(reply, encoding))
+        except zmq.ContextTerminated:  # closed, also while a request of a finished client was answered
+            self.socket.close(linger=0)
 
     def close(self) -> None:
         self.context.term()
@@ -88,16 +89,10 @@ class RepServer:
 def run(port: int, pipes: list, args: argparse.Namespace, calls) -> tuple[float, float, float]:
     """``get_action`` calls per tick and client, model calls per tick (while every client measures) and useful
     env-steps/s of all clients against the server at ``port``; ``calls()`` counts its model calls."""
-    for pipe in pipes:
-        pipe.send(port)
-    assert all(pipe.recv() == "connected" for pipe in pipes)
-    for pipe in pipes:
-        pipe.send("go")
-    assert all(pipe.recv() == "measuring" for pipe in pipes)
-    first = calls()
-    wait(pipes)  # the window closes when the first client is done
-    model_calls, figures = calls() - first, [pipe.recv() for pipe in pipes]
-    return (sum(f[2] for f in figures) / len(pipes) / args.ticks, model_calls / args.ticks,
+    from isaaclab_suspend.cli.bench_clients import measure
+
+    figures, window = measure(pipes, port, calls)
+    return (sum(f[2] for f in figures) / len(pipes) / args.ticks, (window.stop - window.start) / args.ticks,
             sum(f[1] for f in figures) / max(f[0] for f in figures))
 
 
@@ -129,7 +124,7 @@ def main() -> None:
     for pipe, process in zip(pipes, processes):
         pipe.send(None)
         process.join(60)
-    print(f"\n{TASK}, {args.clients} env processes x {args.num_envs} envs, embedded model with {args.latency * 1e3:g} ms"
+    print(f"\n{TASK} ({args.presets}), {args.clients} env processes x {args.num_envs} envs, embedded model with {args.latency * 1e3:g} ms"
           f" emulated latency per call, H = {args.chunk}, {args.schedule}, {args.warmup_ticks} warm-up +"
           f" {args.ticks} measured ticks, batch wait {args.batch_wait_ms:g} ms:")
     print(table)
