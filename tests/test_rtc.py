@@ -1,7 +1,8 @@
-"""Real-time chunking: the ``rtc`` schedule's launch and tick steps from the delay, the prefix the policy passes
-(the queued actions) and the first d actions it keeps, the planners continuing a prefix, real Cartpole runs under
-``rtc`` with virtual latency (no pole falls, exact calls), the prefix on the TCP protocol bit for bit, and the
-roughness figures."""
+"""Real-time chunking: the ``rtc`` schedule's launch and tick steps from the delay and the overlap, the prefix the
+policy passes (the queued actions) and the first d actions it keeps, the ``soft_mask`` merge of the overlap, the
+planners continuing a prefix, real Cartpole runs under ``rtc`` with virtual latency (no pole falls, exact calls),
+the prefix on the TCP protocol bit for bit, and the roughness figures. The push-cube run under ``rtc`` (smooth
+boundaries, cubes home) is in ``test_chunking_push_cube.py``, on that module's env."""
 
 import math
 import socket
@@ -28,9 +29,6 @@ from isaaclab_suspend.policies.schedules import RealTimeChunkSchedule
 from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
 from isaaclab_suspend.serving.remote import PROTOCOL_VERSION
 from isaaclab_suspend.serving.wire import WireLimitsCfg, receive_message, send_message
-
-from isaaclab_suspend.policies.embedded import make_default_model
-from isaaclab_suspend.utils import open_env
 
 from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
 
@@ -359,50 +357,3 @@ def test_remote_protocol_carries_the_prefix_bit_for_bit(env):
             policy.close()
         remote.close()
     assert torch.equal(runs[0], runs[1])
-
-
-# -- push-cube: the boundary of rtc's chunks is no rougher than their inside
-
-
-PUSH_TASK = "Isaac-PushCube-Suspendable"
-PUSH_STEPS = 300
-
-
-@pytest.fixture(scope="module")
-def push_env():
-    with open_env(PUSH_TASK, N, seed=42) as env:
-        yield env
-
-
-def _push(env, model, **cfg):
-    """The planner at 100 ms (virtual) under ``rtc`` with d = 6 steps (100 ms at 60 Hz) or under the clock,
-    desynchronised episodes, ``PUSH_STEPS`` steps; returns the policy's figures and the fraction of the ended
-    episodes that succeeded."""
-    policy = ActionChunkingPolicy(LatencyEmulator(model, LatencyCfg(fixed_s=0.1, virtual=True)), env, chunk_length=16,
-                                  **cfg)
-    obs, _ = env.reset(seed=7)
-    policy.reset()
-    env.episode_length_buf[:] = torch.arange(0, 200, 200 // N)[:N]
-    successes = ended = 0
-    for _ in range(PUSH_STEPS):
-        obs, _, terminated, truncated, _ = env.step(policy.act(obs))
-        policy.observe(terminated | truncated)
-        successes += int(env.termination_manager.get_term("success").sum())
-        ended += int((terminated | truncated).sum())
-    policy.close()
-    return policy.stats, successes / ended
-
-
-def test_rtc_on_push_cube_continues_each_chunk_smoothly_and_pushes_the_cubes_home(push_env):
-    """At 100 ms (d = 6 steps), the planner continuing the prefix (eased in from its last action) and, with a planner
-    that does not ease, the ``soft_mask`` aggregator over a 4-step overlap keep the first action of each chunk as
-    close to the last one as the chunk's own steps are (at most 1.5x the within-chunk roughness; the re-plan without
-    either jumps about 3x, the clock's about 5x), and end as large a share of their episodes in success as the clock
-    (the first episodes start at different points, some too late to be pushed home in time)."""
-    _, clock_success = _push(push_env, make_default_model(PUSH_TASK, 16), schedule="global_clock")
-    abrupt = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=16, prefix_ease_steps=0))
-    for model, cfg in ((make_default_model(PUSH_TASK, 16), {}),
-                       (abrupt, {"aggregator": "soft_mask", "overlap_steps": 4})):
-        stats, success = _push(push_env, model, schedule="rtc", delay_steps=6, **cfg)
-        assert stats["boundary_roughness"] <= 1.5 * stats["within_chunk_roughness"], (cfg, stats)
-        assert success >= clock_success >= 0.75, (cfg, success, clock_success)
