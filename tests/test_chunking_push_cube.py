@@ -71,10 +71,9 @@ def test_schedule_pushes_cubes_to_their_targets(env, schedule):
     none off the table (the scripted expert succeeds in every episode when fed its chunks in order).
 
     ``rtc`` runs with a fixed delay of 2 steps (its estimate from measured times would depend on the machine's
-    load): its plans continue a prefix from a state the planner's point-mass model predicts without the contact,
-    eased in from the prefix's last action, so each correction lands later and the cubes settle later than under
-    the clock (first successes at steps ~190-270 against ~150-235). It gets one time-out's worth of steps, in which
-    no time-out means every env's first episode ended in success."""
+    load): its plans continue a prefix from the state the planner's model predicts, eased in from the prefix's last
+    action, so each correction lands a few steps later than under the clock. It gets one time-out's worth of steps,
+    in which no time-out means every env's first episode ended in success."""
     rtc = schedule == "rtc"
     policy = ActionChunkingPolicy(make_default_model(TASK, H), env, chunk_length=H, schedule=schedule,
                                   delay_steps=2 if rtc else None)
@@ -97,9 +96,8 @@ def test_async_executes_each_chunk_from_its_lead(env):
     the lead starts the chunk at action 4, an env suspended then at action 0, an env reset during the lead waits
     suspended for the next tick, and every action an env executes is the next one of its current chunk.
 
-    The scripted plans front-load their corrections, which async skips, so most cubes are not pushed home here and
-    their episodes time out at the steps set by their start (docs/chunking.rst); a learned chunk policy succeeds
-    under async."""
+    The episodes started late time out at the steps set by their start (so do they under the clock: too little
+    time is left to push the cube home), the others end in success at other steps."""
     lead, period = H // 4, H - H // 4
     log = ChunkLog()
     policy = ActionChunkingPolicy(log, env, chunk_length=H, schedule="async")

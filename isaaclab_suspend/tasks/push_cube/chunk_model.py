@@ -2,12 +2,13 @@
 
 The cube reaches its target when the pusher's face, touching the cube, stops there: the cart's goal is
 ``target - contact_offset`` with ``target = cube_x + cube_to_target`` (the observation) and
-``contact_offset`` half the paddle plus half the cube. Each call plans H actions ahead by rolling a
-point-mass model of the cart (pusher and cube masses, the actuator's viscous damping) under a
-position-to-velocity PD law with a speed limit; the env then runs the plan open-loop until the next inference.
-Given a committed prefix (real-time chunking), the plan's first d actions are the prefix and the cart model is
-rolled through them, so the law takes over from the state they lead to, eased in from the prefix's last action
-over a few steps (the point-mass model misses the contact, so a re-plan from a fresh observation would jump).
+``contact_offset`` half the paddle plus half the cube. Each call plans H actions ahead by rolling a model of
+the cart (its mass alone, or with the cube's and the cube's ground friction once the paddle touches it; the
+actuator's viscous damping) under a position-to-velocity PD law with a speed limit, the friction fed forward;
+the env then runs the plan open-loop until the next inference. Given a committed prefix (real-time chunking), the
+plan's first d actions are the prefix and the model is rolled through them, so the law takes over from the state
+they lead to, eased in from the prefix's last action over a few steps (what the model still misses would make a
+re-plan from a fresh observation jump).
 The cube slides only a few millimetres once the pusher slows down (ground friction), so stopping the pusher
 stops the cube close to the target.
 """
