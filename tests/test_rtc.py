@@ -1,7 +1,8 @@
-"""Real-time chunking: the ``rtc`` schedule's launch and tick steps from the delay, the prefix the policy passes
-(the queued actions) and the first d actions it keeps, the planners continuing a prefix, real Cartpole runs under
-``rtc`` with virtual latency (no pole falls, exact calls), the prefix on the TCP protocol bit for bit, and the
-roughness figures."""
+"""Real-time chunking: the ``rtc`` schedule's launch and tick steps from the delay and the overlap, the prefix the
+policy passes (the queued actions) and the first d actions it keeps, the ``soft_mask`` merge of the overlap, the
+planners continuing a prefix, real Cartpole runs under ``rtc`` with virtual latency (no pole falls, exact calls),
+the prefix on the TCP protocol bit for bit, and the roughness figures. The push-cube run under ``rtc`` (smooth
+boundaries, cubes home) is in ``test_chunking_push_cube.py``, on that module's env."""
 
 import math
 import socket
@@ -20,6 +21,7 @@ from isaaclab_suspend.policies import (
     PushCubeChunkModel,
     make_schedule,
     replace,
+    soft_mask,
 )
 from isaaclab_suspend.policies.evaluation import ChunkingStats
 from isaaclab_suspend.policies.model import accepts_prefix
@@ -77,6 +79,40 @@ def test_rtc_estimates_d_from_the_measured_latency_and_step_time():
     assert schedule.lead(queues) == 16
     plans = _plans(schedule, 40, num_envs=4, chunk_length=32)
     assert _steps(plans, "launch")[0] == 32 - schedule.lead(queues)
+
+
+def test_rtc_with_an_overlap_lands_each_chunk_while_the_queues_hold_w_actions():
+    """H = 8, d = 2, W = 2: the first chunk lands at 0 and runs out at 8, so the next lands at 6 (2 actions left),
+    launched at 4; a chunk installed from index 2 runs out 6 steps later: landings every H - d - W = 4 steps. An
+    overlap that leaves no step between a landing and the next launch is cut."""
+    plans = _plans(RealTimeChunkSchedule(delay_steps=2, overlap_steps=2), 23)
+    assert _steps(plans, "launch") == [4, 8, 12, 16, 20] and _steps(plans, "collect") == [6, 10, 14, 18, 22]
+    plans = _plans(RealTimeChunkSchedule(delay_steps=2, overlap_steps=7), 15)
+    assert _steps(plans, "collect") == [3, 5, 7, 9, 11, 13]  # W = 5 after the synchronous tick, then 4
+    assert _steps(plans, "launch") == [1, 3, 5, 7, 9, 11, 13]  # each launch at the landing before
+    plans = _plans(RealTimeChunkSchedule(delay_steps=0, overlap_steps=3), 12)
+    assert _steps(plans, "infer") == [0, 5, 10] and not _steps(plans, "launch")  # synchronous: every H - W steps
+
+
+def test_soft_mask_moves_from_the_leftovers_to_the_new_chunk_over_the_overlap():
+    """Weights (W - p) / (W + 1) on the leftover over a W-step overlap, RTC's c (e^c - 1) / (e - 1) with
+    ``exponential``; the new chunk alone where nothing is left over."""
+    old, new = torch.zeros(2, 6, 1), torch.ones(2, 6, 1)
+    count = torch.tensor([[0, 0, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0]])
+    merged, merged_count = soft_mask(old, new, count)
+    assert merged[0, :, 0].tolist() == pytest.approx([1.0, 1.0, 0.25, 0.5, 0.75, 1.0])
+    assert torch.equal(merged[1], new[1]) and torch.equal(merged_count, count + 1)
+    c = torch.tensor([0.75, 0.5, 0.25])
+    merged, _ = soft_mask(old, new, count, exponential=True)
+    torch.testing.assert_close(merged[0, 2:5, 0], 1.0 - c * torch.expm1(c) / (math.e - 1.0))
+    # through the queues: the leftovers of a running chunk meet the new chunk from its index 2, the first ones
+    # weigh most, and the action executed at the landing is close to the one before it
+    queues = ChunkQueues(1, 8, 1, 0, "cpu")
+    queues.merge(torch.arange(1), torch.zeros(1, 8, 1), replace, None)
+    for _ in range(6):
+        queues.pop(torch.tensor([True]), torch.zeros(1, 1))
+    queues.merge(torch.arange(1), torch.ones(1, 8, 1), soft_mask, None, start=torch.tensor([2]))
+    assert queues.chunks[0, :, 0].tolist()[2:] == pytest.approx([1 / 3, 2 / 3, 1.0, 1.0, 1.0, 1.0])
 
 
 def test_prefix_is_the_next_queued_actions_and_merge_keeps_the_leftovers_aligned():
@@ -147,9 +183,9 @@ def test_planners_continue_a_prefix_from_the_state_it_leads_to():
     cfg = push.cfg
     obs = torch.tensor([[0.0, 0.1, 0.3, 0.0, 0.4]]).repeat(4, 1) + 0.05 * torch.rand(4, 5, generator=generator)
     chunk = push({"policy": obs}, ids, prefix=prefix, delay=delay)
-    pos, vel = obs[:, 0].clone(), obs[:, 1].clone()
+    pos, vel, mass = obs[:, 0].clone(), obs[:, 1].clone(), cfg.cart_mass  # the cube is 0.3 m ahead: no contact
     for k in range(d):
-        vel = (vel + cfg.dt * prefix[:, k, 0] * cfg.action_scale / cfg.mass) / (1.0 + cfg.dt * cfg.damping / cfg.mass)
+        vel = (vel + cfg.dt * prefix[:, k, 0] * cfg.action_scale / mass) / (1.0 + cfg.dt * cfg.damping / mass)
         pos = pos + cfg.dt * vel
     after = torch.cat((pos.unsqueeze(1), vel.unsqueeze(1), obs[:, 2:]), dim=1)
     assert torch.equal(chunk[rows, :d], prefix[rows])
@@ -161,6 +197,18 @@ def test_planners_continue_a_prefix_from_the_state_it_leads_to():
     expected = prefix[rows, -1] + (push({"policy": after}, ids)[rows, 0] - prefix[rows, -1]) / (n + 1)
     torch.testing.assert_close(eased[rows, d], expected, atol=1e-6, rtol=0)
     assert torch.equal(eased[rows, :d], prefix[rows]) and torch.equal(eased[2], chunk[2])
+
+
+def test_push_cube_planner_feeds_the_cube_friction_forward_and_moves_the_cube_in_contact():
+    """Touching the cube, the plan's first action pushes the cart and the cube and overcomes the cube's ground
+    friction; a pusher 0.3 m behind it plans for the cart alone. The rolled-out cube stays ahead of the paddle."""
+    cfg = PushCubeChunkCfg(chunk_length=H)
+    model = PushCubeChunkModel(cfg)
+    touching = torch.tensor([[0.0, 0.0, cfg.contact_offset, 0.0, 1.0], [0.0, 0.0, 0.3, 0.0, 1.0]])
+    first = model({"policy": touching}, torch.arange(2))[:, 0, 0]
+    push = cfg.velocity_gain * cfg.max_speed
+    expected = torch.tensor([(cfg.cart_mass + cfg.cube_mass) * push + cfg.cube_friction, cfg.cart_mass * push])
+    torch.testing.assert_close(first, expected / cfg.action_scale)
 
 
 # -- on the real env

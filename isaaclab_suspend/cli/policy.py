@@ -35,7 +35,7 @@ from ..serving import GR00T_SCHEME, OPENPI_SCHEME, connect_remote
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
-from .arguments import address, fraction, key_pair, latency, positive_int
+from .arguments import address, fraction, key_pair, latency, non_negative_int, positive_int
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
@@ -51,8 +51,8 @@ POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
 
 def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
                     latency_args: bool = False) -> None:
-    """``--policy --checkpoint --remote --openpi_keys --prompt --chunk --schedule --aggregator --refill_threshold``
-    (and, if ``latency_args``, ``--latency --virtual_latency``)."""
+    """``--policy --checkpoint --remote --openpi_keys --prompt --chunk --schedule --aggregator --refill_threshold
+    --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
     parser.add_argument("--policy", default=None, choices=policies,
                         help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
                              " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")
@@ -80,6 +80,9 @@ def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] =
     parser.add_argument("--aggregator", default="replace", choices=sorted(AGGREGATORS))
     parser.add_argument("--refill_threshold", type=fraction, default=0.0,
                         help="any/partial_batch: request a chunk at <= g*H actions left, g in [0, 1]")
+    parser.add_argument("--overlap_steps", type=non_negative_int, default=0,
+                        help="rtc: leftover actions a new chunk meets when it lands, merged by the aggregator"
+                             " (soft_mask: RTC's soft masking)")
     if latency_args:
         parser.add_argument("--latency", default=None, type=latency,
                             help="emulated inference latency: '0.2', '0.05+0.002n', 'gr1' or 'droid'")
@@ -190,7 +193,7 @@ def make_policy(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, sch
     schedule = schedule or args.schedule
     log_dir = getattr(args, "log_dir", None)
     return ActionChunkingPolicy(model, env, chunk_length=args.chunk, schedule=schedule, aggregator=args.aggregator,
-                                refill_threshold=args.refill_threshold,
+                                refill_threshold=args.refill_threshold, overlap_steps=args.overlap_steps,
                                 log_dir=os.path.join(log_dir, schedule) if log_dir else None)
 
 

@@ -12,7 +12,7 @@ What a reader looks for, where:
 * each task's embedded planner lives in its task package and is found by :func:`make_default_model`.
 """
 
-from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, temporal_ensemble
+from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, soft_mask, temporal_ensemble
 from .chunk_queues import ChunkQueues
 from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
 from .cost_model import InferenceCostModel
@@ -76,6 +76,7 @@ __all__ = [
     "plot_timelines",
     "replace",
     "resolve_aggregator",
+    "soft_mask",
     "stats_table",
     "tasks_with_chunk_model",
     "temporal_ensemble",

@@ -62,10 +62,32 @@ def temporal_ensemble(
     return merged, count + 1
 
 
+def soft_mask(
+    old: torch.Tensor, new: torch.Tensor, count: torch.Tensor, exponential: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Real-time chunking's soft masking as a merge (Black et al. 2025): over the W steps where leftovers of the
+    previous chunk meet the new one (``count > 0``: under ``rtc`` with ``overlap_steps``, the actions after the
+    committed prefix that the previous chunk had planned), the weight on the leftover falls from near 1 to near 0,
+    so the executed actions move from the previous plan to the new one over W steps instead of jumping at the first.
+
+    At the p-th overlapping step (p = 0 the first) the weight is ``c = (W - p) / (W + 1)``, or RTC's guidance
+    weight ``c (e^c - 1) / (e - 1)`` with ``exponential`` (it leaves the leftover faster at the start); the new
+    chunk alone elsewhere. The overlap must be one run of steps per row, as :meth:`ChunkQueues.merge` makes it.
+    """
+    overlap = count > 0
+    width = overlap.sum(1, keepdim=True)
+    position = overlap.cumsum(1) - 1
+    weight = ((width - position) / (width + 1)).to(new.dtype) * overlap
+    if exponential:
+        weight = weight * torch.expm1(weight) / (math.e - 1.0)
+    return torch.lerp(new, old, weight.unsqueeze(-1)), count + 1
+
+
 AGGREGATORS: dict[str, Aggregator] = {
     "replace": replace,
     "blend": blend,
     "temporal_ensemble": temporal_ensemble,
+    "soft_mask": soft_mask,
 }
 """Aggregators by name. A callable with the same signature can be used in place of a name."""
 

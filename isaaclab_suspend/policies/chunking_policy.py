@@ -119,6 +119,10 @@ class ActionChunkingPolicy:
             if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 0):
                 raise ValueError(f"delay_steps must be None (estimated) or an int >= 0 (env steps), got {d!r}.")
             self.schedule.delay_steps = d
+            w = cfg.overlap_steps
+            if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < h:
+                raise ValueError(f"overlap_steps must be an int in [0, chunk_length) = [0, {h}), got {w!r}.")
+            self.schedule.overlap_steps = w
 
         self.cfg = cfg
         """The policy configuration."""
@@ -467,8 +471,9 @@ class ActionChunkingPolicyCfg:
     """Schedule name: ``any``, ``hold``, ``partial_batch``, ``global_clock``, ``auto``, ``async`` or ``rtc`` (see
     :mod:`~isaaclab_suspend.policies.schedules`)."""
     aggregator: str | Callable = "replace"
-    """How a new chunk is merged with leftover actions: ``replace``, ``blend``, ``temporal_ensemble``, or a
-    callable ``fn(old, new, count) -> (merged, merged_count)`` (see :mod:`~isaaclab_suspend.policies.aggregators`)."""
+    """How a new chunk is merged with leftover actions: ``replace``, ``blend``, ``temporal_ensemble``, ``soft_mask``,
+    or a callable ``fn(old, new, count) -> (merged, merged_count)`` (see
+    :mod:`~isaaclab_suspend.policies.aggregators`)."""
     refill_threshold: float = 0.0
     """Fraction g of the chunk: under ``any`` and ``partial_batch`` an env requests a chunk once at most
     ``floor(g * H)`` actions are left (LeRobot's ``chunk_size_threshold``); 0 requests when the queue is empty.
@@ -480,6 +485,11 @@ class ActionChunkingPolicyCfg:
     delay_steps: int | None = None
     """``rtc``: the inference delay d in env steps (the chunk lands d steps after its observation); None: estimated
     online as ``ceil(latency / step time)`` from the measured full-batch latency and step time."""
+    overlap_steps: int = 0
+    """``rtc``: leftover actions W of the running chunk that a new chunk meets when it lands, after the d committed
+    ones (RTC's soft-masked region), merged by the aggregator (``soft_mask`` moves from the old plan to the new one
+    over them); 0: a chunk lands when the queues run out, and there is nothing to merge. Launches come every
+    H - d - W steps. Other schedules ignore it."""
     log_dir: str | None = None
     """TensorBoard log directory (None: no TensorBoard)."""
     log_interval: int = 100

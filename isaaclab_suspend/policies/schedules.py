@@ -268,20 +268,31 @@ class RealTimeChunkSchedule(ChunkSchedule):
     under ``async``. The first tick (step 0) runs synchronously; a lead of 0 (no latency) runs each tick
     synchronously, like ``global_clock``.
 
+    With :attr:`overlap_steps` W > 0 (RTC's soft-masked region) the chunk lands W steps before the queues run out:
+    the launch comes when they hold d + W actions, the model is told the d committed ones, and the aggregator
+    merges the W leftovers of the running chunk with the new chunk's actions for the same steps (``soft_mask``
+    moves from the old plan to the new one over them). Launches come every H - d - W steps; W is cut where it
+    would leave no step between a landing and the next launch.
+
     Args:
         delay_steps: The delay d in env steps (None: estimated online).
+        overlap_steps: Leftover actions W the new chunk meets when it lands.
     """
 
     name = "rtc"
     suspends = True
 
-    def __init__(self, delay_steps: int | None = None):
+    def __init__(self, delay_steps: int | None = None, overlap_steps: int = 0):
         self.delay_steps = delay_steps
         """The delay d in env steps; None: estimated online from the measured latency and step time."""
+        self.overlap_steps = overlap_steps
+        """Leftover actions W of the running chunk that the new chunk meets when it lands (0: it lands when the
+        queues run out)."""
         self.cost_model = InferenceCostModel()
         """Measured latency and step time."""
         self._next_tick = 0
-        """Host: step at which the queues of the envs running the current chunk run out."""
+        """Host: step at which the next chunk lands (the queues of the envs running the current chunk then hold
+        the overlap's actions)."""
         self._in_flight = False
         """Host: whether a launched inference waits for the next tick."""
         self._lead = 0
@@ -294,12 +305,12 @@ class RealTimeChunkSchedule(ChunkSchedule):
         collect = self._in_flight and step == self._next_tick
         lead = 0
         if collect:  # the chunk launched `lead` steps ago lands: it runs H - lead steps from its index lead
-            self._next_tick = step + h - self._lead
+            self._next_tick = step + h - self._lead - self._overlap(queues, self._lead)
             self._in_flight = False
         if not self._in_flight and step >= self._next_tick - self.lead(queues):
             lead = self._next_tick - step
             if lead == 0:  # nothing runs while it is computed: a synchronous tick
-                self._next_tick = step + h
+                self._next_tick = step + h - self._overlap(queues, 0)
                 return FULL_BATCH
             self._in_flight, self._lead = True, lead
         launch = lead > 0
@@ -317,6 +328,14 @@ class RealTimeChunkSchedule(ChunkSchedule):
                 return 0
             d = math.ceil(cost.latency(queues.num_envs) / cost.step_time - 1e-9)
         return min(d, queues.chunk_length // 2)
+
+    def _overlap(self, queues: ChunkQueues, lead: int) -> int:
+        """The overlap W of a chunk installed from index ``lead``: :attr:`overlap_steps`, cut so that the next lead
+        fits between its landing and the next one (the next launch may come at the landing, not before; after a
+        synchronous tick, or before one, a step later)."""
+        next_lead = self.lead(queues)
+        spare = queues.chunk_length - lead - next_lead - (lead == 0 or next_lead == 0)
+        return max(0, min(self.overlap_steps, spare))
 
     def record_inference(self, batch_size: int, seconds: float) -> None:
         self.cost_model.record_inference(batch_size, seconds)

@@ -2,12 +2,13 @@
 
 The cube reaches its target when the pusher's face, touching the cube, stops there: the cart's goal is
 ``target - contact_offset`` with ``target = cube_x + cube_to_target`` (the observation) and
-``contact_offset`` half the paddle plus half the cube. Each call plans H actions ahead by rolling a
-point-mass model of the cart (pusher and cube masses, the actuator's viscous damping) under a
-position-to-velocity PD law with a speed limit; the env then runs the plan open-loop until the next inference.
-Given a committed prefix (real-time chunking), the plan's first d actions are the prefix and the cart model is
-rolled through them, so the law takes over from the state they lead to, eased in from the prefix's last action
-over a few steps (the point-mass model misses the contact, so a re-plan from a fresh observation would jump).
+``contact_offset`` half the paddle plus half the cube. Each call plans H actions ahead by rolling a model of
+the cart (its mass alone, or with the cube's and the cube's ground friction once the paddle touches it; the
+actuator's viscous damping) under a position-to-velocity PD law with a speed limit, the friction fed forward;
+the env then runs the plan open-loop until the next inference. Given a committed prefix (real-time chunking), the
+plan's first d actions are the prefix and the model is rolled through them, so the law takes over from the state
+they lead to, eased in from the prefix's last action over a few steps (what the model still misses would make a
+re-plan from a fresh observation jump).
 The cube slides only a few millimetres once the pusher slows down (ground friction), so stopping the pusher
 stops the cube close to the target.
 """
@@ -45,19 +46,25 @@ class PushCubeChunkModel:
         (B, H, 1)."""
         cfg = self.cfg
         obs = obs_rows["policy"].to(torch.float32)
-        pos, vel = obs[:, 0], obs[:, 1]
+        pos, vel, cube = obs[:, 0], obs[:, 1], obs[:, 2]
         goal = obs[:, 2] + obs[:, 4] - cfg.contact_offset
         actions = []
         for k in range(cfg.chunk_length):
+            # in contact the cart moves the cube too and overcomes its ground friction (fed forward)
+            contact = (cube - pos <= cfg.contact_offset + cfg.contact_margin).to(obs.dtype)
+            mass = cfg.cart_mass + cfg.cube_mass * contact
             vel_goal = (cfg.position_gain * (goal - pos)).clamp(-cfg.max_speed, cfg.max_speed)
-            force = cfg.mass * cfg.velocity_gain * (vel_goal - vel) + cfg.damping * vel
+            friction = cfg.cube_friction * contact * (vel_goal > 0)
+            force = mass * cfg.velocity_gain * (vel_goal - vel) + cfg.damping * vel + friction
             action = (force / cfg.action_scale).clamp(-cfg.action_limit, cfg.action_limit).unsqueeze(1)
             if prefix is not None:
                 action = prefix_plan(prefix, delay, k, self._ease(prefix, delay, k, action))
             actions.append(action)
-            # implicit damping, semi-implicit Euler over one env step
-            vel = (vel + cfg.dt * action[:, 0] * cfg.action_scale / cfg.mass) / (1.0 + cfg.dt * cfg.damping / cfg.mass)
+            # implicit damping, semi-implicit Euler over one env step; the cube slides only while pushed forward
+            drive = action[:, 0] * cfg.action_scale - cfg.cube_friction * contact * (vel > 0)
+            vel = (vel + cfg.dt * drive / mass) / (1.0 + cfg.dt * cfg.damping / mass)
             pos = pos + cfg.dt * vel
+            cube = torch.maximum(cube, pos + cfg.contact_offset)
         return torch.stack(actions, dim=1)
 
     def _ease(self, prefix: torch.Tensor, delay: torch.Tensor, step: int, planned: torch.Tensor) -> torch.Tensor:
@@ -84,8 +91,14 @@ class PushCubeChunkCfg:
     """Actions per plan H."""
     contact_offset: float = PUSHER.paddle_size[0] / 2 + CUBE.size / 2
     """Cart position minus cube position when the paddle touches the cube [m]."""
-    mass: float = PUSHER.cart_mass + CUBE.mass
-    """Mass moved by the cart force while pushing [kg]."""
+    cart_mass: float = PUSHER.cart_mass
+    """Mass of the cart [kg]."""
+    cube_mass: float = CUBE.mass
+    """Mass of the cube, moved by the cart force while pushing [kg]."""
+    cube_friction: float = 2.0
+    """Ground friction force on the cube while it slides [N] (from the speed a push holds in the task)."""
+    contact_margin: float = 0.005
+    """Gap below which the paddle counts as touching the cube [m]."""
     damping: float = 5.0
     """Viscous damping of the cart joint [N/(m/s)] (the task's cart actuator)."""
     action_scale: float = 20.0
