@@ -79,9 +79,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
     """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
     suffix = f"_{schedule}" if len(args.schedules) > 1 else ""  # one file per schedule
-    recording = {"recorders": cli.dataset_recorder_cfg(args.record, suffix)} if args.record else {}
-    with cli.open_env(args, *((RuntimeError,) if args.remote else ()), **recording) as env:
-        policy = cli.make_policy(args, env, schedule)
+    with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
+        policy = cli.make_policy(args, env, schedule)  # a policy that does not fit fails before any file exists
+        if args.record:
+            env.start_recording(cli.dataset_recorder_cfg(args.record, suffix))
         timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
         obs = cli.start_episodes(env, args.seed, args.desync)
         ledger = cli.make_ledger(args, env, policy, export="all" if args.record else None)

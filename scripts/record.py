@@ -82,10 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def record(args: argparse.Namespace) -> None:
     start, steps = time.perf_counter(), 0
-    with cli.open_env(args, *((RuntimeError,) if args.remote else ()), recorders=args.recorders) as env:
-        manager, generator = env.recorder_manager, torch.Generator(device=env.device).manual_seed(args.seed)
+    with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
+        generator = torch.Generator(device=env.device).manual_seed(args.seed)
         has_success = "success" in env.termination_manager.active_terms
-        policy = cli.make_policy(args, env, generator=generator)
+        policy = cli.make_policy(args, env, generator=generator)  # a policy that does not fit fails before any file
+        manager = env.start_recording(args.recorders)
         if args.policy != "random":  # the file says how its chunks were scheduled (scripts/export_lerobot.py reads it)
             manager.writer.add_env_args({"schedule": args.schedule, "chunk_length": args.chunk})
         obs = cli.start_episodes(env, args.seed, args.desync, generator)
