@@ -14,10 +14,11 @@ import torch
 
 from helpers import ROOT, check_usage_errors, load_script
 
-from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH
+from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH, ExportSidecar
 from isaaclab_suspend.interop.lerobot_policy import HISTORY_KEY, LeRobotChunkModel
 from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.tensor_tree import select_rows
+from isaaclab_suspend.utils import open_env
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
 CAMERA = "observation.images.scene_camera"
@@ -94,6 +95,20 @@ def test_sidecar_and_modality(dataset, exported):
     assert modality["annotation"] == {"human.task_description": {"original_key": "task_index"}}
 
 
+def test_sidecar_whose_widths_do_not_add_up_is_refused(exported, tmp_path):
+    """A sidecar padding a vector to fewer columns than its terms (the adapter would crop the state) or with a
+    width that is no positive int is not one the exporter wrote: refused when read."""
+    with open(os.path.join(exported, SIDECAR_PATH)) as f:
+        good = json.load(f)
+    assert ExportSidecar.read(os.path.join(exported, SIDECAR_PATH)).state.dim == 5
+    for vector, layout, message in (("state", {"terms": good["state"]["terms"], "padded_to": 3}, "is narrower"),
+                                    ("action", {"terms": {"cart_effort": -1}, "padded_to": 2}, "positive ints")):
+        path = tmp_path / f"{vector}.json"
+        path.write_text(json.dumps({**good, vector: layout}))
+        with pytest.raises(ValueError, match=f"is not a sidecar of scripts/export_lerobot.py .*{message}"):
+            ExportSidecar.read(str(path))
+
+
 def test_video_export_reads_back_close(dataset, exported, tmp_path):
     """h264 is lossy: the same frames come back, each close to the recorded one."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -160,6 +175,17 @@ def test_batched_call_equals_single_calls_and_drops_the_pad(checkpoint, dataset)
     for b in range(3):
         row = {"policy": obs["policy"][b: b + 1], "images": {"scene_camera": obs["images"]["scene_camera"][b: b + 1]}}
         assert torch.allclose(model(row, env_ids[b: b + 1]), chunk[b: b + 1], atol=1e-5)
+
+
+def test_checkpoint_refuses_an_env_with_frames_of_another_size(checkpoint):
+    """The policy was trained on the export's frames: an env whose camera renders another size is refused by the
+    check every script makes before the run, not fed to the network."""
+    model = load_chunk_policy(checkpoint)
+    size = tuple(model.config.input_features[CAMERA].shape[1:])
+    with open_env(TASK, 1, scene__scene_camera__height=size[0] + 8, scene__scene_camera__width=size[1]) as env:
+        with pytest.raises(ValueError, match=f"it takes 'scene_camera' frames of {size[0]} x {size[1]} px, the"
+                                             f" env's are {size[0] + 8} x {size[1]} px"):
+            load_chunk_policy(checkpoint, env=env)
 
 
 def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, capsys):
