@@ -107,7 +107,8 @@ def record(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - start
     if not ledger.finished:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {ledger.ended_count} of {expected} episodes run.")
-    print(cli.recording_summary(args, cli.written_count(manager, args.export), steps, seconds, figures))
+    written = cli.written_count(manager, args.export)
+    print(cli.recording_summary(args, written, steps, seconds, figures, ledger.finished))
     print(cli.dataset_table(cli.gather_datasets(args), has_success))  # under torchrun rank 0 merges the ranks' files
 
 
