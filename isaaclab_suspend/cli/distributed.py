@@ -99,6 +99,12 @@ def apply_launch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
     args.device = rank_device(args.device)
 
 
+def merged_path(path: str) -> str | None:
+    """Under torchrun, the file rank 0 merges the ranks' ``path`` (this rank's shard file) into; None outside."""
+    launch = Launch.from_env()
+    return None if launch is None else launch.shard.unshard(path)
+
+
 def rank_device(device: str) -> str:
     """Under torchrun the rank's device (:meth:`Launch.device`), else ``device``."""
     launch = Launch.from_env()
