@@ -283,7 +283,7 @@ def test_record_output_in_a_folder_that_cannot_be_made_is_one_line(tmp_path, cap
 
 def test_policy_that_does_not_fit_leaves_no_file_and_keeps_an_old_one(tmp_path, capsys):
     """A checkpoint that reads fine but does not fit the env (push-cube's expert on Cartpole) fails with one line
-    and exit status 2 before the dataset file exists: record.py leaves no empty file behind and, with
+    (naming the task the file was trained on) and exit status 2 before the dataset file exists: record.py leaves no empty file behind and, with
     --overwrite, keeps the dataset already there; eval.py --record likewise."""
     from helpers import load_script
 
@@ -303,7 +303,10 @@ def test_policy_that_does_not_fit_leaves_no_file_and_keeps_an_old_one(tmp_path, 
             status = module.main([*expert, *args]) if script == "record" else cli_run(module, [*expert, *args])
             err = capsys.readouterr().err
             assert status == 2 and "Traceback" not in err, err
-            assert "does not fit Isaac-Cartpole-Suspendable" in err and "kept in" not in err, err
+            (line,) = [line for line in err.splitlines() if line.strip()][-1:]  # one line, torch's list joined
+            assert ("does not fit Isaac-Cartpole-Suspendable with this env's observations and actions (the file"
+                    " names the task 'Isaac-PushCube-Suspendable'): Error(s) in loading state_dict") in line, err
+            assert "kept in" not in err, err
             assert not (tmp_path / "new.hdf5").exists()
             assert old.read_bytes() == before
 
