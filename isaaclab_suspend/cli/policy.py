@@ -155,7 +155,7 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
     else:
         model = args.model
     for option in ("--gr00t_keys", "--openpi_keys"):  # paths the env lacks would fail at the first call
-        check_observation_paths(env, dict(getattr(args, option[2:]) or ()), option)
+        check_observation_paths(env, dict(getattr(args, option[2:], None) or ()), option)
     check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
     if check_env is not None:
         check_env(env)
