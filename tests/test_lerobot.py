@@ -210,6 +210,24 @@ def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, caps
         LeRobotChunkModel(str(bad))
 
 
+def test_checkpoint_lerobot_cannot_load_is_one_line(checkpoint, tmp_path, capsys):
+    """A corrupt model.safetensors, or a checkpoint without its processor files (an older LeRobot's), stops
+    eval.py while parsing with one line and exit status 2, not with the loader's traceback."""
+    corrupt, unprocessed = tmp_path / "corrupt", tmp_path / "unprocessed"
+    for copy in (corrupt, unprocessed):
+        shutil.copytree(checkpoint, copy)
+    (corrupt / "model.safetensors").write_bytes(b"\x80\x04 a pickle, not safetensors")
+    for name in ("policy_preprocessor.json", "policy_postprocessor.json"):
+        os.remove(unprocessed / name)
+    for path, message in ((corrupt, "Error while deserializing header"), (unprocessed, "requires migration")):
+        with pytest.raises(SystemExit) as exit_:
+            load_script("eval").parse_args(["--checkpoint", str(path)])
+        err = capsys.readouterr().err
+        (line,) = [line for line in err.splitlines() if line.strip()][-1:]
+        assert exit_.value.code == 2 and "Traceback" not in err, err
+        assert f"error: LeRobot cannot load '{path}': " in line and message in line, err
+
+
 def test_history_advances_per_active_step_stands_still_while_suspended_refills_at_restart(checkpoint):
     """The rings of a policy with ``n_obs_steps`` 3 (Diffusion-style; Diffusion itself needs ``diffusers``, which the
     venv lacks, so the trained ACT is given 3 steps) fed by the ``observe_step`` hook, as ActionChunkingPolicy feeds

@@ -65,6 +65,8 @@ class LeRobotChunkModel:
     def __init__(self, path: str, device: str | torch.device = "cpu"):
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        from lerobot.processor.pipeline import ProcessorMigrationError
+        from safetensors import SafetensorError
 
         self.path = os.path.abspath(path)
         """The ``pretrained_model`` directory."""
@@ -81,8 +83,10 @@ class LeRobotChunkModel:
             overrides = {"device_processor": {"device": str(device)}}
             self.preprocess, self.postprocess = make_pre_post_processors(
                 config, pretrained_path=self.path, preprocessor_overrides=overrides)
-        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"LeRobot cannot load '{self.path}': {err}") from err
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError, SafetensorError,
+                ProcessorMigrationError) as err:  # e.g. a corrupt model.safetensors, a checkpoint without processors
+            message = " ".join(str(err).split())
+            raise ValueError(f"LeRobot cannot load '{self.path}': {message:.400}") from err
         self.policy.eval()
         self.config = config
         """The policy's LeRobot config."""
