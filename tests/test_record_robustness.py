@@ -283,8 +283,8 @@ def test_record_output_in_a_folder_that_cannot_be_made_is_one_line(tmp_path, cap
 
 def test_policy_that_does_not_fit_leaves_no_file_and_keeps_an_old_one(tmp_path, capsys):
     """A checkpoint that reads fine but does not fit the env (push-cube's expert on Cartpole) fails with one line
-    (naming the task the file was trained on) and exit status 2 before the dataset file exists: record.py leaves no empty file behind and, with
-    --overwrite, keeps the dataset already there; eval.py --record likewise."""
+    (naming the task the file was trained on) and exit status 2 before the dataset file exists: record.py leaves
+    no empty file behind and, with --overwrite, keeps the dataset already there; eval.py --record likewise."""
     from helpers import load_script
 
     old = tmp_path / "old.hdf5"
