@@ -135,6 +135,8 @@ def test_bad_inputs_exit_2(dataset, exported, tmp_path, capsys):
         (str(not_hdf5), "--output", str(tmp_path / "b")): "is not a readable Isaac Lab dataset",
         (str(no_obs), "--output", str(tmp_path / "c")): "has no per-sample 'obs'",
         (dataset, "--output", str(tmp_path / "d"), "--vcodec", "mpeg2"): "invalid choice",
+        (dataset, "--output", os.path.join(dataset, "sub")): f"--output '{os.path.join(dataset, 'sub')}': '{dataset}'"
+                                                             " is a file, not a folder",
     }, capsys)
     assert not os.path.exists(tmp_path / "c")
 
