@@ -233,3 +233,11 @@ def test_results_that_are_not_eval_results_name_the_file_and_what_is_wrong(tmp_p
     path = tmp_path / "good.json"
     path.write_text(json.dumps({"header": "h", "schedules": {"hold": good}}))
     assert merge(["--results", str(path)]) == 0
+
+
+def test_output_under_a_file_names_it(shards, merge, capsys):
+    """An --output whose folder would have to be made where a file is: one line naming the output and the file,
+    not a bare "[Errno 17] File exists"."""
+    output = os.path.join(shards[0], "merged.hdf5")
+    _one_error_line(capsys, merge(["--datasets", *shards, "--output", output]),
+                    f"Cannot make the folder of the output '{output}': File exists ('{shards[0]}'); choose another")

@@ -191,7 +191,8 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
     Raises:
         FileNotFoundError: If a shard file is missing.
         DatasetError: If a shard is not a dataset, a demo is refused or cannot be read or written (naming the
-            file and the demo), ``output`` is one of ``paths``, or the shards were recorded on different tasks.
+            file and the demo), ``output`` is one of ``paths`` or its folder cannot be made, or the shards were
+            recorded on different tasks.
     """
     output = os.path.abspath(output)
     for path in paths:
@@ -206,7 +207,11 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
                                    f" '{shards[0][1]['env_name']}': merge the shards of one task.")
             shards.append((reader.path, reader.env_args, reader.demo_names))
     directory, name = os.path.split(output)
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as err:  # e.g. a file on the way: "File exists" alone would not say which or why
+        raise DatasetError(f"Cannot make the folder of the output '{output}': {err.strerror} ('{err.filename}');"
+                           " choose another path.") from None
     temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.partial.hdf5")
     writer = HDF5DatasetFileHandler()
     try:
