@@ -66,10 +66,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.apply_episode_args(parser, args, "steps", 600)
     cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log"))
     cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results")
+    args.suffixes = {s: f"_{s}" if len(args.schedules) > 1 else "" for s in args.schedules}  # a file per schedule
+    args.record_cfgs = {s: cli.dataset_recorder_cfg(args.record, args.suffixes[s]) for s in args.schedules
+                        if args.record}
     try:
-        for schedule in args.schedules if args.record else ():
-            suffix = f"_{schedule}" if len(args.schedules) > 1 else ""
-            cli.check_new_datasets(cli.dataset_recorder_cfg(args.record, suffix), args.overwrite, "--record")
+        for cfg in args.record_cfgs.values():
+            cli.check_new_datasets(cfg, args.overwrite, "--record")
     except ValueError as err:
         parser.error(str(err))
     cli.resolve_policy(parser, args)
@@ -78,10 +80,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
     """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
-    suffix = f"_{schedule}" if len(args.schedules) > 1 else ""  # one file per schedule
-    recording = {"recorders": cli.dataset_recorder_cfg(args.record, suffix)} if args.record else {}
-    with cli.open_env(args, *((RuntimeError,) if args.remote else ()), **recording) as env:
-        policy = cli.make_policy(args, env, schedule)
+    with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
+        policy = cli.make_policy(args, env, schedule)  # a policy that does not fit fails before any file exists
+        if args.record:
+            env.start_recording(args.record_cfgs[schedule])
         timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
         obs = cli.start_episodes(env, args.seed, args.desync)
         ledger = cli.make_ledger(args, env, policy, export="all" if args.record else None)
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
             if t.step % 20 == 0:
                 progress.set_postfix(calls=policy.stats_counters.inference_calls)
         policy.close()
-        return {**policy.stats, **cli.episode_figures(ledger, args.episode_log, suffix)}, timeline
+        return {**policy.stats, **cli.episode_figures(ledger, args.episode_log, args.suffixes[schedule])}, timeline
 
 
 def evaluate(args: argparse.Namespace) -> None:

@@ -43,6 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"dataset file not found: '{args.dataset}'")
     if os.path.exists(args.output):
         parser.error(f"--output '{args.output}' exists: choose a new directory (the export never overwrites)")
+    cli.check_output_args(parser, args, "output")  # its folder can be made here, before the dataset is read
     args.on_interrupt = f"Interrupted: nothing exported ('{args.output}' removed)."
     return args
 

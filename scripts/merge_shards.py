@@ -15,12 +15,11 @@ Examples::
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 from isaaclab_suspend.policies import stats_table
-from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, merge_results, same_file
+from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, merge_results, read_results, same_file
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -55,11 +54,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def merged_report(paths: list[str]) -> str:
     """The table of the shards' figures merged per schedule, under the shards' headers."""
-    shards = []
-    for path in paths:
-        with open(path) as f:
-            shards.append(json.load(f))
-    merged = merge_results(shards)
+    merged = merge_results([read_results(path) for path in paths])
     return f"{merged['header']}\n{stats_table(merged['schedules'])}"
 
 

@@ -82,10 +82,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def record(args: argparse.Namespace) -> None:
     start, steps = time.perf_counter(), 0
-    with cli.open_env(args, *((RuntimeError,) if args.remote else ()), recorders=args.recorders) as env:
-        manager, generator = env.recorder_manager, torch.Generator(device=env.device).manual_seed(args.seed)
+    with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
+        generator = torch.Generator(device=env.device).manual_seed(args.seed)
         has_success = "success" in env.termination_manager.active_terms
-        policy = cli.make_policy(args, env, generator=generator)
+        policy = cli.make_policy(args, env, generator=generator)  # a policy that does not fit fails before any file
+        manager = env.start_recording(args.recorders)
         if args.policy != "random":  # the file says how its chunks were scheduled (scripts/export_lerobot.py reads it)
             manager.writer.add_env_args({"schedule": args.schedule, "chunk_length": args.chunk})
         obs = cli.start_episodes(env, args.seed, args.desync, generator)
@@ -106,7 +107,8 @@ def record(args: argparse.Namespace) -> None:
     seconds = time.perf_counter() - start
     if not ledger.finished:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {ledger.ended_count} of {expected} episodes run.")
-    print(cli.recording_summary(args, cli.written_count(manager, args.export), steps, seconds, figures))
+    written = cli.written_count(manager, args.export)
+    print(cli.recording_summary(args, written, steps, seconds, figures, ledger.finished))
     print(cli.dataset_table(cli.gather_datasets(args), has_success))  # under torchrun rank 0 merges the ranks' files
 
 

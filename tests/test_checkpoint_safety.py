@@ -141,3 +141,25 @@ def test_library_loader_refuses_code_with_an_env(crafted, env):
     with pytest.raises(ValueError, match="more than tensors and plain containers"):
         load_checkpoint_policy(path, env, task=CARTPOLE)
     assert not os.path.exists(marker)
+
+
+def test_chunk_checkpoint_whose_network_cannot_be_rebuilt_is_one_line(tmp_path, capsys):
+    """A chunk-policy checkpoint (its format marker right) without its cfg, or with weights of other shapes, stops
+    eval.py while parsing with one line naming the file and exit status 2: no KeyError traceback, and not
+    torch's list of mismatching tensors over several lines."""
+    from isaaclab_suspend.learning.chunk_policy import ChunkPolicyCfg, ChunkPolicyNet, save_chunk_policy
+
+    good = str(tmp_path / "good.pt")
+    save_chunk_policy(good, ChunkPolicyNet(ChunkPolicyCfg(), 4, 1), CARTPOLE)
+    assert load_chunk_policy(good).chunk_length == ChunkPolicyCfg().chunk_length
+    ckpt = torch.load(good, weights_only=True)
+    no_cfg, other_shapes = str(tmp_path / "no_cfg.pt"), str(tmp_path / "other_shapes.pt")
+    torch.save({k: v for k, v in ckpt.items() if k != "cfg"}, no_cfg)
+    torch.save({**ckpt, "state_dict": {**ckpt["state_dict"], "obs_mean": torch.zeros(3, 3)}}, other_shapes)
+    for path, cause in ((no_cfg, "(KeyError: 'cfg')"), (other_shapes, "(RuntimeError: Error(s) in loading state_dict")):
+        status = _status(lambda: load_script("eval").parse_args(["--checkpoint", path]))
+        err = capsys.readouterr().err
+        lines = [line for line in err.splitlines() if line.strip() and not line.startswith((" ", "usage:"))]
+        assert status == 2 and "Traceback" not in err and len(lines) == 1, err
+        assert f"error: '{path}' is a chunk policy checkpoint whose network cannot be rebuilt from it {cause}" \
+            in lines[0], lines[0]

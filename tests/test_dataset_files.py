@@ -214,3 +214,30 @@ def test_every_reader_refuses_a_demo_that_reaches_outside_its_file(kind, demo, d
         with pytest.raises(DatasetError, match=re.escape(where)):
             merge_datasets([path], output)
         assert sorted(os.listdir(folder)) == ["b.hdf5", "run.hdf5"]
+
+
+def test_results_that_are_not_eval_results_name_the_file_and_what_is_wrong(tmp_path, merge, capsys):
+    """--results files that are no JSON, or JSON without a shard's figures, end with one line naming the file and
+    what it lacks (not a bare KeyError such as "error: 'schedules'")."""
+    good = {"steps": 10, "num_envs": 2, "inference_calls": 1, "envs_served": 2, "active_env_steps": 20,
+            "suspended_env_steps": 0, "held_env_steps": 0, "wall_s": 1.0, "episodes_scored": 0,
+            "mean_episode_length": float("nan"), "success_rate": float("nan")}
+    cases = {"notes": ("not json", "is not a JSON file of eval.py --results (Expecting value"),
+             "other": ({"a": 1}, "is not a JSON file of eval.py --results (a 'header' text"),
+             "short": ({"header": "h", "schedules": {"hold": {**good, "wall_s": None}}},
+                       "the figures of schedule 'hold' lack the numbers ['wall_s']")}
+    for name, (content, message) in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        _one_error_line(capsys, merge(["--results", str(path)]), f"'{path}'", message)
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps({"header": "h", "schedules": {"hold": good}}))
+    assert merge(["--results", str(path)]) == 0
+
+
+def test_output_under_a_file_names_it(shards, merge, capsys):
+    """An --output whose folder would have to be made where a file is: one line naming the output and the file,
+    not a bare "[Errno 17] File exists"."""
+    output = os.path.join(shards[0], "merged.hdf5")
+    _one_error_line(capsys, merge(["--datasets", *shards, "--output", output]),
+                    f"Cannot make the folder of the output '{output}': File exists ('{shards[0]}'); choose another")

@@ -223,3 +223,18 @@ def test_record_writes_exactly_the_episodes_asked_for(tmp_path):
     printed = re.search(r"success rate ([\d.]+), mean length ([\d.]+) steps", run.stdout)
     assert float(printed.group(1)) == pytest.approx(sum(r["success"] for r in log) / 5, abs=5e-4)
     assert float(printed.group(2)) == pytest.approx(sum(r["length"] for r in log) / 5, abs=0.05)
+
+
+def test_record_stopped_by_max_steps_before_the_quota_says_so(tmp_path, capsys):
+    """--max_steps too small for --episodes_per_env: the run stops, warns how many of the asked episodes ran,
+    and the summary does not claim the quota (K from every env) for figures over the short episodes that ended."""
+    from helpers import load_script
+
+    argv = ["--task", "Isaac-Cartpole-Suspendable", "--num_envs", "2", "--chunk", "8", "--episodes_per_env", "2",
+            "--max_steps", "40", "--output", str(tmp_path / "cartpole.hdf5"), "--quiet"]  # episodes of 300 steps
+    assert load_script("record").main(argv) == 0
+    out = capsys.readouterr().out
+    assert "[WARN] stopped at --max_steps 40 with 0 of 4 episodes run." in out, out
+    assert "from every env" not in out, out
+    assert ("0 episodes written (those that ended before --max_steps 40 stopped the run, NOT the 4 asked for: the"
+            " figures lean toward the shorter episodes)") in out, out

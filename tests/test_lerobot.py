@@ -14,10 +14,11 @@ import torch
 
 from helpers import ROOT, check_usage_errors, load_script
 
-from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH
+from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH, ExportSidecar
 from isaaclab_suspend.interop.lerobot_policy import HISTORY_KEY, LeRobotChunkModel
 from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.tensor_tree import select_rows
+from isaaclab_suspend.utils import open_env
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
 CAMERA = "observation.images.scene_camera"
@@ -94,6 +95,20 @@ def test_sidecar_and_modality(dataset, exported):
     assert modality["annotation"] == {"human.task_description": {"original_key": "task_index"}}
 
 
+def test_sidecar_whose_widths_do_not_add_up_is_refused(exported, tmp_path):
+    """A sidecar padding a vector to fewer columns than its terms (the adapter would crop the state) or with a
+    width that is no positive int is not one the exporter wrote: refused when read."""
+    with open(os.path.join(exported, SIDECAR_PATH)) as f:
+        good = json.load(f)
+    assert ExportSidecar.read(os.path.join(exported, SIDECAR_PATH)).state.dim == 5
+    for vector, layout, message in (("state", {"terms": good["state"]["terms"], "padded_to": 3}, "is narrower"),
+                                    ("action", {"terms": {"cart_effort": -1}, "padded_to": 2}, "positive ints")):
+        path = tmp_path / f"{vector}.json"
+        path.write_text(json.dumps({**good, vector: layout}))
+        with pytest.raises(ValueError, match=f"is not a sidecar of scripts/export_lerobot.py .*{message}"):
+            ExportSidecar.read(str(path))
+
+
 def test_video_export_reads_back_close(dataset, exported, tmp_path):
     """h264 is lossy: the same frames come back, each close to the recorded one."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
@@ -120,6 +135,8 @@ def test_bad_inputs_exit_2(dataset, exported, tmp_path, capsys):
         (str(not_hdf5), "--output", str(tmp_path / "b")): "is not a readable Isaac Lab dataset",
         (str(no_obs), "--output", str(tmp_path / "c")): "has no per-sample 'obs'",
         (dataset, "--output", str(tmp_path / "d"), "--vcodec", "mpeg2"): "invalid choice",
+        (dataset, "--output", os.path.join(dataset, "sub")): f"--output '{os.path.join(dataset, 'sub')}': '{dataset}'"
+                                                             " is a file, not a folder",
     }, capsys)
     assert not os.path.exists(tmp_path / "c")
 
@@ -162,6 +179,17 @@ def test_batched_call_equals_single_calls_and_drops_the_pad(checkpoint, dataset)
         assert torch.allclose(model(row, env_ids[b: b + 1]), chunk[b: b + 1], atol=1e-5)
 
 
+def test_checkpoint_refuses_an_env_with_frames_of_another_size(checkpoint):
+    """The policy was trained on the export's frames: an env whose camera renders another size is refused by the
+    check every script makes before the run, not fed to the network."""
+    model = load_chunk_policy(checkpoint)
+    size = tuple(model.config.input_features[CAMERA].shape[1:])
+    with open_env(TASK, 1, scene__scene_camera__height=size[0] + 8, scene__scene_camera__width=size[1]) as env:
+        with pytest.raises(ValueError, match=f"it takes 'scene_camera' frames of {size[0]} x {size[1]} px, the"
+                                             f" env's are {size[0] + 8} x {size[1]} px"):
+            load_chunk_policy(checkpoint, env=env)
+
+
 def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, capsys):
     bad = tmp_path / "pretrained_model"
     shutil.copytree(checkpoint, bad)
@@ -182,6 +210,24 @@ def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, caps
     (bad / "model.safetensors").write_bytes(b"\x80\x04 a pickle, not safetensors")
     with pytest.raises(ValueError, match="names classes to import"):
         LeRobotChunkModel(str(bad))
+
+
+def test_checkpoint_lerobot_cannot_load_is_one_line(checkpoint, tmp_path, capsys):
+    """A corrupt model.safetensors, or a checkpoint without its processor files (an older LeRobot's), stops
+    eval.py while parsing with one line and exit status 2, not with the loader's traceback."""
+    corrupt, unprocessed = tmp_path / "corrupt", tmp_path / "unprocessed"
+    for copy in (corrupt, unprocessed):
+        shutil.copytree(checkpoint, copy)
+    (corrupt / "model.safetensors").write_bytes(b"\x80\x04 a pickle, not safetensors")
+    for name in ("policy_preprocessor.json", "policy_postprocessor.json"):
+        os.remove(unprocessed / name)
+    for path, message in ((corrupt, "Error while deserializing header"), (unprocessed, "requires migration")):
+        with pytest.raises(SystemExit) as exit_:
+            load_script("eval").parse_args(["--checkpoint", str(path)])
+        err = capsys.readouterr().err
+        (line,) = [line for line in err.splitlines() if line.strip()][-1:]
+        assert exit_.value.code == 2 and "Traceback" not in err, err
+        assert f"error: LeRobot cannot load '{path}': " in line and message in line, err
 
 
 def test_history_advances_per_active_step_stands_still_while_suspended_refills_at_restart(checkpoint):

@@ -297,6 +297,10 @@ def test_served_model_drives_the_real_env_like_the_local_one():
         assert server.batcher.calls == stats["inference_calls"]  # the envs of a tick share one model call
         with pytest.raises(ValueError, match="maps 'observation/state' to 'state'"):
             _client(server, keys={"observation/state": "state"}).check_env(env)
+        # a term of the concatenated group is no tensor of the observation: refused here, not at the first call
+        with pytest.raises(ValueError, match=r"to 'policy/joint_pos_rel', not an observation of the env: pass one of"
+                                             r" \['policy'\]"):
+            _client(server, keys={"observation/state": "policy/joint_pos_rel"}).check_env(env)
         remote.close()
 
 

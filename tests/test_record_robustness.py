@@ -279,3 +279,40 @@ def test_record_output_in_a_folder_that_cannot_be_made_is_one_line(tmp_path, cap
     assert exit_info.value.code == 2 and "Traceback" not in err, err
     (line,) = [line for line in err.splitlines() if "error" in line]
     assert "--output '/proc/no_such_folder/run.hdf5'" in line, line
+
+
+def test_policy_that_does_not_fit_leaves_no_file_and_keeps_an_old_one(tmp_path, capsys):
+    """A checkpoint that reads fine but does not fit the env (push-cube's expert on Cartpole) fails with one line
+    (naming the task the file was trained on) and exit status 2 before the dataset file exists: record.py leaves
+    no empty file behind and, with --overwrite, keeps the dataset already there; eval.py --record likewise."""
+    from helpers import load_script
+
+    old = tmp_path / "old.hdf5"
+    with h5py.File(old, "w") as f:
+        f.create_group("data").attrs["total"] = 7
+    before = old.read_bytes()
+    expert = ["--policy", "checkpoint", "--checkpoint", "isaaclab_suspend/policies/checkpoints/push_cube_rsl_rl.pt",
+              "--task", TASK, "--num_envs", "2", "--quiet"]
+    runs = {"record": (["--episodes", "2", "--output", str(tmp_path / "new.hdf5")],
+                       ["--episodes", "2", "--output", str(old), "--overwrite"]),
+            "eval": (["--steps", "4", "--timeline", "", "--record", str(tmp_path / "new.hdf5")],
+                     ["--steps", "4", "--timeline", "", "--record", str(old), "--overwrite"])}
+    for script, cases in runs.items():
+        for args in cases:
+            module = load_script(script)
+            status = module.main([*expert, *args]) if script == "record" else cli_run(module, [*expert, *args])
+            err = capsys.readouterr().err
+            assert status == 2 and "Traceback" not in err, err
+            (line,) = [line for line in err.splitlines() if line.strip()][-1:]  # one line, torch's list joined
+            assert ("does not fit Isaac-Cartpole-Suspendable with this env's observations and actions (the file"
+                    " names the task 'Isaac-PushCube-Suspendable'): Error(s) in loading state_dict") in line, err
+            assert "kept in" not in err, err
+            assert not (tmp_path / "new.hdf5").exists()
+            assert old.read_bytes() == before
+
+
+def cli_run(module, argv: list[str]) -> int:
+    """eval.py's ``__main__``: its body under :func:`isaaclab_suspend.cli.run`."""
+    from isaaclab_suspend import cli
+
+    return cli.run(module.evaluate, module.parse_args(argv))

@@ -386,6 +386,20 @@ def test_serve_policy_rejects_bad_arguments_with_one_line(capsys, monkeypatch):
     check_usage_errors(script, SERVE_ARGS, capsys, prefix=("--port", "0"))
 
 
+@pytest.mark.parametrize("protocol", ["project", "openpi", "gr00t"])
+def test_serve_policy_on_a_port_in_use_is_one_line(protocol, capsys, monkeypatch):
+    """Every protocol's server on a port another socket holds: one line and exit status 2 (GR00T's ZeroMQ socket
+    raised its own error type, printed as a traceback)."""
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = str(busy.getsockname()[1])
+        keys = ["--keys", "state.cartpole=policy"] if protocol == "gr00t" else []
+        check_usage_errors(load_script("serve_policy"), {("--protocol", protocol, "--port", port, *keys): "in use"},
+                           capsys)
+
+
 # --- msgpack codec: any bytes decode within the object cap or give one ValueError ---------------------------------
 
 msgpack_values = st.recursive(

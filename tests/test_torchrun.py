@@ -79,3 +79,23 @@ def test_distributed_training_without_gpus_is_one_clear_error(library, tmp_path)
     assert done.returncode != 0 and "needs CUDA GPUs" in done.stderr, done.stderr[-3000:]
     # torchrun prints its own traceback of the failed child (from the venv, which may lie under ROOT), not ours
     assert not any(f'File "{os.path.join(ROOT, part)}' in done.stderr for part in ("scripts", "isaaclab_suspend"))
+
+
+@pytest.mark.parametrize("script", ["record", "eval"])
+def test_existing_merged_file_stops_a_rank_while_parsing(script, tmp_path, monkeypatch, capsys):
+    """Under torchrun the ranks write shard files that rank 0 merges at the end: an existing merged file without
+    --overwrite stops each rank while it parses (before any env), not after the whole run."""
+    from helpers import load_script
+
+    merged = tmp_path / "run.hdf5"
+    merged.write_bytes(b"an earlier dataset")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    output = ["--output", str(merged)] if script == "record" else ["--record", str(merged), "--timeline", ""]
+    with pytest.raises(SystemExit) as exit_:
+        load_script(script).parse_args(["--num_envs", "2", *output])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and "Traceback" not in err, err
+    assert f"'{merged}', where the ranks' files are merged, exists: pass --overwrite" in err, err
+    assert merged.read_bytes() == b"an earlier dataset"
+    load_script(script).parse_args(["--num_envs", "2", *output, "--overwrite"])  # replacing it is asked for: fine

@@ -27,6 +27,7 @@ import torch
 import torch.distributed as dist
 
 from ..datasets.shards import Shard, merge_datasets, merge_results
+from ..recording.recorder_manager import dataset_file_paths
 from .errors import fail
 
 TIMEOUT_ENV = "ISAACLAB_SUSPEND_DIST_TIMEOUT"
@@ -97,6 +98,12 @@ def apply_launch(parser: argparse.ArgumentParser, args: argparse.Namespace) -> N
                      f" ({launch.world_size} ranks); drop --shard")
     args.shard = launch.shard
     args.device = rank_device(args.device)
+
+
+def merged_path(path: str) -> str | None:
+    """Under torchrun, the file rank 0 merges the ranks' ``path`` (this rank's shard file) into; None outside."""
+    launch = Launch.from_env()
+    return None if launch is None else launch.shard.unshard(path)
 
 
 def rank_device(device: str) -> str:
@@ -217,15 +224,9 @@ def _gather(payload: object) -> list[object] | None:
 
 def gather_results(args: argparse.Namespace, header: str, results: dict) -> tuple[str, dict]:
     """``eval.py``'s report step: under torchrun, on rank 0 the figures of every rank merged per schedule (and
-    its ``--record`` datasets merged, ``--results`` the unsharded path, holding every rank's figures too);
-    ``(header, results)`` outside torchrun. The other ranks exit here."""
-    from .outputs import dataset_recorder_cfg
-    from ..recording.recorder_manager import dataset_file_paths
-
-    record = []
-    for schedule in args.schedules if args.record else ():
-        suffix = f"_{schedule}" if len(args.schedules) > 1 else ""
-        record += dataset_file_paths(dataset_recorder_cfg(args.record, suffix))
+    its ``--record`` datasets, those of ``args.record_cfgs``, merged, ``--results`` the unsharded path, holding
+    every rank's figures too); ``(header, results)`` outside torchrun. The other ranks exit here."""
+    record = [path for cfg in args.record_cfgs.values() for path in dataset_file_paths(cfg)]
     shards = _gather({"header": header, "schedules": results, "record": record})
     if shards is None:
         return header, results

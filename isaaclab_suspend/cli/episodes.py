@@ -66,9 +66,14 @@ def episode_figures(ledger: EpisodeLedger, log_path: str | None = None, suffix: 
     return ledger.as_dict(records)
 
 
-def describe_scoring(args: argparse.Namespace) -> str:
-    """Which episodes the figures of a run are of, in a few words."""
+def describe_scoring(args: argparse.Namespace, finished: bool = True) -> str:
+    """Which episodes the figures of a run are of, in a few words; ``finished`` False: the run stopped before its
+    quota or total ended (``--max_steps``), so they are those that ended by then."""
     first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
+    if not finished:
+        return (f"those that ended before --max_steps {args.max_steps} stopped the run, NOT the"
+                f" {args.episodes or args.episodes_per_env * args.num_envs} asked for: the figures lean toward the"
+                f" shorter episodes{first}")
     if args.episodes_per_env:
         return f"{args.episodes_per_env} from every env{first}"
     if getattr(args, "episodes", None):
@@ -86,14 +91,16 @@ def write_episode_log(path: str, records: list[dict], suffix: str = "") -> str:
     return path
 
 
-def recording_summary(args: argparse.Namespace, written: int, steps: int, seconds: float, figures: dict) -> str:
-    """The closing line of a recording run: task, policy, steps and rate, episodes written and their figures."""
+def recording_summary(args: argparse.Namespace, written: int, steps: int, seconds: float, figures: dict,
+                      finished: bool = True) -> str:
+    """The closing line of a recording run: task, policy, steps and rate, episodes written (``finished`` False:
+    fewer than asked for, see :func:`describe_scoring`) and their figures."""
     from .policy import describe_policy
     from .sharding import describe_shard
 
     chunks = f" ({args.schedule}, H = {args.chunk})" if args.policy != "random" else ""
     return (f"\n{args.task}{describe_shard(args)}: {args.num_envs} envs, {describe_policy(args)}{chunks}, {steps} steps"
             f" in {seconds:.1f} s ({steps * args.num_envs / max(seconds, 1e-9):.0f} env-steps/s). {written} episodes"
-            f" written ({describe_scoring(args)}), open ones dropped; success rate"
+            f" written ({describe_scoring(args, finished)}), open ones dropped; success rate"
             f" {format_figure('{:.3f}', figures['success_rate'])}, mean length"
             f" {format_figure('{:.1f}', figures['mean_episode_length'])} steps.")

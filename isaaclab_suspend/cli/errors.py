@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 USER_ERRORS: tuple[type[BaseException], ...] = (OSError, ValueError)
 """Errors a user causes (bad files, paths, addresses, a policy that does not fit the env, a full disk); they
@@ -29,10 +29,12 @@ def fail(message: object, code: int = 2) -> SystemExit:
 
 
 @contextlib.contextmanager
-def user_errors(*extra: type[BaseException], note: str | None = None) -> Iterator[None]:
-    """Turn :data:`USER_ERRORS` (and ``extra``) raised in the block into one line and exit status 2; ``note`` ends
-    the line (e.g. where the episodes recorded before the error are kept)."""
+def user_errors(*extra: type[BaseException], note: Callable[[], str | None] | None = None) -> Iterator[None]:
+    """Turn :data:`USER_ERRORS` (and ``extra``) raised in the block into one line and exit status 2; ``note()``,
+    asked when the error happens, ends the line if it says something (e.g. where the episodes recorded before the
+    error are kept)."""
     try:
         yield
     except (*USER_ERRORS, *extra) as err:
-        raise fail(f"{err} {note}" if note else err) from None
+        said = note() if note is not None else None
+        raise fail(f"{err} {said}" if said else err) from None

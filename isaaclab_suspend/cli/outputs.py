@@ -15,6 +15,7 @@ from isaaclab.managers import DatasetExportMode
 
 from ..recording import DatasetRecorderManagerCfg
 from ..recording.recorder_manager import dataset_file_paths
+from .distributed import merged_path
 
 if TYPE_CHECKING:
     from isaaclab.managers import RecorderManagerBaseCfg
@@ -74,10 +75,18 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
     creating their folder (a folder that cannot be made, e.g. under ``/sys`` where even root cannot write, fails
     here with one line rather than in the env's construction, whose launcher prints a traceback).
 
+    Under torchrun the files rank 0 merges the ranks' into are checked too, so that an existing one stops the run
+    now rather than after it.
+
     Raises:
         ValueError: If a path is not writable, is a folder, or exists and ``overwrite`` is False.
     """
     paths = dataset_file_paths(cfg)
+    for path in paths:
+        merged = merged_path(path)
+        if merged not in (None, path) and os.path.exists(merged) and not overwrite:
+            raise ValueError(f"{what}: '{merged}', where the ranks' files are merged, exists: pass --overwrite to"
+                             " replace it.")
     for path in paths:
         check_writable(path, what)
         try:

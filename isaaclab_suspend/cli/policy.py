@@ -32,6 +32,7 @@ import torch
 from ..learning import load_chunk_policy
 from ..policies import AGGREGATORS, SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, connect_remote
+from ..serving.remote import check_observation_paths
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
@@ -146,7 +147,7 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
     Returns None for ``--policy random`` (no model).
 
     Raises:
-        ValueError: If the policy does not fit the env (another task, other dims).
+        ValueError: If the policy does not fit the env (another task, other dims, observation paths it lacks).
     """
     if args.policy == "random":
         return None
@@ -156,6 +157,8 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
         model = load_checkpoint_policy(args.checkpoint, env, task=args.task)
     else:
         model = args.model
+    for option in ("--gr00t_keys", "--openpi_keys"):  # paths the env lacks would fail at the first call
+        check_observation_paths(env, dict(getattr(args, option[2:], None) or ()), option)
     check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
     if check_env is not None:
         check_env(env)

@@ -10,8 +10,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch
 
-from ..recording import DatasetRecorderManagerCfg
-from ..recording.recorder_manager import dataset_file_paths
+from ..recording import SuspendableRecorderManager
 from ..utils import open_env as _open_env
 from ..utils import set_quiet
 from .errors import user_errors
@@ -53,23 +52,26 @@ def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) ->
     and ``--quiet`` where the script has it).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
-    traceback that ``launch_simulation`` would print. With ``recorders`` (a dataset recorder cfg) the line also says
-    where the episodes exported before the error are kept (closing the env still hands them to the file).
+    traceback that ``launch_simulation`` would print. Once the env records (a dataset recorder, e.g. attached by
+    :meth:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv.start_recording` after the policy was checked) the
+    line also says where the episodes exported before the error are kept (closing the env still hands them to the
+    file).
     """
     set_quiet(getattr(args, "quiet", False))
     if args.seed is not None:  # None: the cfg's own seed
         attrs["seed"] = args.seed
     with _open_env(args.task, args.num_envs, args.device, env_overrides(args), **attrs) as env:
-        with user_errors(*errors, note=_kept_note(attrs.get("recorders"))):
+        with user_errors(*errors, note=lambda: _kept_note(env)):
             yield env
 
 
-def _kept_note(recorders: object) -> str | None:
-    """Where a recording's exported episodes are kept, for an error line; None without a dataset recorder."""
-    if not isinstance(recorders, DatasetRecorderManagerCfg):
+def _kept_note(env: SuspendableManagerBasedRLEnv) -> str | None:
+    """Where a recording's exported episodes are kept, for an error line; None while the env writes no dataset."""
+    recorder = getattr(env, "recorder_manager", None)
+    paths = recorder.dataset_file_paths if isinstance(recorder, SuspendableRecorderManager) else []
+    if not paths:
         return None
-    paths = ", ".join(dataset_file_paths(recorders))
-    return f"The episodes exported so far are kept in {paths}; open episodes were dropped."
+    return f"The episodes exported so far are kept in {', '.join(paths)}; open episodes were dropped."
 
 
 def desync_episodes(env: SuspendableManagerBasedRLEnv, generator: torch.Generator) -> None:

@@ -10,6 +10,7 @@ rank is a shard and rank 0 merges (:mod:`isaaclab_suspend.cli.distributed`).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -131,6 +132,37 @@ def check_shard_set(paths: Sequence[str], partial: bool = False) -> None:
                          " --partial to merge the ones given.")
 
 
+MERGED_FROM = ("steps", "num_envs", "inference_calls", "envs_served", "active_env_steps", "suspended_env_steps",
+               "held_env_steps", "wall_s", "episodes_scored", "mean_episode_length", "success_rate")
+"""Figures :func:`merge_stats` reads from every shard."""
+
+
+def read_results(path: str) -> dict:
+    """The figures a shard's ``eval.py --results`` wrote to ``path``: ``{"header": str, "schedules": {name:
+    figures}}``, each figures dict holding the numbers of :data:`MERGED_FROM`.
+
+    Raises:
+        FileNotFoundError: If there is no such file.
+        ValueError: Naming the file and what it lacks, if it is not such a file.
+    """
+    with open(path) as f:
+        try:
+            results = json.load(f)
+        except ValueError as err:
+            raise ValueError(f"'{path}' is not a JSON file of eval.py --results ({err}).") from None
+    schedules = results.get("schedules") if isinstance(results, dict) else None
+    if not (isinstance(schedules, dict) and schedules and isinstance(results.get("header"), str)):
+        raise ValueError(f"'{path}' is not a JSON file of eval.py --results (a 'header' text and the figures of each"
+                         " of its 'schedules').")
+    for name, figures in schedules.items():
+        missing = [key for key in MERGED_FROM if not isinstance(figures, dict) or isinstance(figures.get(key), bool)
+                   or not isinstance(figures.get(key), (int, float))]
+        if missing:
+            raise ValueError(f"'{path}': the figures of schedule '{name}' lack the numbers {missing}; merge the"
+                             " --results files of eval.py.")
+    return results
+
+
 def merge_results(shards: Sequence[dict]) -> dict:
     """The figures of shards (each ``{"header": ..., "schedules": {name: figures}}``, as ``eval.py --results``
     writes them) as one run's: :func:`merge_stats` per schedule under the shards' headers.
@@ -159,7 +191,8 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
     Raises:
         FileNotFoundError: If a shard file is missing.
         DatasetError: If a shard is not a dataset, a demo is refused or cannot be read or written (naming the
-            file and the demo), ``output`` is one of ``paths``, or the shards were recorded on different tasks.
+            file and the demo), ``output`` is one of ``paths`` or its folder cannot be made, or the shards were
+            recorded on different tasks.
     """
     output = os.path.abspath(output)
     for path in paths:
@@ -174,7 +207,11 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
                                    f" '{shards[0][1]['env_name']}': merge the shards of one task.")
             shards.append((reader.path, reader.env_args, reader.demo_names))
     directory, name = os.path.split(output)
-    os.makedirs(directory, exist_ok=True)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError as err:  # e.g. a file on the way: "File exists" alone would not say which or why
+        raise DatasetError(f"Cannot make the folder of the output '{output}': {err.strerror} ('{err.filename}');"
+                           " choose another path.") from None
     temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.partial.hdf5")
     writer = HDF5DatasetFileHandler()
     try:

@@ -79,6 +79,22 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self.recorder_manager = SuspendableRecorderManager(recorders, self)
         print("[INFO] Recorder Manager (records active envs only): ", self.recorder_manager)
 
+    def start_recording(self, cfg: SuspendableRecorderManagerCfg) -> SuspendableRecorderManager:
+        """Attach a :class:`SuspendableRecorderManager` with ``cfg`` to an env built without recorder terms, before
+        its first reset; its dataset file(s) are created now.
+
+        A script that records checks first what may still fail once the env exists (a policy that does not fit
+        it), so that a failed start leaves no empty file behind and overwrites no earlier dataset.
+
+        Raises:
+            RuntimeError: If the env records already.
+        """
+        if len(self.recorder_manager.active_terms) > 0:
+            raise RuntimeError("The env records already: start_recording takes an env built without recorder terms.")
+        self.cfg.recorders = cfg
+        self.recorder_manager = SuspendableRecorderManager(cfg, self)
+        return self.recorder_manager
+
     def close(self):
         """Close the env; the recorder first, so that every exported episode is in the file when this returns
         (the parent only drops its reference, which closes nothing while a caller holds one)."""

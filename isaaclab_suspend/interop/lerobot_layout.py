@@ -42,7 +42,12 @@ class VectorLayout:
     """Width stored in the LeRobot dataset (>= :attr:`dim`; 0: computed from the terms)."""
 
     def __post_init__(self):
+        if not all(type(w) is int and w > 0 for w in self.terms.values()) or type(self.padded_to) is not int:
+            raise ValueError(f"term widths must be positive ints and padded_to an int, got {self.terms},"
+                             f" padded_to {self.padded_to!r}")
         self.padded_to = self.padded_to or max(self.dim, MIN_WIDTH)
+        if self.padded_to < self.dim:
+            raise ValueError(f"padded_to {self.padded_to} is narrower than the terms {self.terms}")
 
     @property
     def dim(self) -> int:

@@ -65,6 +65,8 @@ class LeRobotChunkModel:
     def __init__(self, path: str, device: str | torch.device = "cpu"):
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
+        from lerobot.processor.pipeline import ProcessorMigrationError
+        from safetensors import SafetensorError
 
         self.path = os.path.abspath(path)
         """The ``pretrained_model`` directory."""
@@ -81,8 +83,10 @@ class LeRobotChunkModel:
             overrides = {"device_processor": {"device": str(device)}}
             self.preprocess, self.postprocess = make_pre_post_processors(
                 config, pretrained_path=self.path, preprocessor_overrides=overrides)
-        except (OSError, KeyError, TypeError, ValueError, RuntimeError) as err:
-            raise ValueError(f"LeRobot cannot load '{self.path}': {err}") from err
+        except (OSError, KeyError, TypeError, ValueError, RuntimeError, SafetensorError,
+                ProcessorMigrationError) as err:  # e.g. a corrupt model.safetensors, a checkpoint without processors
+            message = " ".join(str(err).split())
+            raise ValueError(f"LeRobot cannot load '{self.path}': {message:.400}") from err
         self.policy.eval()
         self.config = config
         """The policy's LeRobot config."""
@@ -101,7 +105,8 @@ class LeRobotChunkModel:
         self._check_features()
 
     def check_env(self, env: ManagerBasedRLEnv) -> None:
-        """Raise if ``env`` is not the export's task or lacks its observation terms, cameras or action width.
+        """Raise if ``env`` is not the export's task or lacks its observation width, cameras (of the trained frame
+        size) or action width.
 
         Raises:
             ValueError: Naming the checkpoint, what it expects and what the env has.
@@ -120,6 +125,15 @@ class LeRobotChunkModel:
         missing = [cam for cam in self.sidecar.cameras if cam not in cameras]
         if missing:
             problems.append(f"it needs cameras {missing}, the env has {cameras}")
+        for cam in self.sidecar.cameras:
+            feature = self.config.input_features.get(IMAGE_PREFIX + cam)
+            if cam in missing or feature is None:
+                continue
+            frame = tuple(obs.group_obs_term_dim["images"][cameras.index(cam)])  # (H, W, 3)
+            trained = tuple(feature.shape)  # LeRobot's (3, H, W)
+            if frame != trained[1:] + trained[:1]:
+                problems.append(f"it takes '{cam}' frames of {trained[1]} x {trained[2]} px, the env's are"
+                                f" {frame[0]} x {frame[1]} px")
         if env.action_manager.total_action_dim != self.sidecar.action.dim:
             problems.append(f"it outputs {self.sidecar.action.dim} action dims, the env takes"
                             f" {env.action_manager.total_action_dim}")

@@ -31,7 +31,8 @@ def load_chunk_policy(path: str, device: str | torch.device = "cpu",
 
     Raises:
         FileNotFoundError: If the file does not exist (or a directory is not a LeRobot ``pretrained_model``).
-        ValueError: If it is not a chunk policy checkpoint, or does not fit ``env``.
+        ValueError: If it is not a chunk policy checkpoint (its network cannot be rebuilt from it), or does not fit
+            ``env``.
     """
     path = os.path.abspath(path)
     if is_lerobot_checkpoint(path):
@@ -49,4 +50,10 @@ def load_chunk_policy(path: str, device: str | torch.device = "cpu",
         raise ValueError(f"'{path}' is not a chunk policy checkpoint (no format '{CHECKPOINT_FORMAT}'); write one"
                          " with scripts/train_chunk_policy.py.")
     build = build_image_chunk_policy if "image_shape" in ckpt else build_chunk_policy
-    return build(ckpt, path, device, env)
+    try:
+        return build(ckpt, path, device, env)
+    except (KeyError, TypeError, AttributeError, RuntimeError) as err:  # a field missing, weights of other shapes
+        message = " ".join(str(err).split())  # torch lists each mismatching tensor on a line of its own
+        raise ValueError(f"'{path}' is a chunk policy checkpoint whose network cannot be rebuilt from it"
+                         f" ({type(err).__name__}: {message:.300}): write it again with scripts/train_chunk_policy.py."
+                         ) from err

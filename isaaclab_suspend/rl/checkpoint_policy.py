@@ -142,7 +142,7 @@ def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None =
     if task is None:
         raise ValueError("Cannot tell which task's agent cfg trained the checkpoint: pass task=.")
     if library == "skrl":
-        return CheckpointPolicy(_load_skrl_actor(path, checkpoint, env, task))
+        return CheckpointPolicy(_load_skrl_actor(path, checkpoint, env, task, stored))
     agent_cfg = load_agent_cfg(task, "rsl_rl", device=str(env.device))
     cfg = class_to_dict(agent_cfg)
     om = env.observation_manager
@@ -157,11 +157,20 @@ def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None =
     try:
         actor.load_state_dict(checkpoint["actor_state_dict"])
     except RuntimeError as err:
-        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions: {err}") from err
+        raise _does_not_fit(path, task, stored, err) from err
     return CheckpointPolicy(actor.to(env.device).eval(), agent_cfg.clip_actions)
 
 
-def _load_skrl_actor(path: str, checkpoint: dict, env: ManagerBasedRLEnv, task: str) -> SkrlActor:
+def _does_not_fit(path: str, task: str, stored: object, err: Exception) -> ValueError:
+    """The one-line error of a checkpoint whose networks do not fit ``task``'s env: the loader's message on one line
+    (torch's lists every mismatching tensor on a line of its own), cut short, and the task the file names if it
+    is another."""
+    other = f" (the file names the task '{stored}')" if isinstance(stored, str) and stored != task else ""
+    message = " ".join(str(err).split())
+    return ValueError(f"'{path}' does not fit {task} with this env's observations and actions{other}: {message:.300}")
+
+
+def _load_skrl_actor(path: str, checkpoint: dict, env: ManagerBasedRLEnv, task: str, stored: object) -> SkrlActor:
     """Build the skrl agent of ``task``'s registered cfg on ``env`` as skrl's ``Runner`` does (no logs, no
     checkpoints written) and load the state dicts of the agent file (read weights only) into its modules."""
     from skrl.utils.runner.torch import Runner
@@ -178,9 +187,7 @@ def _load_skrl_actor(path: str, checkpoint: dict, env: ManagerBasedRLEnv, task: 
             if name in modules:
                 modules[name].load_state_dict(state)
     except (RuntimeError, KeyError, TypeError, ValueError, AttributeError) as err:
-        message = " ".join(str(err).split())
-        raise ValueError(f"'{path}' does not fit {task} with this env's observations and actions:"
-                         f" {message:.300}") from err
+        raise _does_not_fit(path, task, stored, err) from err
     agent.enable_training_mode(False, apply_to_models=True)
     return SkrlActor(agent)
 

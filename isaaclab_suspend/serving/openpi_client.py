@@ -25,7 +25,7 @@ from isaaclab.utils import configclass
 
 from ..tensor_tree import flatten_names
 from . import msgpack_arrays
-from .remote import TOKEN_ENV, RemoteChunkModel
+from .remote import TOKEN_ENV, RemoteChunkModel, check_observation_paths
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -101,12 +101,7 @@ class OpenpiChunkModel:
         observation path of ``cfg.keys`` is not one of the env's; from then on replies are checked against the
         env's action dim."""
         RemoteChunkModel.check_env(self, env)
-        groups = env.observation_manager.active_terms
-        for key, path in (self.cfg.keys or {}).items():
-            group, _, term = path.partition("/")
-            if group not in groups or (term and term not in groups[group]):
-                raise ValueError(f"OpenpiChunkModelCfg.keys maps '{key}' to '{path}', not an observation of the"
-                                 f" env (groups and terms: {groups}).")
+        check_observation_paths(env, self.cfg.keys or {}, "OpenpiChunkModelCfg.keys")
         self.action_dim = env.action_manager.total_action_dim
 
     def requests(self, obs_rows: Mapping, num_rows: int) -> list[dict]:

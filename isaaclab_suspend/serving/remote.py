@@ -618,3 +618,24 @@ def _is_loopback(host: str) -> bool:
 
 def _peer(address) -> str:
     return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
+
+
+def observation_paths(env: ManagerBasedRLEnv) -> list[str]:
+    """The observation paths a client can send: each concatenated group by its name, each term of a group whose
+    terms stay apart as ``group/term`` (the tensors of the env's observation dict, named as
+    :func:`~isaaclab_suspend.tensor_tree.flatten_names` names them)."""
+    om = env.observation_manager
+    return [group if om.group_obs_concatenate[group] else f"{group}/{term}"
+            for group, terms in om.active_terms.items()
+            for term in (terms[:1] if om.group_obs_concatenate[group] else terms)]
+
+
+def check_observation_paths(env: ManagerBasedRLEnv, keys: Mapping[str, str], option: str) -> None:
+    """Raise a ``ValueError`` naming ``option`` (e.g. ``"--gr00t_keys"``) if a value of ``keys`` (a client's key ->
+    observation path) is not one of :func:`observation_paths` of ``env``: a concatenated group's term (or a group
+    whose terms stay apart) is no tensor of the observation, and would fail at the first call instead."""
+    paths = observation_paths(env)
+    for key, path in keys.items():
+        if path not in paths:
+            raise ValueError(f"{option} maps '{key}' to '{path}', not an observation of the env: pass one of {paths}"
+                             " (a concatenated group by its name, a term of another group as group/term).")
