@@ -146,25 +146,27 @@ def test_server_passes_the_options_prefix_and_refuses_hostile_options(generation
     observation = {"state.cartpole": state_of(rows)}
     with Gr00tPolicyServer(model, _server_cfg()) as server:
         client = ReferenceClient(server.address[1], generation)
-        options = _valid_options(3)
-        prefix = torch.from_numpy(options["previous_action"]["action.action"][:, 2:5].copy())
-        (actions, _), _ = client.call("get_action", {"observation": observation, "options": options})
-        expected = model(rows, torch.arange(3), prefix=prefix, delay=torch.full((3,), 2))
-        assert np.array_equal(actions["action.action"], expected.numpy())
-        assert np.array_equal(actions["action.action"][:, :2], options["previous_action"]["action.action"][:, 2:4])
-        options["rtc_row_frozen_steps"] = np.array([2, 0, 1])
-        (actions, _), _ = client.call("get_action", {"observation": observation, "options": options})
-        expected = model(rows, torch.arange(3), prefix=prefix, delay=torch.tensor([2, 0, 1]))
-        assert np.array_equal(actions["action.action"], expected.numpy())
-        for spoil, message in HOSTILE:
+        try:
             options = _valid_options(3)
-            spoil(options)
-            reply, _ = client.call("get_action", {"observation": observation, "options": options})
-            assert isinstance(reply, dict) and message in reply["error"], (message, reply)
-            assert reply["error"].startswith("ValueError: ") and "\n" not in reply["error"]
-        (actions, _), _ = client.call("get_action", {"observation": observation, "options": None})
-        assert np.array_equal(actions["action.action"], model(rows, torch.arange(3)).numpy())  # served on
-        client.close()
+            prefix = torch.from_numpy(options["previous_action"]["action.action"][:, 2:5].copy())
+            (actions, _), _ = client.call("get_action", {"observation": observation, "options": options})
+            expected = model(rows, torch.arange(3), prefix=prefix, delay=torch.full((3,), 2))
+            assert np.array_equal(actions["action.action"], expected.numpy())
+            assert np.array_equal(actions["action.action"][:, :2], options["previous_action"]["action.action"][:, 2:4])
+            options["rtc_row_frozen_steps"] = np.array([2, 0, 1])
+            (actions, _), _ = client.call("get_action", {"observation": observation, "options": options})
+            expected = model(rows, torch.arange(3), prefix=prefix, delay=torch.tensor([2, 0, 1]))
+            assert np.array_equal(actions["action.action"], expected.numpy())
+            for spoil, message in HOSTILE:
+                options = _valid_options(3)
+                spoil(options)
+                reply, _ = client.call("get_action", {"observation": observation, "options": options})
+                assert isinstance(reply, dict) and message in reply["error"], (message, reply)
+                assert reply["error"].startswith("ValueError: ") and "\n" not in reply["error"]
+            (actions, _), _ = client.call("get_action", {"observation": observation, "options": None})
+            assert np.array_equal(actions["action.action"], model(rows, torch.arange(3)).numpy())  # served on
+        finally:
+            client.close()
 
     def plain(obs_rows, env_ids):
         return model(obs_rows, env_ids)
