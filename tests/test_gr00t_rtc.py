@@ -68,7 +68,8 @@ def test_rtc_through_the_gr00t_server_equals_the_local_model(env):
         assert not torch.equal(_run(env, policy, steps, START)[0], local_actions)
         policy.close()
         with pytest.raises(ValueError, match="sends no prefix: set Gr00tChunkModelCfg.rtc_options"):
-            plain({"policy": torch.zeros(2, 4)}, torch.arange(2), prefix=torch.zeros(2, 2, 1), delay=torch.tensor([2, 2]))
+            plain({"policy": torch.zeros(2, 4)}, torch.arange(2), prefix=torch.zeros(2, 2, 1),
+                  delay=torch.tensor([2, 2]))
         plain.close()
 
 
@@ -116,23 +117,30 @@ def _valid_options(batch, horizon=5, overlap=3, frozen=2):
             "previous_action": {"action.action": previous}}
 
 
+def _previous(options, value):
+    options["previous_action"]["action.action"] = value
+
+
 HOSTILE = [
     (lambda o: o.pop("rtc_frozen_steps"), "lack ['rtc_frozen_steps']"),
     (lambda o: o.update(rtc_frozen_steps=4), "'rtc_frozen_steps' <= 'rtc_overlap_steps' <= 'action_horizon'"),
-    (lambda o: o.update(action_horizon=2 * H, rtc_overlap_steps=H + 1, rtc_frozen_steps=H + 1), "at most this server's H = 8"),
+    (lambda o: o.update(action_horizon=2 * H, rtc_overlap_steps=H + 1, rtc_frozen_steps=H + 1),
+     "at most this server's H = 8"),
     (lambda o: o.update(rtc_frozen_steps=2.0), "must be integers"),
     (lambda o: o.update(rtc_overlap_steps=True), "must be integers"),
     (lambda o: o.update(rtc_ramp_rate=float("nan")), "'rtc_ramp_rate' must be a finite number > 0"),
     (lambda o: o.update(rtc_ramp_rate="fast"), "'rtc_ramp_rate' must be a finite number > 0"),
     (lambda o: o.update(previous_action=[1, 2]), "'previous_action' must map each action key"),
-    (lambda o: o.update(previous_action={"action.other": o["previous_action"]["action.action"]}), "for the action key 'action'"),
-    (lambda o: o["previous_action"].update({"action.action": o["previous_action"]["action.action"].astype(np.float64)}), "got {'action': float64"),
-    (lambda o: o["previous_action"].update({"action.action": o["previous_action"]["action.action"][:, :4]}), "action_horizon = 5, D)"),
-    (lambda o: o["previous_action"].update({"action.action": o["previous_action"]["action.action"][:1]}), "(B = 3, action_horizon"),
-    (lambda o: o["previous_action"].update({"action.action": np.full((3, 5, 2), 0.1, np.float32)}), "holds 2-dim actions; this server's model takes 1"),
+    (lambda o: o.update(previous_action={"action.other": o["previous_action"]["action.action"]}),
+     "for the action key 'action'"),
+    (lambda o: _previous(o, o["previous_action"]["action.action"].astype(np.float64)), "got {'action': float64"),
+    (lambda o: _previous(o, o["previous_action"]["action.action"][:, :4]), "action_horizon = 5, D)"),
+    (lambda o: _previous(o, o["previous_action"]["action.action"][:1]), "(B = 3, action_horizon"),
+    (lambda o: _previous(o, np.full((3, 5, 2), 0.1, np.float32)), "holds 2-dim actions; this server's model takes 1"),
     (lambda o: o["previous_action"]["action.action"].__setitem__((1, 3, 0), np.nan), "non-finite actions"),
     (lambda o: o.update(rtc_row_frozen_steps=np.array([2, 3, 0])), "values in [0, rtc_frozen_steps = 2]"),
-    (lambda o: o.update(rtc_row_frozen_steps=np.array([2.0, 2.0, 0.0])), "'rtc_row_frozen_steps' must be an integer array"),
+    (lambda o: o.update(rtc_row_frozen_steps=np.array([2.0, 2.0, 0.0])),
+     "'rtc_row_frozen_steps' must be an integer array"),
 ]
 
 

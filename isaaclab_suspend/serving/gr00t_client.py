@@ -69,8 +69,9 @@ class Gr00tChunkModel:
     def __init__(self, cfg: Gr00tChunkModelCfg):
         if cfg.form not in FORMS:
             raise ValueError(f"Gr00tChunkModelCfg.form must be one of {FORMS}, got {cfg.form!r}.")
-        if not (isinstance(cfg.rtc_ramp_rate, (int, float)) and math.isfinite(cfg.rtc_ramp_rate) and cfg.rtc_ramp_rate > 0):
-            raise ValueError(f"Gr00tChunkModelCfg.rtc_ramp_rate must be a finite number > 0, got {cfg.rtc_ramp_rate!r}.")
+        ramp = cfg.rtc_ramp_rate
+        if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not math.isfinite(ramp) or ramp <= 0:
+            raise ValueError(f"Gr00tChunkModelCfg.rtc_ramp_rate must be a finite number > 0, got {ramp!r}.")
         self.cfg = cfg
         """The client configuration."""
         self.calls = 0
@@ -220,7 +221,7 @@ class Gr00tChunkModel:
         Raises:
             ValueError: If there are several action keys and no reply has told their dims yet.
         """
-        dims = [prefix.shape[2]] if len(self.action_keys) == 1 else [self._action_dims.get(k) for k in self.action_keys]
+        dims = [self._action_dims.get(k) for k in self.action_keys] if len(self.action_keys) > 1 else [prefix.shape[2]]
         if None in dims:
             raise ValueError(f"The GR00T server at {self._address} has the action keys {self.action_keys}: their dims"
                              " are known from its first reply; call the model once without a prefix first.")
