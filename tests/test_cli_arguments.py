@@ -69,6 +69,7 @@ CASES = [
     ("eval", ["--openpi_keys", "policy"], "argument --openpi_keys: 'policy' is not KEY=PATH"),
     ("eval", ["--gr00t_keys", "state.x=policy"], "are options of --remote gr00t://HOST:PORT"),
     ("eval", ["--remote", "openpi://127.0.0.1:1", "--gr00t_form", "nested"], "are options of --remote gr00t://"),
+    ("eval", ["--remote", "127.0.0.1:1", "--gr00t_rtc"], "--gr00t_rtc are options of --remote gr00t://HOST:PORT"),
     ("eval", ["--remote", "gr00t://gpu-box"], "GR00T server address must be 'gr00t://host:port'"),
     ("eval", ["--shard", "2/2"], "argument --shard: --shard takes i/K with 0 <= i < K"),
     ("eval", ["--results", "{under_file}/r.json"], "is a file, not a folder"),

@@ -219,7 +219,7 @@ class ReferenceServer:
         modalities = [("state", [-2, 0], ["cartpole"]), ("action", list(range(10)), ["force", "extra"]),
                       ("language", [0], ["task"])] + ([("video", [-2, 0], ["scene"])] if video else [])
         self.config = {m: {marker: True, "as_json": {"delta_indices": d, "modality_keys": k}} for m, d, k in modalities}
-        self.observations, self.reply = [], None
+        self.observations, self.options, self.reply = [], [], None
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.REP)
         self.port = self.socket.bind_to_random_port("tcp://127.0.0.1")
@@ -241,6 +241,7 @@ class ReferenceServer:
             else:
                 observation = request["data"]["observation"]
                 self.observations.append(observation)
+                self.options.append(request["data"].get("options"))
                 state = observation["state.cartpole"]
                 total = state.sum(axis=(1, 2), dtype=np.float32)[:, None, None]
                 actions = {"action.force": total + np.arange(10, dtype=np.float32)[None, :, None],

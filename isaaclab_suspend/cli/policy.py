@@ -12,7 +12,8 @@ bc         a chunk policy of ``scripts/train_chunk_policy.py`` (``--checkpoint``
 remote     the policy served at ``--remote``: ``HOST:PORT`` of                  the server's (openpi:
            ``scripts/serve_policy.py``, ``openpi://HOST:PORT`` of an openpi     ``--chunk`` or the
            server (``--openpi_keys``, ``--prompt``), ``gr00t://HOST:PORT`` of   metadata's; GR00T: the
-           a GR00T server (``--gr00t_keys``, ``--gr00t_form``, ``--prompt``)    action horizon or less)
+           a GR00T server (``--gr00t_keys``, ``--gr00t_form``, ``--prompt``,    action horizon or less)
+           ``--gr00t_rtc``)
 checkpoint an rsl_rl / skrl actor (``--checkpoint``, default the shipped expert)  1 (closed loop)
 random     uniform actions in [-1, 1], no chunk model (``record.py``)           -
 ========== ===================================================================== ====================
@@ -73,6 +74,9 @@ def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] =
     parser.add_argument("--gr00t_form", default="flat", choices=("flat", "nested"),
                         help="--remote gr00t://: observation keys flat (state.x, GR00T's sim wrapper) or nested"
                              " ({'state': {'x': ...}}, GR00T's policy)")
+    parser.add_argument("--gr00t_rtc", action="store_true",
+                        help="--remote gr00t:// with --schedule rtc: send the committed prefix as GR00T N1.7's"
+                             " real-time chunking options (action_horizon, rtc_frozen_steps, ..., previous_action)")
     parser.add_argument("--prompt", default=None,
                         help="--remote openpi:// or gr00t://: text sent with every observation")
     parser.add_argument("--chunk", type=positive_int, default=None,
@@ -104,8 +108,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     remote = args.remote or ""
     if args.openpi_keys and not remote.startswith(OPENPI_SCHEME):
         parser.error(f"--openpi_keys is an option of --remote {OPENPI_SCHEME}HOST:PORT")
-    if (args.gr00t_keys or args.gr00t_form != "flat") and not remote.startswith(GR00T_SCHEME):
-        parser.error(f"--gr00t_keys and --gr00t_form are options of --remote {GR00T_SCHEME}HOST:PORT")
+    if (args.gr00t_keys or args.gr00t_form != "flat" or args.gr00t_rtc) and not remote.startswith(GR00T_SCHEME):
+        parser.error(f"--gr00t_keys, --gr00t_form and --gr00t_rtc are options of --remote {GR00T_SCHEME}HOST:PORT")
     if args.prompt is not None and not remote.startswith((OPENPI_SCHEME, GR00T_SCHEME)):
         parser.error(f"--prompt is an option of --remote {OPENPI_SCHEME}HOST:PORT or {GR00T_SCHEME}HOST:PORT")
     if args.policy == "bc" and args.checkpoint is None:
@@ -119,7 +123,7 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             args.task = args.task or args.model.task or None
         elif args.policy == "remote":
             keys = dict(args.gr00t_keys or args.openpi_keys or ())
-            args.model = connect_remote(args.remote, args.chunk, keys, args.prompt, args.gr00t_form)
+            args.model = connect_remote(args.remote, args.chunk, keys, args.prompt, args.gr00t_form, args.gr00t_rtc)
             args.task = args.task or args.model.metadata.get("task")
         args.task = args.task or DEFAULT_TASK
         if args.task not in gym.registry:

@@ -6,6 +6,7 @@ remote models and latency emulators all fulfil it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import torch
@@ -67,6 +68,21 @@ def virtual_seconds(model: ChunkModel) -> float:
 def accepts_prefix(model: ChunkModel) -> bool:
     """Whether the model takes ``prefix=`` and ``delay=`` (its optional ``accepts_prefix``, see :class:`ChunkModel`)."""
     return bool(getattr(model, "accepts_prefix", False))
+
+
+def prefix_problem(prefix: Mapping, rows: int) -> str | None:
+    """Why the optional ``prefix=`` and ``delay=`` of a call of ``rows`` rows do not fit the contract (None: they
+    do, or neither is given). For transports and batchers that check a prefix before it reaches the model."""
+    if not prefix:
+        return None
+    actions, delay = prefix.get("prefix"), prefix.get("delay")
+    if (set(prefix) != {"prefix", "delay"} or not isinstance(actions, torch.Tensor)
+            or not isinstance(delay, torch.Tensor) or actions.ndim != 3 or not actions.is_floating_point()
+            or delay.ndim != 1 or delay.is_floating_point() or delay.dtype == torch.bool
+            or actions.shape[0] != rows or delay.shape[0] != rows):
+        return (f"'prefix' and 'delay' go together: a float (B, d, action_dim) and an integer (B,) array with B ="
+                f" {rows} rows, as env_ids")
+    return None
 
 
 def prefix_plan(prefix: torch.Tensor, delay: torch.Tensor, step: int, planned: torch.Tensor) -> torch.Tensor:

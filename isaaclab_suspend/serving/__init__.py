@@ -3,7 +3,8 @@
 * the project's TCP protocol (``wire``): :class:`PolicyServer` and :class:`RemoteChunkModel` (``remote``);
 * openpi's websocket protocol both ways (``openpi_server``, ``openpi_client``) and its msgpack array codec
   (``msgpack_arrays``);
-* GR00T's ZeroMQ protocol both ways (``gr00t_server``, ``gr00t_client``) and its array codec (``gr00t_codec``);
+* GR00T's ZeroMQ protocol both ways (``gr00t_server``, ``gr00t_client``), its array codec (``gr00t_codec``) and
+  its real-time chunking options (``gr00t_rtc``);
 * request batching across clients into one model call (``batching``);
 * ``HOST:PORT`` / ``openpi://HOST:PORT`` / ``gr00t://HOST:PORT`` addresses to a connected chunk model (``remote_address``).
 

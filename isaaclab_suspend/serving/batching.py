@@ -11,7 +11,10 @@ connection that sends nothing costs the others at most that many waits, never on
 sending its next request, so its order is kept, and a request only ever gets its own rows.
 
 The batched call's ``env_ids`` are the requests' own ids, concatenated (ids of different clients may repeat):
-batch only models whose chunk of a row depends on that row alone, not on per-env state kept by id.
+batch only models whose chunk of a row depends on that row alone, not on per-env state kept by id. A request
+may carry the optional ``prefix`` and ``delay`` of the chunk-model contract (real-time chunking) when the model
+accepts them: the prefixes of the requests of one call are concatenated row by row like their observations, so
+each row keeps its own; requests with prefixes of another length, or without one, get a call of their own.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..tensor_tree import flatten_names
-from ..policies.model import ChunkModel
+from ..policies.model import ChunkModel, accepts_prefix, prefix_problem
 
 
 PATIENCE = 2
@@ -45,16 +48,22 @@ def _signature(tree: Mapping) -> tuple:
     )
 
 
+def _prefix_signature(prefix: Mapping) -> tuple | None:
+    """Length, action dim and dtype of a request's prefix (None without one): requests with equal ones can be
+    concatenated."""
+    return (tuple(prefix["prefix"].shape[1:]), prefix["prefix"].dtype) if prefix else None
+
+
 def _concat(trees: list[Mapping]) -> dict:
     return {key: _concat([t[key] for t in trees]) if isinstance(value, Mapping) else torch.cat([t[key] for t in trees])
             for key, value in trees[0].items()}
 
 
 class _Request:
-    __slots__ = ("obs_rows", "env_ids", "client", "future")
+    __slots__ = ("obs_rows", "env_ids", "client", "prefix", "future")
 
-    def __init__(self, obs_rows: Mapping, env_ids: torch.Tensor, client: Hashable | None):
-        self.obs_rows, self.env_ids, self.client, self.future = obs_rows, env_ids, client, Future()
+    def __init__(self, obs_rows: Mapping, env_ids: torch.Tensor, client: Hashable | None, prefix: dict):
+        self.obs_rows, self.env_ids, self.client, self.prefix, self.future = obs_rows, env_ids, client, prefix, Future()
 
 
 class BatchingChunkModel:
@@ -82,6 +91,11 @@ class BatchingChunkModel:
         self._worker = threading.Thread(target=self._run, name="batching-chunk-model", daemon=True)
         self._worker.start()
 
+    @property
+    def accepts_prefix(self) -> bool:
+        """Whether the wrapped model takes a prefix (the optional ``accepts_prefix`` of the contract)."""
+        return accepts_prefix(self.model)
+
     def register_client(self, client: Hashable) -> None:
         """A client that connected (a key of its connection): batches wait for its request, see :data:`PATIENCE`."""
         with self._cond:
@@ -93,13 +107,15 @@ class BatchingChunkModel:
             self._active.pop(client, None)
             self._cond.notify()
 
-    def submit(self, obs_rows: Mapping, env_ids: torch.Tensor, client: Hashable | None = None) -> Future:
+    def submit(self, obs_rows: Mapping, env_ids: torch.Tensor, client: Hashable | None = None, **prefix) -> Future:
         """Queue a request of ``client`` (a key of its connection; None: a request no batch waits for again);
-        the future's result is its chunk. Shape: (len(env_ids), H, action_dim).
+        the future's result is its chunk. Shape: (len(env_ids), H, action_dim). ``prefix``: the optional
+        ``prefix=`` (B, d, action_dim) float and ``delay=`` (B,) integer of the contract, for a model that takes them.
 
         Raises:
-            ValueError: If ``env_ids`` is not a 1-D integer tensor or an observation leaf has not one row per id:
-                refused here, so that it cannot fail (or shift the rows of) the other requests of its batch.
+            ValueError: If ``env_ids`` is not a 1-D integer tensor, an observation leaf has not one row per id, or
+                the prefix is given to a model that takes none, without its delay, or with other rows: refused
+                here, so that it cannot fail (or shift the rows of) the other requests of its batch.
         """
         if not isinstance(env_ids, torch.Tensor) or env_ids.ndim != 1 or env_ids.dtype.is_floating_point \
                 or env_ids.dtype == torch.bool:
@@ -109,7 +125,12 @@ class BatchingChunkModel:
             if not isinstance(leaf, torch.Tensor) or leaf.ndim == 0 or leaf.shape[0] != env_ids.shape[0]:
                 raise ValueError(f"Observation '{name}' must have one row per env id ({env_ids.shape[0]}), got"
                                  f" shape {tuple(getattr(leaf, 'shape', ()))}.")
-        request = _Request(obs_rows, env_ids, client)
+        if prefix and not self.accepts_prefix:
+            raise ValueError("This model takes no prefix (it has no accepts_prefix): send none.")
+        problem = prefix_problem(prefix, env_ids.shape[0])
+        if problem:
+            raise ValueError(problem + ".")
+        request = _Request(obs_rows, env_ids, client, prefix)
         with self._cond:
             if self._closed:
                 raise RuntimeError("The batching chunk model is closed.")
@@ -121,8 +142,8 @@ class BatchingChunkModel:
                 self._cond.notify()
         return request.future
 
-    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
-        return self.submit(obs_rows, env_ids).result()
+    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor, **prefix) -> torch.Tensor:
+        return self.submit(obs_rows, env_ids, **prefix).result()
 
     def close(self) -> None:
         """Serve the requests already queued, then stop the worker; later calls raise a ``RuntimeError``."""
@@ -159,15 +180,17 @@ class BatchingChunkModel:
     def _run(self) -> None:
         while batch := self._next_batch():
             groups: dict[tuple, list[_Request]] = {}
-            for request in batch:  # requests of another structure (keys, dtypes, row shapes) get their own call
-                groups.setdefault(_signature(request.obs_rows), []).append(request)
+            for request in batch:  # requests of another structure (keys, dtypes, row shapes, prefix) get their own call
+                groups.setdefault((_signature(request.obs_rows), _prefix_signature(request.prefix)), []).append(request)
             for requests in groups.values():
                 self._serve(requests)
 
     def _serve(self, requests: list[_Request]) -> None:
         try:
+            prefix = _concat([r.prefix for r in requests]) if requests[0].prefix else {}
             with torch.no_grad():
-                chunk = self.model(_concat([r.obs_rows for r in requests]), torch.cat([r.env_ids for r in requests]))
+                chunk = self.model(_concat([r.obs_rows for r in requests]), torch.cat([r.env_ids for r in requests]),
+                                   **prefix)
             self.calls += 1
             self.requests += len(requests)
             for request, rows in zip(requests, chunk.split([len(r.env_ids) for r in requests])):

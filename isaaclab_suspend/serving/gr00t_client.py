@@ -7,6 +7,12 @@ global-clock tick costs one round trip. What to send comes from the server's ``g
 state and video keys with their ``delta_indices`` (past steps, kept per env by
 :class:`~isaaclab_suspend.policies.ObservationHistories` through the model's ``observe_step`` hook), the
 language key, and the action keys, whose arrays are concatenated in that order into the env's action.
+
+With :attr:`Gr00tChunkModelCfg.rtc_options` the model takes the committed prefix of the ``rtc`` schedule and sends
+it as GR00T N1.7's real-time chunking options (:mod:`~isaaclab_suspend.serving.gr00t_rtc`): a server whose
+policy forwards them (this project's :class:`~isaaclab_suspend.serving.Gr00tPolicyServer` with a model that
+accepts a prefix, or a GR00T server patched to pass ``options`` and the previous chunk to N1.7's action head)
+plans a chunk that continues it; a stock GR00T server ignores them.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from isaaclab.utils import configclass
 
 from ..policies.observation_history import ObservationHistories
 from ..tensor_tree import flatten_names
-from . import gr00t_codec
+from . import gr00t_codec, gr00t_rtc
 from .openpi_client import _describe
 from .remote import TOKEN_ENV, RemoteChunkModel
 
@@ -63,6 +69,9 @@ class Gr00tChunkModel:
     def __init__(self, cfg: Gr00tChunkModelCfg):
         if cfg.form not in FORMS:
             raise ValueError(f"Gr00tChunkModelCfg.form must be one of {FORMS}, got {cfg.form!r}.")
+        ramp = cfg.rtc_ramp_rate
+        if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not math.isfinite(ramp) or ramp <= 0:
+            raise ValueError(f"Gr00tChunkModelCfg.rtc_ramp_rate must be a finite number > 0, got {ramp!r}.")
         self.cfg = cfg
         """The client configuration."""
         self.calls = 0
@@ -79,6 +88,10 @@ class Gr00tChunkModel:
         self.metadata: dict = {"task": ping.get("task") if isinstance(ping, Mapping) else None,
                                "modality_config": config}
         """The server's task (when it says one, as the project's server does in its ping) and modality config."""
+        self.accepts_prefix: bool = cfg.rtc_options
+        """Whether the model takes the ``rtc`` prefix (the optional ``accepts_prefix`` of the chunk-model
+        contract): with ``cfg.rtc_options``, sent as real-time chunking options."""
+        self._action_dims: dict[str, int] = {}  # action key -> its dim, from the last reply
 
     def _read_config(self, config: Any) -> None:
         if not isinstance(config, Mapping) or not isinstance(config.get("action"), Mapping):
@@ -184,12 +197,36 @@ class Gr00tChunkModel:
             nested["language"] = {self.language_key: [[p] for p in prompts]}
         return nested
 
-    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor) -> torch.Tensor:
+    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
+                 delay: torch.Tensor | None = None) -> torch.Tensor:
+        """The served policy's chunk for the rows. Shape: (B, H, action_dim). ``prefix`` (B, d, action_dim) and
+        ``delay`` (B,): the committed prefix of the contract, sent as :meth:`rtc_options` (only with
+        ``cfg.rtc_options``, else a ``ValueError``)."""
         observation = self.observation(obs_rows, len(env_ids))
+        options = None
+        if prefix is not None:
+            if not self.accepts_prefix:
+                raise ValueError("This GR00T client sends no prefix: set Gr00tChunkModelCfg.rtc_options (--gr00t_rtc).")
+            options = self.rtc_options(prefix, delay)
         self.calls += 1
-        reply = self._request({"endpoint": "get_action", "data": {"observation": observation, "options": None}},
+        reply = self._request({"endpoint": "get_action", "data": {"observation": observation, "options": options}},
                               self.cfg.timeout_s)
         return torch.from_numpy(self._actions(reply, len(env_ids))).to(env_ids.device)
+
+    def rtc_options(self, prefix: torch.Tensor, delay: torch.Tensor) -> dict | None:
+        """The real-time chunking options of a request continuing ``prefix`` (see :mod:`.gr00t_rtc`): the prefix split
+        per action key (each key's dim from the last reply; one key takes them all), keyed as replies are in
+        ``cfg.form``. None for an empty prefix.
+
+        Raises:
+            ValueError: If there are several action keys and no reply has told their dims yet.
+        """
+        dims = [self._action_dims.get(k) for k in self.action_keys] if len(self.action_keys) > 1 else [prefix.shape[2]]
+        if None in dims:
+            raise ValueError(f"The GR00T server at {self._address} has the action keys {self.action_keys}: their dims"
+                             " are known from its first reply; call the model once without a prefix first.")
+        names = [f"action.{k}" if self.cfg.form == "flat" else k for k in self.action_keys]
+        return gr00t_rtc.request_options(prefix, delay, list(zip(names, dims)), self.cfg.rtc_ramp_rate)
 
     def close(self) -> None:
         """Close the socket (the next call opens a new one)."""
@@ -217,6 +254,7 @@ class Gr00tChunkModel:
             if value.shape[1] < self.chunk_length:
                 self._fail(f"sent {value.shape[1]} actions of '{key}' per chunk, fewer than H = {self.chunk_length}")
             parts.append(value[:, : self.chunk_length])
+            self._action_dims[key] = value.shape[2]
         chunk = np.concatenate(parts, axis=2).astype(np.float32)
         if self.action_dim is not None and chunk.shape[2] != self.action_dim:
             self._fail(f"sends {chunk.shape[2]}-dim actions ({' + '.join(str(p.shape[2]) for p in parts)} over"
@@ -293,6 +331,11 @@ class Gr00tChunkModelCfg:
     """Longest wait for the first ping's reply [s]."""
     max_message_bytes: int = 64 * 2**20
     """Largest reply accepted [bytes] (ZeroMQ drops a larger one, and the request times out)."""
+    rtc_options: bool = False
+    """Take the ``rtc`` schedule's committed prefix (``accepts_prefix``) and send it as GR00T N1.7's real-time
+    chunking options (:mod:`~isaaclab_suspend.serving.gr00t_rtc`); off: no prefix, ``options`` None."""
+    rtc_ramp_rate: float = 5.0
+    """``rtc_ramp_rate`` sent with the options: how fast N1.7 releases the inpainted steps after the frozen ones."""
 
     @classmethod
     def parse(cls, address: str, **kwargs) -> Gr00tChunkModelCfg:

@@ -9,6 +9,11 @@ Endpoints: ``ping``, ``get_modality_config`` (state / video keys of :attr:`Gr00t
 ``delta_indices`` ``[0]``, the action key with H of them, the language key if set), ``get_action`` (flat or
 nested observation, answered in the same form and array encoding), ``reset`` (``{}``) and ``kill`` (refused
 unless :attr:`Gr00tPolicyServerCfg.allow_kill`). Errors are GR00T's ``{"error": message}``.
+
+Real-time chunking: a ``get_action`` whose ``options`` carry N1.7's inpainting options and the previous chunk
+(:mod:`~isaaclab_suspend.serving.gr00t_rtc`) passes the model the committed prefix and each row's delay when
+the model accepts a prefix; a model that does not ignores the options, as GR00T's own policy does. Batched
+requests keep each row's prefix (:class:`~isaaclab_suspend.serving.BatchingChunkModel`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from isaaclab.utils import configclass
 from ..policies.model import ChunkModel
 from ..tensor_tree import unflatten_names
 from . import gr00t_codec
+from .gr00t_rtc import options_prefix
 from .batching import BatchingCfg, BatchingChunkModel
 from .remote import PolicyServerCfg
 
@@ -42,7 +48,8 @@ class Gr00tPolicyServer:
     the batching worker thread.
 
     Args:
-        model: The chunk model, ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
+        model: The chunk model, ``model(obs_rows, env_ids) -> (B, H, action_dim)`` (with ``accepts_prefix``,
+            also called with the ``prefix=`` and ``delay=`` of real-time chunking options).
         cfg: Address, keys, batching, limits and token.
 
     Raises:
@@ -204,7 +211,9 @@ class Gr00tPolicyServer:
             raise ValueError("get_action needs data {'observation': {...}, 'options': ...}.")
         rows, batch, flat = observation_rows(data["observation"], self.cfg.keys, self.cfg.device)
         env_ids = torch.arange(batch, device=self.cfg.device)
-        chunk = await asyncio.wrap_future(self.batcher.submit(rows, env_ids, identity))
+        prefix = options_prefix(data.get("options"), [self.cfg.action_key], batch, self.cfg.chunk_length,
+                                self.cfg.action_dim, self.cfg.device) if self.batcher.accepts_prefix else {}
+        chunk = await asyncio.wrap_future(self.batcher.submit(rows, env_ids, identity, **prefix))
         self.requests += 1
         actions = chunk.detach().cpu().numpy().astype(np.float32)
         key = f"action.{self.cfg.action_key}" if flat else self.cfg.action_key

@@ -35,7 +35,7 @@ import torch
 from isaaclab.utils import configclass
 
 from .batching import BatchingCfg, BatchingChunkModel
-from ..policies.model import ChunkModel, accepts_prefix
+from ..policies.model import ChunkModel, accepts_prefix, prefix_problem
 from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
 
 if TYPE_CHECKING:
@@ -177,9 +177,9 @@ class PolicyServer:
     @property
     def metadata(self) -> dict:
         """What ``hello`` answers: protocol version, chunk length, action dim, task (None when unknown) and whether
-        the model takes a prefix (not through the batcher, which merges plain requests only)."""
+        the model takes a prefix (the batcher keeps each row's)."""
         return {"version": PROTOCOL_VERSION, "chunk_length": self.cfg.chunk_length, "action_dim": self.cfg.action_dim,
-                "task": self.cfg.task, "accepts_prefix": self.batcher is None and accepts_prefix(self.model)}
+                "task": self.cfg.task, "accepts_prefix": accepts_prefix(self.model)}
 
     @property
     def num_connections(self) -> int:
@@ -329,7 +329,7 @@ class PolicyServer:
             return
         try:
             if self.batcher is not None:
-                chunk = self.batcher.submit(arrays, env_ids, sock).result()
+                chunk = self.batcher.submit(arrays, env_ids, sock, **prefix).result()
             else:
                 with self._lock, torch.no_grad():
                     chunk = self.model(arrays, env_ids, **prefix)
@@ -345,13 +345,7 @@ class PolicyServer:
             return None
         if not self.metadata["accepts_prefix"]:
             return "this server's model takes no prefix (its hello says accepts_prefix false): send none"
-        actions, delay = prefix.get("prefix"), prefix.get("delay")
-        if (not isinstance(actions, torch.Tensor) or not isinstance(delay, torch.Tensor) or actions.ndim != 3
-                or not actions.is_floating_point() or delay.ndim != 1 or delay.is_floating_point()
-                or actions.shape[0] != batch or delay.shape[0] != batch):
-            return (f"'prefix' and 'delay' go together: a float (B, d, action_dim) and an integer (B,) array with B ="
-                    f" {batch} rows, as env_ids")
-        return None
+        return prefix_problem(prefix, batch)
 
     def _send(self, sock: socket.socket, header: dict) -> None:
         """Send a reply; a client that does not read it within ``cfg.read_timeout_s`` is dropped."""

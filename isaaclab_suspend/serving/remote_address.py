@@ -27,7 +27,7 @@ def parse_address(address: str) -> RemoteChunkModelCfg | OpenpiChunkModelCfg | G
 
 
 def connect_remote(address: str, chunk_length: int | None = None, keys: dict[str, str] | None = None,
-                   prompt: str | None = None, form: str = "flat"
+                   prompt: str | None = None, form: str = "flat", rtc_options: bool = False
                    ) -> RemoteChunkModel | OpenpiChunkModel | Gr00tChunkModel:
     """The chunk model of the policy served at ``address``.
 
@@ -37,6 +37,7 @@ def connect_remote(address: str, chunk_length: int | None = None, keys: dict[str
         keys: openpi / GR00T: request key -> observation path of the env (None: the paths themselves).
         prompt: openpi / GR00T: text sent with every observation.
         form: GR00T: ``flat`` or ``nested`` observations.
+        rtc_options: GR00T: send the ``rtc`` schedule's prefix as real-time chunking options.
 
     Raises:
         ValueError: If the address is malformed, or openpi options are given for the project's protocol.
@@ -45,6 +46,7 @@ def connect_remote(address: str, chunk_length: int | None = None, keys: dict[str
     cfg = parse_address(address)
     if isinstance(cfg, Gr00tChunkModelCfg):
         cfg.chunk_length, cfg.keys, cfg.prompt, cfg.form = chunk_length, keys or None, prompt, form
+        cfg.rtc_options = rtc_options
         return Gr00tChunkModel(cfg)
     if isinstance(cfg, OpenpiChunkModelCfg):
         cfg.chunk_length, cfg.keys, cfg.prompt = chunk_length, keys or None, prompt
