@@ -359,8 +359,9 @@ def test_real_env_rollout_through_the_server_equals_the_local_model(model):
         restarts = [r for _, r in recording.fed[1:] if r is not None]
         assert restarts and all(r.any() for r in restarts)  # None whenever no env restarted (host mirror)
         assert any(not moved.all() for moved, _ in recording.fed)  # suspended envs did not move
-        with pytest.raises(ValueError, match="maps 'state.cartpole' to 'state'"):
-            Gr00tChunkModel(Gr00tChunkModelCfg(port=server.address[1], keys={"state.cartpole": "state"})).check_env(env)
+        for path in ("state", "policy/joint_pos_rel"):  # no group, or a term of a concatenated group: no tensor to send
+            with pytest.raises(ValueError, match=f"maps 'state.cartpole' to '{path}', not an observation of the env"):
+                Gr00tChunkModel(Gr00tChunkModelCfg(port=server.address[1], keys={"state.cartpole": path})).check_env(env)
 
 
 def test_eval_script_against_the_gr00t_server_and_without_one(model):

@@ -9,8 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 
-import zmq
-
 from ..learning import load_chunk_policy
 from ..policies import LatencyCfg, LatencyEmulator
 from ..serving import (
@@ -153,10 +151,7 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer |
             setattr(cfg, name, value)
     cfg.limits.max_message_bytes = max(1, int(args.max_message_mb * 2**20))
     cfg.token, cfg.insecure_no_token = args.token, args.insecure_no_token
-    try:
-        return cfg.class_type(model, cfg)
-    except zmq.ZMQError as err:  # the GR00T server's ZeroMQ socket (a port in use): a user error as the others
-        raise OSError(err.errno, f"cannot listen at {cfg.host}:{cfg.port}: {err.strerror}") from None
+    return cfg.class_type(model, cfg)
 
 
 def describe_server(args: argparse.Namespace, server: PolicyServer | OpenpiPolicyServer | Gr00tPolicyServer) -> str:

@@ -33,7 +33,7 @@ from ..policies.observation_history import ObservationHistories
 from ..tensor_tree import flatten_names
 from . import gr00t_codec, gr00t_rtc
 from .openpi_client import _describe
-from .remote import TOKEN_ENV, RemoteChunkModel
+from .remote import TOKEN_ENV, RemoteChunkModel, check_observation_paths
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -145,12 +145,7 @@ class Gr00tChunkModel:
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise a ``ValueError`` if an observation path of :attr:`keys` is not one of the env's, or the server's
         task is known and is not the env's; from then on replies are checked against the env's action dim."""
-        groups = env.observation_manager.active_terms
-        for key, path in self.keys.items():
-            group, _, term = path.partition("/")
-            if group not in groups or (term and term not in groups[group]):
-                raise ValueError(f"--gr00t_keys maps '{key}' to '{path}', not an observation of the env (groups and"
-                                 f" terms: {groups}).")
+        check_observation_paths(env, self.keys, "--gr00t_keys")
         RemoteChunkModel.check_env(self, env)
         self.action_dim = env.action_manager.total_action_dim
 

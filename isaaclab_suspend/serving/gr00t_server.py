@@ -54,7 +54,7 @@ class Gr00tPolicyServer:
 
     Raises:
         ValueError: If the cfg is invalid, or the server would listen beyond loopback without a token.
-        zmq.ZMQError: If the address cannot be bound.
+        OSError: If the address cannot be bound (a port in use), as the other servers raise it.
     """
 
     def __init__(self, model: ChunkModel, cfg: Gr00tPolicyServerCfg):
@@ -77,9 +77,11 @@ class Gr00tPolicyServer:
             port = self._socket.bind_to_random_port(f"tcp://{cfg.host}") if cfg.port == 0 else cfg.port
             if cfg.port:
                 self._socket.bind(f"tcp://{cfg.host}:{cfg.port}")
-        except BaseException:
+        except BaseException as err:
             self._socket.close()
             self.batcher.close()
+            if isinstance(err, zmq.ZMQError):
+                raise OSError(err.errno, f"cannot listen at {cfg.host}:{cfg.port}: {err.strerror}") from None
             raise
         self.address: tuple[str, int] = (cfg.host, port)
         """``(host, port)`` the server listens on (the bound port when ``cfg.port`` is 0)."""
