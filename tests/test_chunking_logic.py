@@ -74,7 +74,7 @@ def test_temporal_ensemble_default_favours_older_predictions_slightly():
 
 
 def test_resolve_aggregator():
-    assert set(AGGREGATORS) == {"replace", "blend", "temporal_ensemble"}
+    assert set(AGGREGATORS) == {"replace", "blend", "temporal_ensemble", "soft_mask"}
     assert resolve_aggregator("blend") is blend
     custom = lambda old, new, count: (new, count)  # noqa: E731
     assert resolve_aggregator(custom) is custom
