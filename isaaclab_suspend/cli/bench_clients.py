@@ -20,8 +20,8 @@ def env_process(rank: int, pipe: Connection, task: str, num_envs: int, chunk: in
     (None ends), connect a model with ``connect(address)`` and run ``schedule`` from desynchronised episodes for
     ``warmup_ticks + ticks`` chunks of ``chunk`` steps. The process says ``ready``, ``connected`` (then waits for
     ``go``, so every client starts together), ``measuring`` and ``done``, and sends ``(seconds, active env-steps,
-    model calls)`` of the measured ticks once its policy is closed (calls: the model's ``calls`` counter, 0 where it has none). ``overrides``: Hydra-style cfg overrides of the
-    task, e.g. ``presets=newton_featherstone``."""
+    model calls)`` of the measured ticks once its policy is closed (calls: the model's ``calls`` counter, 0 where
+    it has none). ``overrides``: Hydra-style cfg overrides of the task, e.g. ``presets=newton_featherstone``."""
     torch.set_num_threads(1)
     with open_env(task, num_envs, overrides=overrides, seed=rank) as env:
         pipe.send("ready")

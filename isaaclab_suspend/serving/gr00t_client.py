@@ -69,9 +69,9 @@ class Gr00tChunkModel:
     def __init__(self, cfg: Gr00tChunkModelCfg):
         if cfg.form not in FORMS:
             raise ValueError(f"Gr00tChunkModelCfg.form must be one of {FORMS}, got {cfg.form!r}.")
-        ramp = cfg.rtc_ramp_rate
-        if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not math.isfinite(ramp) or ramp <= 0:
-            raise ValueError(f"Gr00tChunkModelCfg.rtc_ramp_rate must be a finite number > 0, got {ramp!r}.")
+        if not gr00t_rtc.is_ramp_rate(cfg.rtc_ramp_rate):
+            raise ValueError("Gr00tChunkModelCfg.rtc_ramp_rate must be a finite number > 0, got"
+                             f" {cfg.rtc_ramp_rate!r}.")
         self.cfg = cfg
         """The client configuration."""
         self.calls = 0
@@ -145,7 +145,7 @@ class Gr00tChunkModel:
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise a ``ValueError`` if an observation path of :attr:`keys` is not one of the env's, or the server's
         task is known and is not the env's; from then on replies are checked against the env's action dim."""
-        check_observation_paths(env, self.keys, "--gr00t_keys")
+        check_observation_paths(env, self.keys, "Gr00tChunkModelCfg.keys")
         RemoteChunkModel.check_env(self, env)
         self.action_dim = env.action_manager.total_action_dim
 

@@ -40,6 +40,11 @@ OPTION_KEYS = (HORIZON, OVERLAP, FROZEN, RAMP_RATE, PREVIOUS_ACTION, ROW_FROZEN_
 """Every option of real-time chunking; all but :data:`ROW_FROZEN_STEPS` are required once one is sent."""
 
 
+def is_ramp_rate(value: Any) -> bool:
+    """Whether ``value`` can be an ``rtc_ramp_rate``: a finite number > 0 (not a bool)."""
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+
+
 def request_options(prefix: torch.Tensor, delay: torch.Tensor, parts: Sequence[tuple[str, int]],
                     ramp_rate: float) -> dict | None:
     """The options of a ``get_action`` whose chunk continues ``prefix`` (None when it is empty: d = 0).
@@ -92,7 +97,7 @@ def options_prefix(options: Any, action_keys: Sequence[str], batch: int, chunk_l
         raise ValueError(f"'{FROZEN}' <= '{OVERLAP}' <= '{HORIZON}' must be integers >= 0, with '{OVERLAP}' at most"
                          f" this server's H = {chunk_length}; got {str(frozen)[:20]}, {str(overlap)[:20]},"
                          f" {str(horizon)[:20]}.")
-    if isinstance(ramp, bool) or not isinstance(ramp, (int, float)) or not math.isfinite(ramp) or ramp <= 0:
+    if not is_ramp_rate(ramp):
         raise ValueError(f"'{RAMP_RATE}' must be a finite number > 0, got {str(ramp)[:20]}.")
     previous = options[PREVIOUS_ACTION]
     if not isinstance(previous, Mapping):

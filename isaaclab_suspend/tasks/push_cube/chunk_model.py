@@ -47,7 +47,7 @@ class PushCubeChunkModel:
         cfg = self.cfg
         obs = obs_rows["policy"].to(torch.float32)
         pos, vel, cube = obs[:, 0], obs[:, 1], obs[:, 2]
-        goal = obs[:, 2] + obs[:, 4] - cfg.contact_offset
+        goal = cube + obs[:, 4] - cfg.contact_offset
         actions = []
         for k in range(cfg.chunk_length):
             # in contact the cart moves the cube too and overcomes its ground friction (fed forward)
