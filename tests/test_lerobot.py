@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import h5py
+import numpy as np
 import pytest
 import torch
 
@@ -89,6 +90,8 @@ def test_sidecar_and_modality(dataset, exported):
     source = sidecar["source"]
     assert (source["env_name"], source["schedule"], source["chunk_length"], source["seed"], source["num_envs"],
             source["demos"]) == (TASK, "global_clock", 1, 42, 4, 4)
+    with h5py.File(dataset) as f:
+        assert source["frames"] == sum(len(f["data"][name]["actions"]) for name in f["data"])
     assert modality["state"]["cube_x"] == {"start": 2, "end": 3}
     assert modality["action"] == {"cart_effort": {"start": 0, "end": 1}}
     assert modality["video"] == {"scene_camera": {"original_key": CAMERA}}
@@ -190,6 +193,31 @@ def test_checkpoint_refuses_an_env_with_frames_of_another_size(checkpoint):
             load_chunk_policy(checkpoint, env=env)
 
 
+def test_chunk_shorter_than_planned_and_warning_for_a_chunk_longer_than_the_episodes(checkpoint, capsys):
+    """``--chunk N`` executes the first N of the policy's ``chunk_size`` actions (LeRobot's ``n_action_steps``), more
+    is refused; an H longer than the episodes it was trained on or than the env's gets a warning that names the
+    flags shortening it, when the script builds the model for the env."""
+    from isaaclab_suspend.cli import make_chunk_model
+
+    evaluate = load_script("eval")
+    args = evaluate.parse_args(["--checkpoint", checkpoint, "--chunk", "4", "--num_envs", "1"])
+    assert args.chunk == 4 and args.model.chunk_length == 4 and args.model.max_chunk_length == 8
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.parse_args(["--checkpoint", checkpoint, "--chunk", "9"])
+    assert exit_.value.code == 2 and "H must be 1 to 8, got 9" in capsys.readouterr().err
+    args = evaluate.parse_args(["--checkpoint", checkpoint, "--num_envs", "1"])
+    with open_env(TASK, 1, episode_length_s=0.1) as env:  # 6-step episodes, H = 8
+        make_chunk_model(args, env)
+        err = capsys.readouterr().err
+        assert "warning: LeRobot policy" in err and "H = 8 (its n_action_steps) is longer than the env's episodes" \
+            " (at most 6 steps)" in err and "--chunk N (N <= its chunk_size 8)" in err, err
+        assert "--policy.chunk_size=N --policy.n_action_steps=N" in err
+        args.model.sidecar.source["frames"] = 20  # 4 demos of 5 steps: shorter than H = 8 too
+        assert "the episodes it was trained on (mean 5.0 steps)" in args.model.chunk_warning(env)
+        args.model.set_chunk_length(4)
+        assert args.model.chunk_warning(env) is None
+
+
 def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, capsys):
     bad = tmp_path / "pretrained_model"
     shutil.copytree(checkpoint, bad)
@@ -267,3 +295,76 @@ def test_history_advances_per_active_step_stands_still_while_suspended_refills_a
     batch = model._features(rows[HISTORY_KEY])
     assert batch["observation.state"].shape == (2, 3, 5) and batch[CAMERA].shape == (2, 3, 3, 8, 8)
     assert torch.equal(batch[CAMERA][:, :, 0, 0, 0] * 255, torch.tensor([[0.0, 1, 3], [3, 3, 3]]))
+
+
+def test_lerobot_vector_env_freezes_each_env_at_its_episode_end(exported):
+    """LeRobot's vector env over one Isaac Lab env: an env whose episode ended is suspended at once, its physics
+    state, observation and frame frozen bit for bit while the others finish, with reward 0, no second done and no
+    success; the next rollout's reset brings every env back."""
+    from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+
+    from scene_state import physics_tensors
+
+    env = LeRobotVectorEnv(TASK, 3, ExportSidecar.read(os.path.join(exported, SIDECAR_PATH)))
+    try:
+        obs, _ = env.reset(seed=[5, 6, 7])
+        assert obs["agent_pos"].shape == (3, 5) and obs["pixels"]["scene_camera"].shape == (3, 64, 64, 3)
+        assert env.call("task_description") == ("push the cube",) * 3 and env.call("_max_episode_steps")[0] == 300
+        actions = np.tile(np.float32([[1.0, 0.0]]), (3, 1))  # push forward (the pad column dropped)
+        ended, end_steps, frozen = np.zeros(3, dtype=bool), {}, {}
+        for step in range(300):
+            obs, reward, terminated, truncated, info = env.step(actions)
+            done = terminated | truncated
+            assert not (done & ended).any() and not reward[ended].any() and not info["is_success"][ended].any()
+            for i in np.flatnonzero(done).tolist():
+                end_steps[i] = step
+                frozen[i] = ([t[i].clone() for t in physics_tensors(env.env)], obs["agent_pos"][i], env.render()[i])
+            assert np.array_equal(info["is_success"], done)  # pushed forward, every env succeeds
+            ended |= done
+            if ended.all():
+                break
+        assert ended.all() and len(set(end_steps.values())) == 3, end_steps  # some froze while others stepped
+        now = physics_tensors(env.env)
+        for i, (state, agent_pos, frame) in frozen.items():
+            assert all(torch.equal(t[i], s) for t, s in zip(now, state)), f"env {i} moved while suspended"
+            assert np.array_equal(obs["agent_pos"][i], agent_pos) and np.array_equal(env.render()[i], frame)
+        env.reset(seed=[8, 9, 10])
+        assert not env.env.suspended_mask.any()
+    finally:
+        env.close()
+
+
+def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint, tmp_path):
+    """The real ``lerobot-eval`` with the plugin: 4 envs in one Isaac Lab env, LeRobot's metrics and videos; its
+    episodes are eval.py's with ``--episodes_per_env 1`` on the same seed: the same success per env, and each
+    video (frames up to the episode's end) as long as that env's episode. A policy that does not fit the task is
+    one line and exit status 2."""
+    import av
+
+    run = _run([os.path.join(LEROBOT_BIN, "lerobot-eval"), "--env.type=isaaclab_suspend", f"--env.task={TASK}",
+                f"--policy.path={checkpoint}", "--eval.n_episodes=4", "--eval.batch_size=4", "--policy.device=cpu",
+                "--seed=7", f"--output_dir={tmp_path / 'lerobot_eval'}"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(tmp_path / "lerobot_eval" / "eval_info.json") as f:
+        info = json.load(f)
+    metrics = info["per_task"][0]["metrics"]
+    lengths = []
+    for path in metrics["video_paths"]:
+        with av.open(path) as video:
+            lengths.append(sum(1 for _ in video.decode(video=0)))
+    log = tmp_path / "episodes.jsonl"
+    run = _run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--num_envs", 4, "--episodes_per_env", 1,
+                "--seed", 7, "--schedule", "global_clock", "--episode_log", log, "--timeline", "", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    episodes = sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda r: r["env_id"])
+    assert info["overall"]["n_episodes"] == 4 and len(lengths) == 4
+    assert metrics["successes"] == [r["success"] for r in episodes]
+    assert lengths == [r["length"] for r in episodes] and len(set(lengths)) > 1, (lengths, episodes)
+    assert info["overall"]["pc_success"] == 100 * sum(r["success"] for r in episodes) / 4
+
+    run = _run([os.path.join(LEROBOT_BIN, "lerobot-eval"), "--env.type=isaaclab_suspend",
+                "--env.task=Isaac-PushCube-Suspendable", f"--policy.path={checkpoint}", "--eval.n_episodes=1",
+                "--eval.batch_size=1", "--policy.device=cpu", f"--output_dir={tmp_path / 'bad'}"])
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
+    (line,) = [line for line in run.stderr.splitlines() if line.startswith("lerobot-eval: error:")]
+    assert "--env.type=isaaclab_suspend: LeRobot policy" in line and "it was trained on an export of" in line
