@@ -368,3 +368,24 @@ def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
     (line,) = [line for line in run.stderr.splitlines() if line.startswith("lerobot-eval: error:")]
     assert "--env.type=isaaclab_suspend: LeRobot policy" in line and "it was trained on an export of" in line
+
+
+def test_lerobot_vector_env_films_a_task_without_cameras():
+    """A task without an ``images`` group gets a camera for LeRobot's videos at its viewer's eye (push-cube's: the
+    camera task's scene camera), rendered in every env; the policy's observation has no pixels."""
+    from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+    from isaaclab_suspend.interop.lerobot_layout import VectorLayout
+
+    sidecar = ExportSidecar(state=VectorLayout({"policy": 5}), action=VectorLayout({"cart_effort": 1}), task="push")
+    env = LeRobotVectorEnv("Isaac-PushCube-Suspendable", 2, sidecar, video_size=48)
+    try:
+        obs, _ = env.reset(seed=3)
+        assert set(obs) == {"agent_pos"} and env.metadata["render_fps"] == 60
+        first = env.render()
+        assert len(first) == 2 and first[0].shape == (48, 48, 3) and first[0].dtype == np.uint8
+        for _ in range(15):
+            env.step(np.float32([[1.0, 0.0], [1.0, 0.0]]))
+        later = env.render()
+        assert first[0].std() > 5 and not np.array_equal(first[0], later[0])  # a scene, and the cart moved in it
+    finally:
+        env.close()
