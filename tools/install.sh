@@ -9,7 +9,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ISAACLAB_SUSPEND_VENV:-$ROOT/.venv}"
 STAMP="$VENV/.isaaclab_suspend_stamp"
 # Bump when the pins below change so that an existing venv is rebuilt.
-STAMP_VERSION="6"
+STAMP_VERSION="7"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_VERSION" ]; then
   exit 0
