@@ -156,6 +156,7 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         Raises:
             ValueError: If the checkpoint or its sidecar cannot be read, or the env does not fit the policy.
         """
+        import lerobot.policies  # noqa: F401  (registers the policy config types)
         from lerobot.configs.policies import PreTrainedConfig
 
         from .lerobot_policy import check_env_fits, find_sidecar, is_lerobot_checkpoint
@@ -182,8 +183,8 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
             names[f"pixels/{cam}"] = f"observation.images.{cam}"
         return features, names
 
-    def close(self, **kwargs) -> None:
-        """Close the Isaac Lab env (again: nothing)."""
+    def close_extras(self, **kwargs) -> None:
+        """Close the Isaac Lab env (gym's ``close`` calls this once)."""
         self._stack.close()
 
     def _lerobot_obs(self, obs: dict) -> dict:
