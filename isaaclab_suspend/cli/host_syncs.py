@@ -9,8 +9,11 @@ stream sync); on the CPU nothing synchronises, so the tensor methods that would 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import dataclasses
+import os
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 
@@ -88,10 +91,20 @@ class SyncCount:
     """torch's: CUDA's synchronising calls on a GPU, the :data:`SYNC_METHODS` calls on the CPU."""
     warp: int = 0
     """Warp's :data:`WARP_SYNCS` calls."""
+    sites: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    """Syncs per place in the Python code that made them (``folder/module.py:line``)."""
 
     @property
     def total(self) -> int:
         return self.torch + self.warp
+
+    def add(self, other: SyncCount) -> None:
+        self.torch, self.warp = self.torch + other.torch, self.warp + other.warp
+        self.sites.update(other.sites)
+
+
+def _site(filename: str, lineno: int) -> str:
+    return f"{'/'.join(filename.split(os.sep)[-2:])}:{lineno}"
 
 
 @contextlib.contextmanager
@@ -105,6 +118,8 @@ def count_syncs(device: str) -> Iterator[SyncCount]:
             count.warp += 1
         else:
             count.torch += 1
+        caller = sys._getframe(2)  # on_sync <- the spy <- the code that synchronised
+        count.sites[_site(caller.f_code.co_filename, caller.f_lineno)] += 1
 
     cuda = str(device).startswith("cuda")
     with contextlib.ExitStack() as stack:
@@ -115,7 +130,10 @@ def count_syncs(device: str) -> Iterator[SyncCount]:
         stack.enter_context(spy_syncs(on_sync, torch_methods=not cuda))
         yield count
     if cuda:
-        count.torch += sum("synchroniz" in str(w.message) for w in caught)
+        for w in caught:
+            if "synchroniz" in str(w.message):
+                count.torch += 1
+                count.sites[_site(w.filename, w.lineno)] += 1
 
 
 def run_chunk_loop(
