@@ -63,15 +63,16 @@ def _raise(label: str) -> None:
     raise AssertionError(f"host sync: {label}()")
 
 
-def forbid_syncs(device: str) -> contextlib.AbstractContextManager:
+@contextlib.contextmanager
+def forbid_syncs(device: str) -> Iterator[None]:
     """Raise on any host sync inside the block: CUDA's sync debug mode set to ``error`` (and Warp's calls spied
     on) on a GPU, the spy on :data:`SYNC_METHODS` on the CPU."""
-    if not str(device).startswith("cuda"):
-        return spy_syncs(_raise)
-    stack = contextlib.ExitStack()
-    stack.enter_context(_sync_debug_mode("error"))
-    stack.enter_context(spy_syncs(_raise, torch_methods=False))
-    return stack
+    if str(device).startswith("cuda"):
+        with _sync_debug_mode("error"), spy_syncs(_raise, torch_methods=False):
+            yield
+    else:
+        with spy_syncs(_raise):
+            yield
 
 
 @contextlib.contextmanager

@@ -38,7 +38,7 @@ def run_part(args: argparse.Namespace, part: str, timeout_s: float) -> tuple[dic
     status (``ok``, ``timed out after N s``, ``failed (exit N)``)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         command = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--part", part,
-                   "--part_out", out.name] + (["--small"] if args.small else [])
+                   "--part_out", out.name, "--part_timeout_s", str(timeout_s)] + (["--small"] if args.small else [])
         process = subprocess.Popen(command, start_new_session=True)
         try:
             status = process.wait(timeout=timeout_s)
@@ -62,13 +62,14 @@ def main() -> int:
     parser.add_argument("--out", default=os.path.join("outputs", "gpu_suite.json"), help="the JSON of figures")
     parser.add_argument("--part", choices=list(PARTS), help=argparse.SUPPRESS)  # one part, in this process
     parser.add_argument("--part_out", help=argparse.SUPPRESS)
+    parser.add_argument("--part_timeout_s", type=float, default=600.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if unknown := set(args.parts) - set(PARTS):
         parser.error(f"unknown parts {sorted(unknown)}; known: {','.join(PARTS)}")
     size = SIZES["small" if args.small else "full"]
     if args.part:
         set_quiet()
-        figures = PARTS[args.part](args.device, size, ROOT)
+        figures = PARTS[args.part](args.device, {**size, "seconds": args.part_timeout_s}, ROOT)
         with open(args.part_out, "w") as f:
             json.dump(figures, f)
         return 0
