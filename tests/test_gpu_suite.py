@@ -41,3 +41,14 @@ def test_unknown_part_exits_2_in_one_line():
                             cwd=ROOT, timeout=120)
     assert result.returncode == 2 and "unknown parts ['warp']" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_part_past_its_time_out_is_killed_and_named(tmp_path):
+    """A part gets at most what is left of ``--budget_s``: past it the part's process group is killed, the JSON
+    says so, the parts after it are not run, and the suite exits 1."""
+    out = tmp_path / "suite.json"
+    result = subprocess.run([*SUITE, "--device", "cpu", "--small", "--parts", "syncs,tests", "--budget_s", "11",
+                             "--out", str(out)], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 1, result.stdout[-2000:] + result.stderr[-2000:]
+    parts = json.loads(out.read_text())["parts"]
+    assert parts == {"syncs": "timed out after 11 s", "tests": "not run: budget spent"}
