@@ -37,7 +37,8 @@ SIZES = {
              "policy_steps": 64, "record_steps": 100, "record_warmup": 10, "tests": ["tests"]},
     "small": {"sync_envs": 4, "sync_steps": 24, "num_envs": [4], "blocks": 2, "steps": 4,
               "policy_steps": 16, "record_steps": 12, "record_warmup": 2,
-              "tests": ["tests/test_chunking_cartpole.py::test_clock_schedules_call_exactly_ceil_t_over_h[global_clock]"]},
+              "tests": ["tests/test_chunking_cartpole.py::"
+                        "test_clock_schedules_call_exactly_ceil_t_over_h[global_clock]"]},
 }
 """Sizes of the full suite (a GPU) and of ``--small`` (the CPU test of the suite): envs, steps, and the tests
 given to pytest (of them, those marked ``cuda`` run)."""
@@ -104,8 +105,9 @@ def _step_syncs(env, step, action: torch.Tensor, suspended: torch.Tensor | None,
     if suspended is not None:
         env.resume_envs(suspended)
         step(env, action)
-    return {"steps": len(per_step), "reset_steps": resets, "syncs_per_step": max(s.total for s in per_step),
-            "warp_syncs_per_step": max(s.warp for s in per_step),
+    return {"steps": len(per_step), "reset_steps": resets,
+            "syncs_per_step": max((s.total for s in per_step), default=0),
+            "warp_syncs_per_step": max((s.warp for s in per_step), default=0),
             "sites": sorted(set().union(*(s.sites for s in per_step)))}
 
 
@@ -128,7 +130,8 @@ def part_timing(device: str, size: dict, root: str) -> dict:
                       for row in rows]
             for schedule in ("global_clock", "async"):
                 model = make_default_model(TIMING_TASK, CHUNK)
-                policy.append({"task": TIMING_TASK, **measure_policy(env, model, schedule, CHUNK, size["policy_steps"])})
+                loop = measure_policy(env, model, schedule, CHUNK, size["policy_steps"])
+                policy.append({"task": TIMING_TASK, **loop})
     return {"step_time": steps, "policy": policy}
 
 

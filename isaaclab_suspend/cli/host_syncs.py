@@ -138,7 +138,12 @@ def count_syncs(device: str) -> Iterator[SyncCount]:
 
 
 def run_chunk_loop(
-    env, model, schedule: str, chunk_length: int, steps: int, watch: Callable[[bool], contextlib.AbstractContextManager],
+    env,
+    model,
+    schedule: str,
+    chunk_length: int,
+    steps: int,
+    watch: Callable[[bool], contextlib.AbstractContextManager],
     retired: torch.Tensor | None = None,
 ) -> int:
     """Run ``schedule`` for ``steps`` steps, each ``act()`` and ``observe()`` inside ``watch(quiet)``, where

@@ -67,7 +67,9 @@ class TimedRecorders:
             setattr(obj, method, timed)
 
 
-def measure_recording(task: str, num_envs: int, steps: int, warmup: int, out_dir: str, device: str = "cpu") -> list[dict]:
+def measure_recording(
+    task: str, num_envs: int, steps: int, warmup: int, out_dir: str, device: str = "cpu"
+) -> list[dict]:
     """Both recorders on one env of ``task`` for ``warmup + steps`` steps of random actions from desynchronised
     episodes; one row per recorder of ms per measured step: step hooks, episode ends, HDF5 write on the step thread,
     total (and the writer process's CPU time for ours)."""
