@@ -51,6 +51,10 @@ UNFINISHED_BYTES = 4096
 """Bytes a connection may have sent since its last whole message before they count as an unfinished message (the
 ZeroMQ greeting and handshake take about 100)."""
 
+SWEEP_S = 0.02
+"""How often the connections' unfinished messages are measured [s]: what a peer can add past the budget is what
+arrives meanwhile (a sweep of 256 connections takes about 1 ms)."""
+
 
 class _Peer:
     """One TCP connection of the ROUTER socket, seen through a duplicate of its descriptor: the kernel's count of
@@ -182,7 +186,7 @@ class Gr00tPolicyServer:
         while not self._stopped.is_set():
             if time.monotonic() >= next_sweep:
                 self._sweep()
-                next_sweep = time.monotonic() + min(0.1, self.cfg.read_timeout_s / 4)
+                next_sweep = time.monotonic() + SWEEP_S
             if not await self._socket.poll(min(100, max(1, int(1e3 * (next_sweep - time.monotonic()))))):
                 continue
             frames = await self._socket.recv_multipart(copy=False)
