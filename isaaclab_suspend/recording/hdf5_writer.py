@@ -31,7 +31,15 @@ Messages (pickled tuples), from the recording process:
 Answers: ``("flushed", [(success, env id), ...], messages)`` after a flush, for the demos written and the
 ``"demos"`` messages done since the last;
 ``("error", errno | None, message, [(success, env id), ...])`` when a write fails (the demos listed were
-written before the failure and are in the file); ``("closed",)``.
+written before the failure and are in the file; the message names the file and how many demos are safe in it);
+``("closed",)``.
+
+A full disk: before each demo the writer checks that the disk keeps :data:`RESERVE_BYTES` beside the demo's
+arrays, and stops before writing it otherwise, closing the file whole (HDF5 never meets ``ENOSPC``). Should a
+write fail all the same (another process filled the disk meanwhile), the part of the demo is removed and the
+file closed; if HDF5 cannot do even that, nothing more is asked of it (closing a file whose writes fail can
+crash HDF5): the file keeps what its last flush wrote, and the message says how many demos that is. After the
+first failure the writer's stderr is closed, so that h5py's objects, freed on the way out, print nothing.
 """
 
 from __future__ import annotations
@@ -56,6 +64,13 @@ _LINKS.set_create_intermediate_group(True)
 _LINKS.set_char_encoding(h5t.CSET_UTF8)
 _RAW = h5p.create(h5p.DATASET_CREATE)  # as h5py's create_dataset makes a raw dataset: no timestamps
 _RAW.set_obj_track_times(False)
+
+RESERVE_BYTES = 2**20 + 2**18
+"""Free space each demo must leave on the disk (beside its arrays and :data:`DEMO_OVERHEAD_BYTES`), so that the
+file can still be flushed and closed whole: the metadata cache (:data:`METADATA_CACHE_BYTES`) and a margin."""
+
+DEMO_OVERHEAD_BYTES = 2**16
+"""HDF5 metadata one demo may add (its group, dataset headers and attributes; a few KiB in practice)."""
 
 FORMAT_VERSION = 1
 """Isaac Lab's ``DATASET_FORMAT_VERSION`` (XYZW quaternions); ``EpisodeWriter`` checks that they agree."""
@@ -88,6 +103,8 @@ class _File:
         self.data.attrs["env_args"] = json.dumps({"env_name": env_name or "", "type": 2})
         self.demo_count = 0
         self.total = 0
+        self.demos = 0  # demos written
+        self.flushed = 0  # demos written as of the last flush
 
 
 class _Writer:
@@ -103,6 +120,7 @@ class _Writer:
         self.files: list[_File] = []  # for close(), should opening the second file fail
         self.written: list[tuple[bool, int]] = []  # demos written since the last answer
         self.fault: tuple[str, int, str] | None = None
+        self.broken = False  # HDF5 failed to undo a failed write: the files are not touched again
         self.hits: dict[str, int] = {}
         self.files = [_File(path, env_name) for path in paths]
 
@@ -169,12 +187,20 @@ class _Writer:
     def flush(self) -> None:
         self.point("flush")
         for file in self.files:
-            file.h5.flush()
+            try:
+                file.h5.flush()
+            except BaseException:
+                _silence_stderr()
+                self.broken = True  # a flush that fails leaves the file as its last one wrote it
+                raise
+            file.flushed = file.demos
         if self.written or self.released:
             self.answer(("flushed", self.written, self.released))
             self.written, self.released = [], 0
 
     def close(self) -> None:
+        if self.broken:
+            return
         for file in self.files:
             try:
                 file.h5.close()
@@ -185,6 +211,7 @@ class _Writer:
                    seed: int | None) -> None:
         """Write one demo; on failure remove what was written of it, so that the file holds whole demos only."""
         self.point("demo")
+        check_space(file, sum(array.nbytes for array in arrays.values()))
         name = f"demo_{file.demo_count if demo_id is None else demo_id}"
         if name in file.data:
             raise ValueError(f"Episode group '{name}' already exists in {file.path}.")
@@ -206,15 +233,30 @@ class _Writer:
             group.attrs["success"] = success
             file.data.attrs["total"] = file.total + num_samples
         except BaseException:
+            _silence_stderr()
             try:
                 del file.data[name]
                 file.h5.flush()
+                file.flushed = file.demos
             except Exception:  # noqa: BLE001 - keep the original error
-                pass
+                self.broken = True
             raise
         file.total += num_samples
+        file.demos += 1
         if demo_id is None:
             file.demo_count += 1
+
+    def failure(self, err: BaseException) -> tuple[int | None, str]:
+        """The errno of what stopped the writer (``ENOSPC`` also where h5py only says it in its text) and one line:
+        what (for a full disk: its free space) and how many demos are safe in each file."""
+        code = err.errno if isinstance(err, OSError) else None
+        safe = ", ".join(f"{file.flushed if self.broken else file.demos} in {file.path}" for file in self.files)
+        if code == errno.ENOSPC or "errno = 28" in str(err):
+            stat = os.statvfs(os.path.dirname(os.path.abspath(self.files[0].path)))
+            code, what = errno.ENOSPC, f"no space left on its disk ({stat.f_bavail * stat.f_frsize / 2**20:.2f} MiB free)"
+        else:
+            what = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        return code, f"{what}; demos safe: {safe} ({'as of the last flush' if self.broken else 'the file closed whole'})"
 
     def filters(self, path: str, array) -> dict:
         """``create_dataset`` options of a dataset: the compression of the longest matching key, else by dtype;
@@ -248,6 +290,23 @@ class _Writer:
                 time.sleep(0.01)
 
 
+def check_space(file: _File, nbytes: int) -> None:
+    """Raise ``ENOSPC`` if a demo of ``nbytes`` bytes of arrays would leave less than :data:`RESERVE_BYTES` free
+    on the disk of ``file``."""
+    stat = os.statvfs(os.path.dirname(os.path.abspath(file.path)))
+    free, needed = stat.f_bavail * stat.f_frsize, nbytes + DEMO_OVERHEAD_BYTES + RESERVE_BYTES
+    if free < needed:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _silence_stderr() -> None:
+    """Close stderr (to /dev/null): a failing HDF5 makes h5py print an "Exception ignored" block for every object
+    it frees; the failure itself goes to the recording process."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
+
+
 def _receive_all(conn: Connection, inbox: queue.SimpleQueue) -> None:
     """Move every message of ``conn`` to ``inbox``; then None once the recording process has closed its end, or
     the error that stopped the reading."""
@@ -273,15 +332,16 @@ def main(read_fd: int, write_fd: int, ring_fd: int) -> None:
         writer.answer(("opened",))
         writer.run()
     except BaseException as err:  # noqa: BLE001 - reported to the recording process
-        code = err.errno if isinstance(err, OSError) else None
-        written = writer.written if writer is not None else []
-        try:
-            conn_out.send(("error", code, f"{type(err).__name__}: {err}", written))
-        except OSError:
-            pass
-    finally:
         if writer is not None:
             writer.close()
+        written = writer.written if writer is not None else []
+        code, message = writer.failure(err) if writer is not None else (getattr(err, "errno", None), str(err))
+        try:
+            conn_out.send(("error", code, message, written))
+        except OSError:
+            pass
+    else:
+        writer.close()
 
 
 if __name__ == "__main__":
