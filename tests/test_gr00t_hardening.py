@@ -22,11 +22,11 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import ROOT
+from helpers import ROOT, eval_remote
 
 from isaaclab_suspend.policies import ObservationHistories
 from isaaclab_suspend.serving import (Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tPolicyServer, Gr00tPolicyServerCfg,
-                                      Gr00tServerError, gr00t_codec, msgpack_arrays)
+                                      Gr00tServerError, gr00t_codec)
 
 H = 4
 MAX_BATCH = 64
@@ -73,7 +73,8 @@ def server():
 
 def _good_call(req: _Req) -> float:
     state = np.zeros((2, 1, 4), np.float32)
-    reply, elapsed = req(msgpack.packb({"data": {"observation": {"state.policy": _array(state.shape, state.tobytes())}}}))
+    observation = {"state.policy": _array(state.shape, state.tobytes())}
+    reply, elapsed = req(msgpack.packb({"data": {"observation": observation}}))
     assert np.frombuffer(reply[0]["action.action"][b"data"], np.float32).size == 2 * H, reply
     assert elapsed < 1.0, elapsed
     return elapsed
@@ -257,9 +258,7 @@ def test_history_rings_are_bounded_for_every_model():
 def test_eval_exits_2_with_one_line_for_a_server_asking_for_a_long_history():
     forged = _ForgedRepServer(HOSTILE_CONFIGS["history 3e7"][0])
     try:
-        run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote",
-                              f"gr00t://127.0.0.1:{forged.port}", "--num_envs", "2", "--steps", "5"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        run = eval_remote(f"gr00t://127.0.0.1:{forged.port}")
     finally:
         forged.close()
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]
@@ -314,7 +313,8 @@ def test_half_sent_frames_are_bounded_and_dropped():
     meanwhile."""
     process = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--protocol", "gr00t", "--port", "0",
-         "--chunk", str(H), "--keys", "state.policy=policy", "--max_message_mb", str(MESSAGE_MB), "--read_timeout", "1"],
+         "--chunk", str(H), "--keys", "state.policy=policy", "--max_message_mb", str(MESSAGE_MB),
+         "--read_timeout", "1"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         port = int(re.search(r"at 127\.0\.0\.1:(\d+)", process.stdout.readline())[1])

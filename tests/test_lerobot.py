@@ -265,7 +265,8 @@ HOSTILE_CHECKPOINTS = {
                       "does not fit this LeRobot's config of that type: The fields `from_lerobot_0_9` are not valid"
                       " for ACTConfig"),
     "other type": ("config.json", lambda c: c.update(type="diffusion"),
-                   "config.json \\('diffusion'\\) does not fit this LeRobot's config of that type: The fields `chunk_size`"),
+                   "config.json \\('diffusion'\\) does not fit this LeRobot's config of that type: The fields"
+                   " `chunk_size`"),
     "wrong type of a field": ("config.json", lambda c: c.update(dim_model="wide"),
                               "`dim_model`: Couldn't parse 'wide' into an int"),
 }

@@ -253,10 +253,12 @@ class _Writer:
         safe = ", ".join(f"{file.flushed if self.broken else file.demos} in {file.path}" for file in self.files)
         if code == errno.ENOSPC or "errno = 28" in str(err):
             stat = os.statvfs(os.path.dirname(os.path.abspath(self.files[0].path)))
-            code, what = errno.ENOSPC, f"no space left on its disk ({stat.f_bavail * stat.f_frsize / 2**20:.2f} MiB free)"
+            free = stat.f_bavail * stat.f_frsize / 2**20
+            code, what = errno.ENOSPC, f"no space left on its disk ({free:.2f} MiB free)"
         else:
             what = " ".join(f"{type(err).__name__}: {err}".split())[:300]
-        return code, f"{what}; demos safe: {safe} ({'as of the last flush' if self.broken else 'the file closed whole'})"
+        how = "as of the last flush" if self.broken else "the file closed whole"
+        return code, f"{what}; demos safe: {safe} ({how})"
 
     def filters(self, path: str, array) -> dict:
         """``create_dataset`` options of a dataset: the compression of the longest matching key, else by dtype;

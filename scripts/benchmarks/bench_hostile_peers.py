@@ -205,7 +205,8 @@ def main() -> None:
     process, port = start_server("--protocol", "gr00t", "--keys", "state.policy=policy")
     gr00t_call(port)
     idle = peak_mib(process.pid)
-    for name, attack in (("3 x declared B = 2^28", gr00t_declared_batch), ("63 MiB config-marker ping", gr00t_marker_flood),
+    for name, attack in (("3 x declared B = 2^28", gr00t_declared_batch),
+                         ("63 MiB config-marker ping", gr00t_marker_flood),
                          ("32 half-sent 15 MiB frames", gr00t_half_frames)):
         worst = measure(gr00t_call, port, attack)
         table.add_row(["GR00T", name, f"{peak_mib(process.pid) - idle:.0f}", f"{1e3 * worst:.1f}"])
