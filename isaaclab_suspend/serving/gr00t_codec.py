@@ -133,7 +133,7 @@ class Gr00tDecoder:
         return obj
 
 
-def unpackb(data: bytes, configs: bool = False) -> tuple[Any, str]:
+def unpackb(data: bytes | memoryview, configs: bool = False) -> tuple[Any, str]:
     """Decode a GR00T message: ``(object, array encoding it used)``; arrays come back read-only. With
     ``configs`` (a ``get_modality_config`` reply), modality configs are decoded to plain dicts.
 

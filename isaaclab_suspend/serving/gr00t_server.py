@@ -277,7 +277,8 @@ class Gr00tPolicyServer:
     async def _answer(self, identity: bytes, message: memoryview) -> None:
         encoding = gr00t_codec.NPY
         try:
-            request, encoding = gr00t_codec.unpackb(bytes(message))
+            # in a worker thread, never in the loop that reads the other clients' requests; no copy of the message
+            request, encoding = await asyncio.to_thread(gr00t_codec.unpackb, message)
             reply = await self._dispatch(identity, request)
         except Exception as err:  # GR00T's way: the error as a map, the server lives on
             reply = {"error": f"{type(err).__name__}: {err}"}
