@@ -154,11 +154,15 @@ def gr00t_declared_batch(port: int) -> None:  # 3 requests of 80 bytes declaring
             assert b"max_batch" in req.recv()
 
 
-def gr00t_marker_flood(port: int) -> None:  # an unauthenticated 63 MiB ping: a config marker of 22M empty lists
+MARKER_FLOOD = msgpack.packb({"endpoint": "ping", "data": {"__ModalityConfig__": True,
+                                                             "as_json": "[" + "[]," * 22_000_000 + "[]]"}})
+"""An unauthenticated 63 MiB ping: a config marker of 22M empty lists (built once, before any measure)."""
+
+
+def gr00t_marker_flood(port: int) -> None:
     with zmq.Context() as context, context.socket(zmq.REQ) as req:
         req.connect(f"tcp://127.0.0.1:{port}")
-        req.send(msgpack.packb({"endpoint": "ping", "data": {"__ModalityConfig__": True,
-                                                              "as_json": "[" + "[]," * 22_000_000 + "[]]"}}))
+        req.send(MARKER_FLOOD)
         req.recv()
 
 
