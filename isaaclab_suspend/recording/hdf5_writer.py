@@ -36,10 +36,13 @@ written before the failure and are in the file; the message names the file and h
 
 A full disk: before each demo the writer checks that the disk keeps :data:`RESERVE_BYTES` beside the demo's
 arrays, and stops before writing it otherwise, closing the file whole (HDF5 never meets ``ENOSPC``). Should a
-write fail all the same (another process filled the disk meanwhile), the part of the demo is removed and the
-file closed; if HDF5 cannot do even that, nothing more is asked of it (closing a file whose writes fail can
-crash HDF5): the file keeps what its last flush wrote, and the message says how many demos that is. After the
-first failure the writer's stderr is closed, so that h5py's objects, freed on the way out, print nothing.
+write of HDF5 fail all the same (another process took the reserve meanwhile), HDF5 is asked nothing more
+(undoing the demo or closing a file whose writes fail can crash it): the file keeps what its last flush wrote,
+and the message says how many demos that is. HDF5 itself may still crash in a flush whose metadata writes fail
+(measured under a file-size limit: a segfault inside ``H5Fflush``); the recording process then reports the
+death with the demos read back from the file. The writer's stderr goes to /dev/null (h5py prints an "Exception
+ignored" block for every object it frees after a failed write); every error it meets goes to the recording
+process.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ import json
 import mmap
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -190,7 +194,6 @@ class _Writer:
             try:
                 file.h5.flush()
             except BaseException:
-                _silence_stderr()
                 self.broken = True  # a flush that fails leaves the file as its last one wrote it
                 raise
             file.flushed = file.demos
@@ -209,14 +212,16 @@ class _Writer:
 
     def write_demo(self, file: _File, demo_id: int | None, arrays: dict, success: bool, num_samples: int,
                    seed: int | None) -> None:
-        """Write one demo; on failure remove what was written of it, so that the file holds whole demos only."""
+        """Write one demo. On an injected fault (a test's stand-in for a full disk) remove what was written of it, so
+        that the file holds whole demos only; on a failure of HDF5 itself ask HDF5 nothing more (undoing or closing
+        after a failed write can crash it): the file keeps what its last flush wrote."""
         self.point("demo")
         check_space(file, sum(array.nbytes for array in arrays.values()))
         name = f"demo_{file.demo_count if demo_id is None else demo_id}"
         if name in file.data:
             raise ValueError(f"Episode group '{name}' already exists in {file.path}.")
-        group = file.data.create_group(name)
         try:
+            group = file.data.create_group(name)
             for path, array in arrays.items():
                 options = self.filters(path, array)
                 if options:
@@ -232,8 +237,7 @@ class _Writer:
                 group.attrs["seed"] = seed
             group.attrs["success"] = success
             file.data.attrs["total"] = file.total + num_samples
-        except BaseException:
-            _silence_stderr()
+        except InjectedFault:
             try:
                 del file.data[name]
                 file.h5.flush()
@@ -241,17 +245,22 @@ class _Writer:
             except Exception:  # noqa: BLE001 - keep the original error
                 self.broken = True
             raise
+        except BaseException:
+            self.broken = True
+            raise
         file.total += num_samples
         file.demos += 1
         if demo_id is None:
             file.demo_count += 1
 
     def failure(self, err: BaseException) -> tuple[int | None, str]:
-        """The errno of what stopped the writer (``ENOSPC`` also where h5py only says it in its text) and one line:
-        what (for a full disk: its free space) and how many demos are safe in each file."""
+        """The errno of what stopped the writer (also where h5py says it only in its text) and one line: what (for
+        a full disk: its free space) and how many demos are safe in each file."""
         code = err.errno if isinstance(err, OSError) else None
+        if code is None and (said := re.search(r"errno = (\d+)", str(err))):  # h5py's text of a failed write
+            code = int(said[1])
         safe = ", ".join(f"{file.flushed if self.broken else file.demos} in {file.path}" for file in self.files)
-        if code == errno.ENOSPC or "errno = 28" in str(err):
+        if code == errno.ENOSPC:
             stat = os.statvfs(os.path.dirname(os.path.abspath(self.files[0].path)))
             free = stat.f_bavail * stat.f_frsize / 2**20
             code, what = errno.ENOSPC, f"no space left on its disk ({free:.2f} MiB free)"
@@ -283,13 +292,17 @@ class _Writer:
         if action == "sigkill":
             os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)
         elif action == "enospc":
-            raise OSError(errno.ENOSPC, "No space left on device")
+            raise InjectedFault(errno.ENOSPC, "No space left on device")
         elif action == "pause":
             marker = f"{self.files[0].path}.paused"
             open(marker, "w").close()
             deadline = time.monotonic() + 10.0
             while os.path.exists(marker) and time.monotonic() < deadline:
                 time.sleep(0.01)
+
+
+class InjectedFault(OSError):
+    """The disk-full error a test injects (``("fault", point, nth, "enospc")``), HDF5 itself intact."""
 
 
 def check_space(file: _File, nbytes: int) -> None:
@@ -302,8 +315,8 @@ def check_space(file: _File, nbytes: int) -> None:
 
 
 def _silence_stderr() -> None:
-    """Close stderr (to /dev/null): a failing HDF5 makes h5py print an "Exception ignored" block for every object
-    it frees; the failure itself goes to the recording process."""
+    """Send stderr to /dev/null: a failing HDF5 makes h5py print an "Exception ignored" block for every object it
+    frees, from inside the failing call already; every error of the writer goes to the recording process."""
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 2)
     os.close(null)
@@ -325,6 +338,7 @@ def main(read_fd: int, write_fd: int, ring_fd: int) -> None:
     """Serve one recording: open the files, write the demos it sends (their arrays in the shared memory
     ``ring_fd``), close them when told or when it ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _silence_stderr()
     if hasattr(os, "SCHED_BATCH"):  # Linux: a message must not wake this process ahead of the recording's step
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     conn_in, conn_out = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
