@@ -14,6 +14,13 @@ Real-time chunking: a ``get_action`` whose ``options`` carry N1.7's inpainting o
 (:mod:`~isaaclab_suspend.serving.gr00t_rtc`) passes the model the committed prefix and each row's delay when
 the model accepts a prefix; a model that does not ignores the options, as GR00T's own policy does. Batched
 requests keep each row's prefix (:class:`~isaaclab_suspend.serving.BatchingChunkModel`).
+
+What hostile peers can make it hold is bounded: every array of a request is checked against
+:attr:`Gr00tPolicyServerCfg.max_batch` and the wire limits before anything is built from it, a message is
+decoded in a worker thread with its objects counted first (modality configs are never decoded here), and the
+bytes of messages not yet whole are measured per TCP connection from the kernel (``TCP_INFO``, through
+ZeroMQ's monitor): past :attr:`Gr00tPolicyServerCfg.max_buffered_bytes` for all together, or not whole within
+``read_timeout_s``, a connection is closed and ZeroMQ frees what it held.
 """
 
 from __future__ import annotations
@@ -214,14 +221,17 @@ class Gr00tPolicyServer:
         while True:
             event = zmq.utils.monitor.parse_monitor_message(await self._monitor.recv_multipart())
             fd = event["value"]
+            if fd in self._peers:  # disconnected, or its descriptor taken by a new connection
+                self._peers.pop(fd).sock.close()
             if event["event"] == zmq.EVENT_ACCEPTED:
                 try:
                     sock = socket.socket(fileno=os.dup(fd))
-                    self._peers[fd] = _Peer(sock, "%s:%d" % sock.getpeername()[:2])
                 except OSError:  # already closed by ZeroMQ
                     continue
-            elif fd in self._peers:
-                self._peers.pop(fd).sock.close()
+                try:
+                    self._peers[fd] = _Peer(sock, "%s:%d" % sock.getpeername()[:2])
+                except OSError:  # not connected any more
+                    sock.close()
 
     def _finished(self, fd: int) -> None:
         """A whole message came from the connection of ``fd``: what it sent so far is no unfinished message."""
