@@ -2,6 +2,8 @@
 
 import importlib.util
 import os
+import subprocess
+import sys
 from types import ModuleType
 
 import torch
@@ -45,3 +47,9 @@ def check_usage_errors(script: ModuleType, cases: dict[tuple[str, ...], str], ca
             status = exit.code
         err = capsys.readouterr().err
         assert status == 2 and message in err and "Traceback" not in err, (args, err)
+
+
+def eval_remote(address: str) -> subprocess.CompletedProcess:
+    """``eval.py --remote ADDRESS`` on 2 envs for 5 steps, in a process of its own; its output captured."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote", address, "--num_envs",
+                           "2", "--steps", "5"], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -4,11 +4,26 @@ import os
 import subprocess
 import sys
 
+import gymnasium as gym
 import pytest
+
+from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
+from isaaclab_suspend.utils import check_local_assets, import_task_modules, make_env_cfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUDIT = [sys.executable, os.path.join(ROOT, "scripts", "audit_suspension.py"), "--task", "Test-Stateful-PushCube",
          "--import", "stateful_task", "--num_envs", "2", "--steps", "16", "--suspend_at", "3", "--suspend_steps", "7"]
+
+
+DEVICE_AUDITS = {
+    # task id: modules that register it (adding a task is one line; a task not registered here is skipped)
+    "Isaac-Cartpole-Suspendable": (),
+    "Isaac-PushCube-Suspendable": (),
+    "IsaacContrib-Stack-Cube-SO101-v0": (),
+    "Isaac-Lift-Franka": (),
+    "Isaac-Reach-Franka": (),
+}
+"""Tasks audited on ``--device`` (``scripts/benchmarks/gpu_suite.py`` runs them on a GPU)."""
 
 
 def _run(*extra: str, audit: list[str] = AUDIT) -> subprocess.CompletedProcess:
@@ -52,3 +67,22 @@ def test_audit_rejects_bad_input(bad):
     result = _run(*bad)
     assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("task", list(DEVICE_AUDITS))
+def test_audit_passes_on_the_device(task, device):
+    """The audit in-process on ``--device``: a suspended-then-resumed env retraces the never-suspended run."""
+    try:
+        import_task_modules(DEVICE_AUDITS[task])
+    except ValueError as err:
+        pytest.skip(str(err))
+    if task not in gym.registry:
+        pytest.skip(f"{task} is not registered here")
+    try:
+        check_local_assets(make_env_cfg(task, 2, device), task)
+    except ValueError as err:
+        pytest.skip(f"its assets cannot be opened here: {err}")
+    cfg = SuspensionAuditCfg(task=task, num_envs=2, steps=16, suspend_at=3, suspend_steps=7, device=device)
+    audit = audit_suspension(cfg)
+    assert audit.passed, str(audit)

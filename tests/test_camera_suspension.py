@@ -21,7 +21,7 @@ def _feedback(policy_obs: torch.Tensor) -> torch.Tensor:
     return torch.clamp(-0.8 * policy_obs[:, :1] - 0.3 * policy_obs[:, 2:3] + 0.5, -1.0, 1.0)
 
 
-def _rollout(suspend: bool) -> tuple[torch.Tensor, torch.Tensor]:
+def _rollout(suspend: bool, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Stacked images per step and env (Shape: (steps + 1, num_envs, 32, 32, 3 * FRAME_STACK)) and the active mask."""
     image_params = {
         "sensor_cfg": SceneEntityCfg("scene_camera"), "data_type": "rgb", "normalize": False, "frame_stack": FRAME_STACK
@@ -32,9 +32,9 @@ def _rollout(suspend: bool) -> tuple[torch.Tensor, torch.Tensor]:
         "scene__scene_camera__width": 32,
         "observations__images__scene_camera__params": image_params,
     }
-    with open_env(TASK, NUM_ENVS, **attrs) as env:
+    with open_env(TASK, NUM_ENVS, device, **attrs) as env:
         obs, _ = env.reset()
-        images, active = [obs["images"]["scene_camera"].clone()], [torch.ones(NUM_ENVS, dtype=torch.bool)]
+        images, active = [obs["images"]["scene_camera"].clone()], [env.active_mask]
         # phases: run, then (if suspend) suspend and run, then resume and run to the end
         phases = ((SUSPEND_AT, None), (SUSPEND_FOR, env.suspend_envs), (STEPS - SUSPEND_AT - SUSPEND_FOR, env.resume_envs))
         for length, switch in phases:
@@ -49,10 +49,12 @@ def _rollout(suspend: bool) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def runs():
-    return _rollout(suspend=False), _rollout(suspend=True)
+def runs(device):
+    """The never-suspended run and the suspended one, on ``--device``."""
+    return _rollout(suspend=False, device=device), _rollout(suspend=True, device=device)
 
 
+@pytest.mark.cuda
 def test_suspended_images_are_frozen(runs):
     _, (images, active) = runs
     frozen = images[SUSPEND_AT + 1 : SUSPEND_AT + SUSPEND_FOR + 1, SUSPENDED]
@@ -60,6 +62,7 @@ def test_suspended_images_are_frozen(runs):
     assert torch.equal(frozen, images[SUSPEND_AT, SUSPENDED].unsqueeze(0).expand_as(frozen))
 
 
+@pytest.mark.cuda
 def test_resumed_images_equal_never_suspended_run(runs):
     (reference, _), (images, active) = runs
     for env_id in range(NUM_ENVS):

@@ -22,21 +22,21 @@ from isaaclab_suspend.policies import (
 from isaaclab_suspend.utils import open_env
 
 from aggregator_reference import REFERENCES
-from host_syncs import check_quiet_steps, spy_forbids_syncs
+from isaaclab_suspend.cli.host_syncs import check_quiet_steps, forbid_syncs
 
 N = 8
 H = 8
 
 
 @pytest.fixture(scope="module")
-def env():
+def env(device):
     """Cartpole with an extra termination when the pole tilts past 1 rad: with zero actions the poles fall at
-    different times, so envs terminate asynchronously."""
+    different times, so envs terminate asynchronously. On ``--device`` (the tests marked ``cuda`` run there)."""
     pole_fallen = DoneTerm(
         func=joint_pos_out_of_manual_limit,
         params={"asset_cfg": SceneEntityCfg("robot", joint_names=["cart_to_pole"]), "bounds": (-1.0, 1.0)},
     )
-    with open_env("Isaac-Cartpole-Suspendable", N, terminations__pole_fallen=pole_fallen) as env:
+    with open_env("Isaac-Cartpole-Suspendable", N, device=device, terminations__pole_fallen=pole_fallen) as env:
         yield env
 
 
@@ -49,7 +49,7 @@ class RecordingZeroModel:
 
     def __call__(self, obs_rows, env_ids):
         self.calls.append((env_ids.clone(), obs_rows["policy"].clone()))
-        return torch.zeros(len(env_ids), self.chunk_length, 1)
+        return torch.zeros(len(env_ids), self.chunk_length, 1, device=env_ids.device)
 
 
 def rollout(env, policy, steps, seed=0, start_lengths=None):
@@ -107,6 +107,7 @@ def test_reset_count_marks_reset_steps(env):
     assert env.reset_count == count + 1
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("schedule", ["any", "partial_batch"])
 def test_request_schedules_call_exactly_when_an_env_needs_a_chunk(env, schedule):
     model = RecordingZeroModel()
@@ -124,6 +125,7 @@ def test_request_schedules_call_exactly_when_an_env_needs_a_chunk(env, schedule)
         assert stats["mean_envs_per_call"] < N and all(len(ids) == len(set(ids.tolist())) for ids, _ in model.calls)
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("schedule", ["global_clock", "hold"])
 def test_clock_schedules_call_exactly_ceil_t_over_h(env, schedule):
     model = RecordingZeroModel()
@@ -403,16 +405,17 @@ def test_partial_reset_drops_only_the_given_envs_chunks(env):
             assert status.served.all() and status.executing.all()
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("schedule", ["global_clock", "any", "async"])
-def test_no_host_sync_between_ticks(env, schedule):
+def test_no_host_sync_between_ticks(env, schedule, device):
     """act() and observe() read the device only on steps that infer (ticks, refills, collects) or follow a reset
     or an inference (to refresh the refill mirror): every other step, predicted beforehand, runs with every
-    host read of a tensor raising (tests/test_cuda_host_syncs.py does the same under CUDA's sync debug mode)."""
-    x = torch.ones(1)
-    for host_read in (lambda: bool(x.sum() > 0), lambda: torch.equal(x, x), lambda: torch.allclose(x, x), lambda: x.cpu()):
-        with pytest.raises(AssertionError, match="host sync"), spy_forbids_syncs():
+    host read of a tensor raising (on a GPU: CUDA's sync debug mode set to raise)."""
+    x = torch.ones(1, device=device)
+    for host_read in (lambda: bool(x.sum() > 0), lambda: torch.equal(x, x + 0), lambda: torch.allclose(x, x + 0), lambda: x.cpu()):
+        with pytest.raises((AssertionError, RuntimeError), match="host sync|synchroniz"), forbid_syncs(device):
             host_read()  # the guard sees each kind of host read
-    assert check_quiet_steps(env, RecordingZeroModel(), schedule, H, 60, spy_forbids_syncs) >= 10
+    assert check_quiet_steps(env, RecordingZeroModel(), schedule, H, 60) >= 10
 
 
 def test_lqr_model_step_matches_the_simulator(env):
@@ -446,6 +449,7 @@ def test_lqr_chunks_balance_the_pole(env):
     assert lengths["zero"][1] >= N and lengths["lqr"][0] > 3 * lengths["zero"][0]
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("schedule", sorted(SCHEDULES))
 def test_every_schedule_drives_the_lqr_policy(env, schedule):
     """Episodes time out at different steps (random start lengths), so envs restart mid-chunk from tilts of

@@ -22,7 +22,7 @@ from isaaclab_suspend.policies import ActionChunkingPolicy, LatencyCfg, LatencyE
 from isaaclab_suspend.recording import ChunkProvenanceRecorder, ChunkProvenanceRecorderCfg
 from isaaclab_suspend.tensor_tree import flatten_tree
 
-from host_syncs import spy_forbids_syncs
+from isaaclab_suspend.cli.host_syncs import forbid_syncs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "Isaac-PushCube-Suspendable"
@@ -177,7 +177,7 @@ def test_no_host_read_on_steps_without_a_reset():
             obs, _, terminated, truncated, _ = env.step(policy.act(obs))
             policy.observe(terminated | truncated)
             status = policy.last_step
-            with spy_forbids_syncs() if env.reset_count == resets else contextlib.nullcontext():
+            with forbid_syncs(env.device) if env.reset_count == resets else contextlib.nullcontext():
                 ledger.update(terminated | truncated, status.suspended, status.served)
                 key, value = term.record_pre_step()
             quiet += env.reset_count == resets

@@ -18,7 +18,7 @@ def _rollout(env, steps: int = STEPS) -> dict[str, torch.Tensor]:
     obs, _ = env.reset()
     out = {"obs": [obs["policy"].clone()], "rew": [], "term": [], "trunc": [], "len": []}
     for _ in range(steps):
-        action = 2.0 * torch.rand(env.num_envs, 1, generator=gen) - 1.0
+        action = (2.0 * torch.rand(env.num_envs, 1, generator=gen) - 1.0).to(env.device)
         obs, rew, term, trunc, _ = env.step(action)
         out["obs"].append(obs["policy"].clone())
         out["rew"].append(rew.clone())
@@ -28,11 +28,12 @@ def _rollout(env, steps: int = STEPS) -> dict[str, torch.Tensor]:
     return {k: torch.stack(v) for k, v in out.items()}
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize("preset", ["newton_mjwarp", "newton_featherstone"])
 @pytest.mark.parametrize("task", ["Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"])
-def test_flag_off_and_idle_match_stock(task, preset):
+def test_flag_off_and_idle_match_stock(task, preset, device):
     overrides = [f"presets={preset}"]
-    cfg = make_env_cfg(task, NUM_ENVS, overrides=overrides, episode_length_s=1.0)
+    cfg = make_env_cfg(task, NUM_ENVS, device, overrides=overrides, episode_length_s=1.0)
     with launch_simulation(cfg, {}):
         stock = ManagerBasedRLEnv(cfg)
         try:
@@ -41,7 +42,7 @@ def test_flag_off_and_idle_match_stock(task, preset):
             stock.close()
     assert reference["term"].any() or reference["trunc"].any(), "the rollout must cross episode boundaries"
     for enabled in (False, True):
-        with open_env(task, NUM_ENVS, overrides=overrides, episode_length_s=1.0, suspend__enabled=enabled) as env:
+        with open_env(task, NUM_ENVS, device, overrides, episode_length_s=1.0, suspend__enabled=enabled) as env:
             if not enabled:
                 with pytest.raises(RuntimeError, match="suspend.enabled"):
                     env.suspend_envs([0])

@@ -131,7 +131,7 @@ def test_codec_reads_both_encodings_and_refuses_what_is_not_numbers():
         gr00t_codec.unpackb(msgpack.packb({"x": {"__ndarray_class__": True, "as_npy": forged}}))
     for marker in gr00t_codec.CONFIG_MARKERS:
         for as_json in ({"delta_indices": [0], "modality_keys": ["k"]}, '{"delta_indices": [0], "modality_keys": ["k"]}'):
-            decoded, _ = gr00t_codec.unpackb(msgpack.packb({"c": {marker: True, "as_json": as_json}}))
+            decoded, _ = gr00t_codec.unpackb(msgpack.packb({"c": {marker: True, "as_json": as_json}}), configs=True)
             assert decoded["c"] == {"delta_indices": [0], "modality_keys": ["k"]}
     with pytest.raises(TypeError, match="Tensor"):
         gr00t_codec.packb({"x": torch.zeros(1)})

@@ -5,6 +5,7 @@ ended envs frozen), bad inputs end with one line and exit status 2."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,7 +134,15 @@ def test_bad_inputs_exit_2(dataset, exported, tmp_path, capsys):
     shutil.copy(dataset, no_obs)
     with h5py.File(no_obs, "r+") as f:
         del f["data/demo_0/obs"]
+    absurd = {}
+    for step_dt in (5e-324, 1e-300, 1e300):  # were an OverflowError traceback and a dataset at 1e300 fps
+        absurd[step_dt] = tmp_path / f"step_dt_{step_dt}.hdf5"
+        shutil.copy(dataset, absurd[step_dt])
+        with h5py.File(absurd[step_dt], "r+") as f:
+            f["data"].attrs["env_args"] = json.dumps({**json.loads(f["data"].attrs["env_args"]), "step_dt": step_dt})
     check_usage_errors(load_script("export_lerobot"), {
+        **{(str(path), "--output", str(tmp_path / f"e{i}")): f"'env_args.step_dt' must be a control period from"
+           f" 0.0001 to 60 s, got {step_dt!r}" for i, (step_dt, path) in enumerate(absurd.items())},
         (str(tmp_path / "missing.hdf5"), "--output", str(tmp_path / "a")): "dataset file not found",
         (dataset, "--output", exported): "exists: choose a new directory",
         (str(not_hdf5), "--output", str(tmp_path / "b")): "is not a readable Isaac Lab dataset",
@@ -142,7 +151,7 @@ def test_bad_inputs_exit_2(dataset, exported, tmp_path, capsys):
         (dataset, "--output", os.path.join(dataset, "sub")): f"--output '{os.path.join(dataset, 'sub')}': '{dataset}'"
                                                              " is a file, not a folder",
     }, capsys)
-    assert not os.path.exists(tmp_path / "c")
+    assert not os.path.exists(tmp_path / "c") and not os.path.exists(tmp_path / "e0")
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +266,107 @@ def test_checkpoint_lerobot_cannot_load_is_one_line(checkpoint, tmp_path, capsys
         (line,) = [line for line in err.splitlines() if line.strip()][-1:]
         assert exit_.value.code == 2 and "Traceback" not in err, err
         assert f"error: LeRobot cannot load '{path}': " in line and message in line, err
+
+
+def _edited_copy(checkpoint, directory, name: str, edit) -> str:
+    """A copy of the checkpoint whose JSON file ``name`` went through ``edit`` (it changes the loaded object)."""
+    shutil.copytree(checkpoint, directory)
+    with open(directory / name) as f:
+        content = json.load(f)
+    edit(content)
+    with open(directory / name, "w") as f:
+        json.dump(content, f)
+    return str(directory)
+
+
+def _state_file(processor: dict, value: str) -> None:
+    next(step for step in processor["steps"] if step.get("state_file"))["state_file"] = value
+
+
+HOSTILE_CHECKPOINTS = {
+    "state file outside": ("policy_preprocessor.json", lambda p: _state_file(p, "../../x.safetensors"),
+                           "resolves to .*x.safetensors', outside the checkpoint"),
+    "dim_feedforward 4e6": ("config.json", lambda c: c.update(dim_feedforward=4_000_000),
+                            "declares a network of other sizes than model.safetensors holds: .*4000000"),
+    "chunk_size 1e12": ("config.json", lambda c: c.update(chunk_size=10**12),
+                        "declares chunk_size = 1000000000000, more than all"),
+    "unknown field": ("config.json", lambda c: c.update(from_lerobot_0_9=True),
+                      "does not fit this LeRobot's config of that type: The fields `from_lerobot_0_9` are not valid"
+                      " for ACTConfig"),
+    "other type": ("config.json", lambda c: c.update(type="diffusion"),
+                   "config.json \\('diffusion'\\) does not fit this LeRobot's config of that type: The fields"
+                   " `chunk_size`"),
+    "wrong type of a field": ("config.json", lambda c: c.update(dim_model="wide"),
+                              "`dim_model`: Couldn't parse 'wide' into an int"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_CHECKPOINTS))
+def test_checkpoint_cannot_make_the_loader_read_outside_or_allocate(checkpoint, tmp_path, capsys, case):
+    """What a checkpoint names is read inside it, its declared sizes are checked against its weights before a
+    network is built, a field this LeRobot does not know is named: each is one line from eval.py, exit status 2
+    (were: a file outside read, 4.3 GB allocated before the size-mismatch line, draccus' traceback and exit 1)."""
+    import resource
+
+    name, edit, message = HOSTILE_CHECKPOINTS[case]
+    state = next(f for f in os.listdir(checkpoint) if f.startswith("policy_pre") and f.endswith(".safetensors"))
+    shutil.copy(os.path.join(checkpoint, state), tmp_path / "x.safetensors")  # a real state file, outside
+    path = _edited_copy(checkpoint, tmp_path / "a" / "pretrained_model", name, edit)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(SystemExit) as exit_:
+        load_script("eval").parse_args(["--checkpoint", path])
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip() and not line.startswith((" ", "usage:"))]
+    assert exit_.value.code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert re.search(message, lines[0]), lines[0]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 512 * 1024  # kB: under 512 MiB more
+
+
+def test_checkpoint_files_must_be_regular_bounded_and_inside(checkpoint, tmp_path):
+    """A symlink out of the checkpoint (to /dev/zero: was read until MemoryError), a FIFO, a sparse 64 GiB
+    config.json (was a MemoryError traceback): each refused with one error before anything is read."""
+    cases = {}
+    for case in ("dev zero", "fifo", "sparse", "symlinked state"):
+        copy = tmp_path / case.replace(" ", "_")
+        shutil.copytree(checkpoint, copy)
+        cases[case] = copy
+    (cases["dev zero"] / "config.json").unlink()
+    os.symlink("/dev/zero", cases["dev zero"] / "config.json")
+    (cases["fifo"] / "policy_postprocessor.json").unlink()
+    os.mkfifo(cases["fifo"] / "policy_postprocessor.json")
+    os.truncate(cases["sparse"] / "config.json", 64 * 2**30)
+    state = next(f for f in os.listdir(checkpoint) if f.endswith(".safetensors") and f.startswith("policy_pre"))
+    shutil.copy(cases["symlinked state"] / state, tmp_path / "outside.safetensors")
+    (cases["symlinked state"] / state).unlink()
+    os.symlink(tmp_path / "outside.safetensors", cases["symlinked state"] / state)
+    for case, message in (("dev zero", "resolves to '/dev/zero', outside the checkpoint"),
+                          ("fifo", "is not a regular file"),
+                          ("sparse", "holds 68719476736 bytes, over the 16777216 read of such a file"),
+                          ("symlinked state", "outside.safetensors', outside the checkpoint")):
+        with pytest.raises(ValueError, match=message) as info:
+            LeRobotChunkModel(str(cases[case]))
+        assert "\n" not in str(info.value)
+
+
+def test_pretrained_backbone_weights_are_never_downloaded(checkpoint, tmp_path, monkeypatch):
+    """A config naming torchvision's ImageNet weights (their download is a pickled .pth): the network is built
+    without them, with no socket opened, and the checkpoint's weights give the same chunks."""
+    import socket
+
+    path = _edited_copy(checkpoint, tmp_path / "pretrained_model", "config.json",
+                        lambda c: c.update(pretrained_backbone_weights="ResNet18_Weights.IMAGENET1K_V1"))
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("the loader opened a network connection")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", no_network)
+    model, reference = LeRobotChunkModel(path), LeRobotChunkModel(checkpoint)
+    assert model.config.pretrained_backbone_weights is None
+    obs = {"policy": torch.zeros(2, reference.sidecar.state.dim),
+           "images": {cam: torch.zeros(2, *reference.config.input_features[f"observation.images.{cam}"].shape[1:], 3,
+                                       dtype=torch.uint8) for cam in reference.sidecar.cameras}}
+    assert torch.equal(model(obs, torch.arange(2)), reference(obs, torch.arange(2)))
 
 
 def test_history_advances_per_active_step_stands_still_while_suspended_refills_at_restart(checkpoint):

@@ -1,6 +1,8 @@
 """Recording under failure: exceptions, Ctrl-C and SIGKILL mid-run and inside the write, unwritable or full disks."""
 
 import errno
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,6 +22,8 @@ from isaaclab_suspend.datasets import DatasetReader, DatasetReplayer, make_repla
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.recording import EpisodeWriterCfg
 from isaaclab_suspend.utils import open_env
+
+from helpers import ROOT
 
 TASK = "Isaac-Cartpole-Suspendable"
 NUM_ENVS = 4
@@ -119,7 +123,7 @@ def test_ctrl_c_inside_the_write(tmp_path, point):
 def test_failing_write_raises_on_the_step_thread_and_keeps_earlier_episodes(tmp_path, point):
     """A disk that fills up at ``point`` of a write: a clear error on the step thread; the file holds whole demos."""
     gen = torch.Generator().manual_seed(0)
-    with pytest.raises(OSError, match="The episodes exported before are in the file") as info:
+    with pytest.raises(OSError, match="demos safe: [0-9]+ in .*run.hdf5 \\(the file closed whole\\)") as info:
         with open_env(TASK, NUM_ENVS, episode_length_s=0.3, recorders=_recorders(tmp_path)) as env:
             manager = env.recorder_manager
             manager.writer.inject_fault(point, 4, "enospc")
@@ -316,3 +320,61 @@ def cli_run(module, argv: list[str]) -> int:
     from isaaclab_suspend import cli
 
     return cli.run(module.evaluate, module.parse_args(argv))
+
+
+def test_writer_process_killed_alone_is_one_error_naming_the_demos_in_the_file(tmp_path):
+    """SIGKILL of the writer process alone (the recording goes on): the next step raises one OSError saying how it
+    ended and how many demos the file holds, read back; the file is readable and holds them (was a RuntimeError:
+    a traceback and exit status 1)."""
+    gen = torch.Generator().manual_seed(3)
+    with pytest.raises(ChildProcessError, match=r"the writer process ended \(killed by signal 9\); demos safe: (\d+)"
+                                                rf" in {tmp_path / 'run.hdf5'}") as info:
+        with open_env(TASK, NUM_ENVS, episode_length_s=0.3, recorders=_recorders(tmp_path)) as env:
+            manager = env.recorder_manager
+            env.reset()
+            for _ in range(300):
+                _step(env, gen)
+                if sum(_exported(manager)) >= 4 and manager.writer._process.poll() is None:
+                    manager.writer._process.send_signal(signal.SIGKILL)
+    assert "\n" not in str(info.value)
+    stated = int(re.search(r"demos safe: (\d+)", str(info.value))[1])
+    assert sum(_check_file(tmp_path / "run.hdf5")) == stated >= 4
+
+
+FILL_AND_RECORD = r"""
+set -e
+mount -t tmpfs -o size=70m tmpfs "$1"
+"$2" "$3" --policy random --num_envs 16 --episodes 1000 --output "$1/run.hdf5" --quiet 2>"$1/../stderr" &
+pid=$!
+while [ "$(stat -c %s "$1/run.hdf5" 2>/dev/null || echo 0)" -lt 100000 ]; do sleep 0.1; done
+fallocate -l $(( $(stat -f -c '%a * %S' "$1") - 300000 )) "$1/filler"
+status=0; wait $pid || status=$?
+cp "$1/run.hdf5" "$1/../run.hdf5"
+exit $status
+"""
+
+
+def test_disk_filling_mid_recording_is_one_line_and_keeps_whole_demos(tmp_path):
+    """A disk that really fills up mid-recording: record.py writes to a 70 MiB tmpfs, mounted in a user and mount
+    namespace of its own (``unshare -rm``: no privilege needed, nothing outside sees it), and once its file holds
+    100 kB a filler takes all but 300 kB of it. record.py exits 2 with one line naming the file, the free space
+    and how many demos are safe; the file holds those demos, whole (was: a segfaulting writer, exit 1 with a
+    traceback and up to 190 lines of h5py "Exception ignored")."""
+    mount = tmp_path / "disk"
+    mount.mkdir()
+    try:
+        run = subprocess.run(["unshare", "-rm", "sh", "-c", FILL_AND_RECORD, "sh", str(mount), sys.executable,
+                              os.path.join(ROOT, "scripts", "record.py")], cwd=ROOT, capture_output=True, text=True,
+                             timeout=600)
+    except FileNotFoundError:
+        run = None
+    if run is None or "mount" in run.stderr and run.returncode != 2:
+        pytest.fail(f"this machine cannot mount a tmpfs in a user namespace (unshare -rm): {run and run.stderr}")
+    err = (tmp_path / "stderr").read_text()
+    lines = [line for line in err.splitlines() if line.strip() and "Warp CUDA warning" not in line]
+    assert run.returncode == 2 and len(lines) == 1, err[-3000:]
+    assert "Traceback" not in err and "Exception ignored" not in err
+    match = re.search(rf"Could not write episodes to .*: no space left on its disk \((\d+\.\d+) MiB free\); demos"
+                      rf" safe: (\d+) in {mount / 'run.hdf5'} \(the file closed whole\)", lines[0])
+    assert match and float(match[1]) < 1.0, lines[0]
+    assert sum(_check_file(tmp_path / "run.hdf5")) == int(match[2]) > 0

@@ -20,11 +20,12 @@ NUM_ENVS = 8
 
 
 @pytest.fixture(scope="module")
-def dataset(tmp_path_factory) -> str:
-    """Push-cube episodes of the embedded chunk policy on the global clock: suspensions, contacts, nudges."""
+def dataset(tmp_path_factory, device) -> str:
+    """Push-cube episodes of the embedded chunk policy on the global clock: suspensions, contacts, nudges; recorded
+    on ``--device``."""
     out = tmp_path_factory.mktemp("replay")
     recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(out), dataset_filename="push_cube")
-    with open_env(TASK, NUM_ENVS, recorders=recorders) as env:
+    with open_env(TASK, NUM_ENVS, device, recorders=recorders) as env:
         policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
         obs, _ = env.reset()
         env.episode_length_buf[:] = torch.randint(0, int(env.max_episode_length), (NUM_ENVS,))  # desynchronise
@@ -35,8 +36,8 @@ def dataset(tmp_path_factory) -> str:
     return str(out / "push_cube.hdf5")
 
 
-def _replay(path: str, num_envs: int, check=None):
-    cfg = make_replay_env_cfg(TASK, num_envs)
+def _replay(path: str, num_envs: int, check=None, device: str = "cpu"):
+    cfg = make_replay_env_cfg(TASK, num_envs, device)
     with launch_simulation(cfg, {}):
         env = gym.make(TASK, cfg=cfg).unwrapped
         try:
@@ -65,7 +66,8 @@ def _copy_without(src: str, dst: str, drop) -> None:
                     fin["data"][name].copy(key, demo)
 
 
-def test_parallel_replay_is_state_exact(dataset, tmp_path):
+@pytest.mark.cuda
+def test_parallel_replay_is_state_exact(dataset, tmp_path, device):
     """Demos of different lengths in 9 envs (one more than recorded): every state matches, idle envs are suspended."""
 
     def bad_action_dim(env, reader):
@@ -79,7 +81,7 @@ def test_parallel_replay_is_state_exact(dataset, tmp_path):
             with pytest.raises(DatasetError, match="demo_0': actions have dim 3, the env takes 1"):
                 DatasetReplayer(env, wide)
 
-    results = _replay(dataset, NUM_ENVS + 1, check=bad_action_dim)
+    results = _replay(dataset, NUM_ENVS + 1, check=bad_action_dim, device=device)
     assert len(results) >= NUM_ENVS + 2
     assert len({r.num_samples for r in results}) > 3, "demos must end at different steps"
     assert all(r.at_recorded_origin for r in results)

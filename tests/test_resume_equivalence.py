@@ -27,7 +27,7 @@ def _physics(env) -> torch.Tensor:
     return torch.cat([t.reshape(env.num_envs, -1) for t in physics_tensors(env)], dim=1)
 
 
-def _rollout(task: str, preset: str, suspend: bool, **attrs) -> dict[str, torch.Tensor]:
+def _rollout(task: str, preset: str, suspend: bool, device: str, **attrs) -> dict[str, torch.Tensor]:
     """Obs and physics state per step and per env, the cube position (push-cube) and a mask of the steps each
     env was active."""
     if "PushCube" in task:
@@ -35,13 +35,13 @@ def _rollout(task: str, preset: str, suspend: bool, **attrs) -> dict[str, torch.
         attrs.update(events__nudge_cube=None, terminations__success=None)
         if preset == "newton_featherstone":  # the shipped expert, trained on MuJoCo-Warp, pushes past x = 2.5 there
             attrs.update(terminations__cube_out_of_bounds=None)
-    with open_env(task, NUM_ENVS, overrides=[f"presets={preset}"], **attrs) as env:
+    with open_env(task, NUM_ENVS, device, overrides=[f"presets={preset}"], **attrs) as env:
         if "PushCube" in task:  # the shipped expert: a closed-loop, state-only policy that pushes the cube
             policy = load_checkpoint_policy(shipped_checkpoint(task), env).act
         else:
             policy = lambda obs: _feedback(obs["policy"])  # noqa: E731
         obs, _ = env.reset()
-        out = {"obs": [obs["policy"].clone()], "physics": [_physics(env)], "active": [torch.ones(NUM_ENVS, dtype=torch.bool)]}
+        out = {"obs": [obs["policy"].clone()], "physics": [_physics(env)], "active": [env.active_mask]}
         for step in range(STEPS):
             if suspend and step == SUSPEND_AT:
                 env.suspend_envs(SUSPENDED)
@@ -63,6 +63,7 @@ OBS_WITH_MEMORY = {
 }
 
 
+@pytest.mark.cuda
 @pytest.mark.parametrize(
     "task, preset, attrs",
     [
@@ -75,9 +76,9 @@ OBS_WITH_MEMORY = {
     ids=["cartpole", "cartpole-history-delay", "push-cube", "cartpole-history-delay-featherstone",
          "push-cube-featherstone"],
 )
-def test_resume_continues_bit_exactly(task, preset, attrs):
-    reference = _rollout(task, preset, suspend=False, **attrs)
-    result = _rollout(task, preset, suspend=True, **attrs)
+def test_resume_continues_bit_exactly(task, preset, attrs, device):
+    reference = _rollout(task, preset, suspend=False, device=device, **attrs)
+    result = _rollout(task, preset, suspend=True, device=device, **attrs)
     active = result["active"]
     for env_id in range(NUM_ENVS):
         steps = active[:, env_id]

@@ -25,7 +25,7 @@ import websockets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import ROOT, check_usage_errors, load_script
+from helpers import ROOT, check_usage_errors, eval_remote, load_script
 
 from openpi_client import msgpack_numpy
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
@@ -638,9 +638,7 @@ def test_clients_bound_the_announced_chunk_length():
 def test_eval_exits_2_on_integer_actions_from_an_openpi_server():
     server = _ForgedOpenpiServer({"chunk_length": H, "action_dim": 1}, FORGED_ACTIONS["int"])
     try:
-        run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--remote",
-                              f"openpi://127.0.0.1:{server.port}", "--num_envs", "2", "--steps", "5"],
-                             cwd=ROOT, capture_output=True, text=True, timeout=300)
+        run = eval_remote(f"openpi://127.0.0.1:{server.port}")
     finally:
         server.close()
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-3000:]

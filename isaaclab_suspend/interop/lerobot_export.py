@@ -30,6 +30,9 @@ NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin")
 """Demo members that describe the scene for a replay, not a frame: left out."""
 VCODECS = ("libsvtav1", "h264")
 """Video codecs of ``--vcodec`` (LeRobot's default AV1 and h264; both lossy)."""
+MIN_STEP_DT, MAX_STEP_DT = 1e-4, 60.0
+"""Control periods a dataset's ``env_args.step_dt`` may state [s]: 10 kHz to one step a minute (its inverse is
+LeRobot's fps)."""
 
 
 @configclass
@@ -85,8 +88,9 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
         sidecar, keys = _plan(reader, cfg)
         features = _features(reader, sidecar, keys, cfg.use_videos)
         step_dt = reader.env_args.get("step_dt")
-        if step_dt is not None and (type(step_dt) not in (int, float) or not step_dt > 0):
-            raise DatasetError(f"'{reader.path}': 'env_args.step_dt' must be a positive number, got {step_dt!r:.80}.")
+        if step_dt is not None and (type(step_dt) not in (int, float) or not MIN_STEP_DT <= step_dt <= MAX_STEP_DT):
+            raise DatasetError(f"'{reader.path}': 'env_args.step_dt' must be a control period from {MIN_STEP_DT:g} to"
+                               f" {MAX_STEP_DT:g} s, got {step_dt!r:.80}.")
         fps = 1.0 / step_dt if step_dt is not None else _task_fps(reader.env_name)
         if abs(fps - round(fps)) > 1e-6:
             raise DatasetError(f"'{reader.path}': the control rate {fps} Hz is not a whole number; LeRobot's fps is.")

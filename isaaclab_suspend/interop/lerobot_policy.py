@@ -9,20 +9,27 @@ The env's observations become LeRobot's batch through the sidecar of the export 
 A policy that takes past observations (``n_obs_steps`` > 1, Diffusion) gets them from per-env rings fed every
 step through the chunk-model hook ``observe_step``, as LeRobot's rollout loop feeds its queues every step.
 
-Only JSON and safetensors are read: a processor step that names a class to import (rather than one of LeRobot's
-registered steps) is refused, so nothing in the directory decides what code runs.
+Only JSON and safetensors are read, and nothing is downloaded: a processor step that names a class to import
+(rather than one of LeRobot's registered steps) is refused, so nothing in the directory decides what code runs;
+a config naming pretrained backbone weights (torchvision would download a pickled .pth) is built without them
+(the checkpoint's own weights replace them); every file the checkpoint names (config, processors and their
+``state_file``, ``train_config.json``, the sidecar) must resolve, symlinks followed, to a regular file inside
+the directory, and the JSON ones may not exceed :data:`MAX_JSON_BYTES`; the sizes a config declares are
+checked against the ``model.safetensors`` header on a network built on the meta device (no memory) before the
+real one is built; a config field this LeRobot does not know, or of the wrong type, is one error naming it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..policies.observation_history import ObservationHistories
+from ..policies.observation_history import MAX_STEPS, ObservationHistories
 from ..tensor_tree import flatten_names, unflatten_names
 from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, SIDECAR_PATH, STATE_FEATURE, STATE_GROUP, ExportSidecar
 
@@ -39,9 +46,18 @@ HISTORY_KEY = "lerobot_history"
 (``policy`` and ``images/<camera>``) of the last ``n_obs_steps`` steps, each (N, n_obs_steps, ...)."""
 
 
+MAX_JSON_BYTES = 16 * 2**20
+"""Largest JSON file of a checkpoint read (config, processors, train config, sidecar): a few kB in practice."""
+MAX_STATE_BYTES = 256 * 2**20
+"""Largest processor state file (normalisation statistics: a few kB in practice)."""
+UNCHECKED_INTS = 4096
+"""Integers of a config up to this are not checked against the weights' size (see :func:`_check_declared_sizes`)."""
+
+
 def is_lerobot_checkpoint(path: str) -> bool:
-    """Whether ``path`` is a directory holding a LeRobot ``pretrained_model`` (config.json and model.safetensors)."""
-    return os.path.isdir(path) and all(os.path.isfile(os.path.join(path, name)) for name in REQUIRED_FILES)
+    """Whether ``path`` is a directory holding a LeRobot ``pretrained_model`` (config.json and model.safetensors,
+    whatever they are: the loader checks them)."""
+    return os.path.isdir(path) and all(os.path.lexists(os.path.join(path, name)) for name in REQUIRED_FILES)
 
 
 class LeRobotChunkModel:
@@ -68,17 +84,30 @@ class LeRobotChunkModel:
         from lerobot.processor.pipeline import ProcessorMigrationError
         from safetensors import SafetensorError
 
+        from draccus.utils import DraccusException
+
         self.path = os.path.abspath(path)
         """The ``pretrained_model`` directory."""
         if not is_lerobot_checkpoint(self.path):
             raise FileNotFoundError(f"'{self.path}' is not a LeRobot pretrained_model directory (it needs"
                                     f" {' and '.join(REQUIRED_FILES)}).")
+        config_json = _read_json(self.path, "config.json")
+        if not isinstance(config_json, dict):
+            raise ValueError(f"'{self.path}/config.json' is not a LeRobot config (a JSON object).")
+        weights = checked_file(self.path, "model.safetensors")
         _check_processors(self.path)
         self.sidecar = find_sidecar(self.path)
         """The export's mapping between the env and LeRobot's features."""
         try:
-            config = PreTrainedConfig.from_pretrained(self.path)
+            try:
+                config = PreTrainedConfig.from_pretrained(self.path)
+            except DraccusException as err:
+                raise ValueError(f"its config.json ({config_json.get('type')!r}) does not fit this LeRobot's config"
+                                 f" of that type: {err}") from None
             config.device = str(device)
+            if getattr(config, "pretrained_backbone_weights", None) is not None:
+                config.pretrained_backbone_weights = None  # never downloaded: model.safetensors holds the backbone
+            _check_declared_sizes(config, config_json, weights, get_policy_class(config.type))
             self.policy = get_policy_class(config.type).from_pretrained(self.path, config=config)
             overrides = {"device_processor": {"device": str(device)}}
             self.preprocess, self.postprocess = make_pre_post_processors(
@@ -100,6 +129,9 @@ class LeRobotChunkModel:
         """Action dim A of the chunks (the env's, without the pad)."""
         self.n_obs_steps: int = int(getattr(config, "n_obs_steps", 1) or 1)
         """Observations per call (the ring's length)."""
+        if not 0 < self.n_obs_steps <= MAX_STEPS:
+            raise ValueError(f"LeRobot policy '{self.path}' takes n_obs_steps = {self.n_obs_steps} observations per"
+                             f" call; the history rings hold 1 to {MAX_STEPS}.")
         self.stateful = config.type in STATEFUL_TYPES
         """Whether the policy is called for one env at a time."""
         self.history: ObservationHistories | None = None
@@ -254,35 +286,105 @@ def check_env_fits(path: str, sidecar: ExportSidecar, config, env: ManagerBasedR
         raise ValueError(f"LeRobot policy '{path}' does not fit the env: {'; '.join(problems)}.")
 
 
+def checked_file(directory: str, name: str, limit: int | None = None) -> str:
+    """The path of the file ``name`` of the checkpoint ``directory``, if it resolves (symlinks followed) to a
+    regular file inside the directory, of at most ``limit`` bytes.
+
+    Raises:
+        FileNotFoundError: If there is no such file.
+        ValueError: If it resolves outside the directory, is not a regular file (a FIFO, a device, /dev/zero) or
+            is larger than ``limit``.
+    """
+    root = os.path.realpath(directory)
+    path = os.path.realpath(os.path.join(root, str(name)))
+    where = f"'{name}' of the checkpoint '{directory}'"
+    if os.path.commonpath([root, path]) != root:
+        raise ValueError(f"{where} resolves to '{path}', outside the checkpoint: every file it names must be in it.")
+    info = os.stat(path)
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"{where} ('{path}') is not a regular file.")
+    if limit is not None and info.st_size > limit:
+        raise ValueError(f"{where} holds {info.st_size} bytes, over the {limit} read of such a file.")
+    return path
+
+
+def _read_json(directory: str, name: str) -> Any:
+    """The JSON file ``name`` of a checkpoint, checked by :func:`checked_file` and read at most
+    :data:`MAX_JSON_BYTES` (a file that grows meanwhile is read no further)."""
+    path = checked_file(directory, name, MAX_JSON_BYTES)
+    with open(path, "rb") as f:
+        data = f.read(MAX_JSON_BYTES + 1)
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as err:
+        raise ValueError(f"'{path}' is not JSON: {str(err)[:200]}") from None
+
+
 def _check_processors(path: str) -> None:
-    """Raise if a processor file names a class to import instead of a registered LeRobot step."""
+    """Raise if a processor file names a class to import instead of a registered LeRobot step, or a state file
+    that :func:`checked_file` refuses."""
     for name in PROCESSOR_FILES:
-        file = os.path.join(path, name)
-        if not os.path.isfile(file):
+        if not os.path.lexists(os.path.join(path, name)):
             continue
         try:
-            with open(file) as f:
-                steps = json.load(f)["steps"]
+            steps = _read_json(path, name)["steps"]
             named = [step.get("class") for step in steps if "registry_name" not in step]
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
-            raise ValueError(f"'{file}' is not a LeRobot processor file: {err}") from err
+            states = [step["state_file"] for step in steps if step.get("state_file") is not None]
+        except (OSError, KeyError, TypeError, AttributeError) as err:
+            raise ValueError(f"'{os.path.join(path, name)}' is not a LeRobot processor file: {err}") from err
         if named:
-            raise ValueError(f"'{file}' names classes to import ({named}); only LeRobot's registered processor"
-                             " steps are loaded, so no code is run from a checkpoint.")
+            raise ValueError(f"'{os.path.join(path, name)}' names classes to import ({named}); only LeRobot's"
+                             " registered processor steps are loaded, so no code is run from a checkpoint.")
+        for state in states:
+            checked_file(path, state, MAX_STATE_BYTES)
+
+
+def _check_declared_sizes(config: Any, config_json: Mapping, weights: str, policy_class: type) -> None:
+    """Raise if the network ``config`` declares does not have the shapes of the ``weights`` file's header,
+    before any real tensor is allocated: an integer of the config over :data:`UNCHECKED_INTS` and over the
+    weights' element count is refused at once (no size of a network exceeds its weights), then the network is
+    built on the meta device and its state's shapes compared with the header's."""
+    from safetensors import safe_open
+
+    with safe_open(weights, "pt", device="cpu") as f:
+        shapes = {key: tuple(f.get_slice(key).get_shape()) for key in f.keys()}
+    total = sum(int(torch.Size(shape).numel()) for shape in shapes.values())
+
+    def ints(value: Any, name: str):
+        if isinstance(value, Mapping):
+            for key, item in value.items():
+                yield from ints(item, f"{name}.{key}" if name else str(key))
+        elif isinstance(value, list):
+            for item in value:
+                yield from ints(item, name)
+        elif type(value) is int:
+            yield name, value
+
+    for name, value in ints(config_json, ""):
+        if value > max(UNCHECKED_INTS, total):
+            raise ValueError(f"its config.json declares {name} = {value}, more than all {total} weights of"
+                             " model.safetensors: it cannot be this checkpoint's network.")
+    with torch.device("meta"):
+        network = policy_class(config)
+    declared = {key: tuple(value.shape) for key, value in network.state_dict().items()}
+    wrong = [f"{key} {declared[key]} (weights: {shapes[key]})" for key in declared if key in shapes
+             and declared[key] != shapes[key]]
+    if wrong:
+        raise ValueError(f"its config.json declares a network of other sizes than model.safetensors holds:"
+                         f" {'; '.join(wrong[:3])}{' ...' if len(wrong) > 3 else ''}.")
 
 
 def find_sidecar(path: str) -> ExportSidecar:
     """The export's sidecar: in the checkpoint directory, else at the ``dataset.root`` of ``train_config.json``."""
-    copy = os.path.join(path, os.path.basename(SIDECAR_PATH))
-    if os.path.isfile(copy):
-        return ExportSidecar.read(copy)
+    name = os.path.basename(SIDECAR_PATH)
+    if os.path.lexists(os.path.join(path, name)):
+        return ExportSidecar.read(checked_file(path, name, MAX_JSON_BYTES))
     try:
-        with open(os.path.join(path, "train_config.json")) as f:
-            root = json.load(f)["dataset"]["root"]
+        root = _read_json(path, "train_config.json")["dataset"]["root"]
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValueError(f"'{path}' has no sidecar of scripts/export_lerobot.py and no train_config.json naming the"
                          f" dataset it was trained on ({err}): copy the export's {SIDECAR_PATH} into it.") from err
-    if not root or not os.path.isfile(os.path.join(root, SIDECAR_PATH)):
-        raise ValueError(f"'{path}' was trained on dataset root {root!r}, which has no {SIDECAR_PATH}: copy the"
-                         " sidecar of the export it was trained on into the checkpoint directory.")
-    return ExportSidecar.read(os.path.join(root, SIDECAR_PATH))
+    if not isinstance(root, str) or not root or not os.path.isfile(os.path.join(root, SIDECAR_PATH)):
+        raise ValueError(f"'{path}' was trained on dataset root {str(root)[:200]!r}, which has no {SIDECAR_PATH}:"
+                         " copy the sidecar of the export it was trained on into the checkpoint directory.")
+    return ExportSidecar.read(checked_file(root, SIDECAR_PATH, MAX_JSON_BYTES))

@@ -14,6 +14,10 @@ from __future__ import annotations
 
 import torch
 
+MAX_STEPS = 1024
+"""Longest ring L (steps kept per env) a history may have: the oldest offset comes from a model's config (a
+server's ``delta_indices``, a checkpoint's ``n_obs_steps``), and the ring takes N x L x D of the env device."""
+
 
 class ObservationHistory:
     """A ring of the last ``L`` observations of one term for each of N envs, read at fixed step offsets.
@@ -23,12 +27,11 @@ class ObservationHistory:
         first: The first observation of every env; sets the shape, dtype and device. Shape: (N, ...).
 
     Raises:
-        ValueError: If ``offsets`` is empty or holds a positive offset.
+        ValueError: If ``offsets`` is empty, holds a positive offset or one older than ``1 - MAX_STEPS``.
     """
 
     def __init__(self, offsets: list[int], first: torch.Tensor):
-        if not offsets or any(o > 0 for o in offsets):
-            raise ValueError(f"History offsets must be a non-empty list of steps <= 0, got {offsets}.")
+        check_offsets(offsets)
         self.length = 1 - min(offsets)
         """Observations kept per env L (the oldest offset's distance plus the current one)."""
         n = first.shape[0]
@@ -60,15 +63,28 @@ class ObservationHistory:
         return self._ring[self._rows.unsqueeze(1), slots]
 
 
+def check_offsets(offsets: list[int], max_steps: int = MAX_STEPS) -> None:
+    """Raise a ``ValueError`` unless ``offsets`` is a non-empty list of integer steps in ``1 - max_steps .. 0``."""
+    if not (isinstance(offsets, list) and offsets and all(type(o) is int and 1 - max_steps <= o <= 0
+                                                          for o in offsets)):
+        raise ValueError(f"History offsets must be a non-empty list of integer steps from {1 - max_steps} to 0, got"
+                         f" {str(offsets)[:80]}.")
+
+
 class ObservationHistories:
     """One :class:`ObservationHistory` per observation term, made at the first step, for a model's ``observe_step``.
 
     Args:
         offsets: Term name -> the steps to read of it, relative to the current one, each <= 0 (e.g. LeRobot's
             ``n_obs_steps`` 2: ``[-1, 0]``).
+
+    Raises:
+        ValueError: If a term's offsets are not steps from ``1 - MAX_STEPS`` to 0 (checked before any ring is made).
     """
 
     def __init__(self, offsets: dict[str, list[int]]):
+        for steps in offsets.values():
+            check_offsets(steps)
         self.offsets = dict(offsets)
         """Term name -> the steps read of it."""
         self.rings: dict[str, ObservationHistory] | None = None

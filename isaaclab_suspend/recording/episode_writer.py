@@ -15,6 +15,7 @@ from collections import deque
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
+import h5py
 import numpy as np
 import torch
 
@@ -314,9 +315,9 @@ class EpisodeWriter:
                 if not wait:
                     return
                 select.select([], [self._fd], [])
-            except OSError as err:  # the process is gone: its answer, if any, says why
+            except OSError:  # the process is gone: its answer, if any, says why
                 self._receive(wait=False)
-                self.error = self.error or RuntimeError(f"the writer process ended ({err})")
+                self.error = self.error or self._ended()
 
     def _send_copied(self, wait: bool) -> None:
         """Send the batches whose host copy is done, in order (all of them if ``wait``)."""
@@ -356,8 +357,19 @@ class EpisodeWriter:
                 if kind in ("error", "closed"):
                     break
         except (EOFError, OSError):
-            self.error = self.error or RuntimeError(f"the writer process ended (exit status {self._process.poll()})")
+            self.error = self.error or self._ended()
         return kind
+
+    def _ended(self) -> ChildProcessError:
+        """The error of a writer process that ended without a word: how, and how many demos each file holds (read
+        back: what its last flush wrote)."""
+        try:
+            status = self._process.wait(timeout=5.0)
+            how = f"killed by signal {-status}" if status < 0 else f"exit status {status}"
+        except subprocess.TimeoutExpired:
+            how = "its pipe closed"
+        return ChildProcessError(errno.ECHILD, f"the writer process ended ({how}); demos safe:"
+                                               f" {', '.join(f'{_demos_in(path)} in {path}' for path in self.paths)}")
 
     def _demos(self, batch: EpisodeBatch, layout: dict) -> tuple[tuple, list[tuple[bool, int]]]:
         """The ``"demos"`` message of ``batch``, whose tensors are in the shared memory at ``layout``, and the
@@ -435,11 +447,9 @@ class EpisodeWriter:
             return
         self._raised = True
         if isinstance(err, OSError):
-            raise OSError(
-                err.errno or errno.EIO,
-                f"Could not write episodes to {self.paths}: {err.strerror or err}. The episodes exported before are"
-                " in the file; free some space or choose another dataset_export_dir_path.",
-            ) from err
+            advice = " Free some space or choose another dataset_export_dir_path." if err.errno == errno.ENOSPC else ""
+            raise OSError(err.errno or errno.EIO,
+                          f"Could not write episodes to {self.paths}: {err.strerror or err}.{advice}") from err
         raise RuntimeError(f"The episode writer of {self.paths} stopped: {err}. The episodes exported before are"
                            " in the file.") from err
 
@@ -450,6 +460,15 @@ def check_setting(name: str, value: object, minimum: float, integer: bool = True
     if isinstance(value, bool) or not isinstance(value, kinds) or not value >= minimum:
         kind = "an integer" if integer else "a number"
         raise ValueError(f"{name} must be {kind} of at least {minimum}, got {value!r}.")
+
+
+def _demos_in(path: str) -> str:
+    """How many demos the dataset file at ``path`` holds, read back (``"no readable"`` if it cannot be read)."""
+    try:
+        with h5py.File(path, "r") as f:
+            return str(len(f["data"]))
+    except (OSError, KeyError):
+        return "no readable"
 
 
 def _to_host(batch: EpisodeBatch) -> EpisodeBatch:

@@ -31,7 +31,18 @@ Messages (pickled tuples), from the recording process:
 Answers: ``("flushed", [(success, env id), ...], messages)`` after a flush, for the demos written and the
 ``"demos"`` messages done since the last;
 ``("error", errno | None, message, [(success, env id), ...])`` when a write fails (the demos listed were
-written before the failure and are in the file); ``("closed",)``.
+written before the failure and are in the file; the message names the file and how many demos are safe in it);
+``("closed",)``.
+
+A full disk: before each demo the writer checks that the disk keeps :data:`RESERVE_BYTES` beside the demo's
+arrays, and stops before writing it otherwise, closing the file whole (HDF5 never meets ``ENOSPC``). Should a
+write of HDF5 fail all the same (another process took the reserve meanwhile), HDF5 is asked nothing more
+(undoing the demo or closing a file whose writes fail can crash it): the file keeps what its last flush wrote,
+and the message says how many demos that is. HDF5 itself may still crash in a flush whose metadata writes fail
+(measured under a file-size limit: a segfault inside ``H5Fflush``); the recording process then reports the
+death with the demos read back from the file. The writer's stderr goes to /dev/null (h5py prints an "Exception
+ignored" block for every object it frees after a failed write); every error it meets goes to the recording
+process.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ import json
 import mmap
 import os
 import queue
+import re
 import signal
 import sys
 import threading
@@ -56,6 +68,13 @@ _LINKS.set_create_intermediate_group(True)
 _LINKS.set_char_encoding(h5t.CSET_UTF8)
 _RAW = h5p.create(h5p.DATASET_CREATE)  # as h5py's create_dataset makes a raw dataset: no timestamps
 _RAW.set_obj_track_times(False)
+
+RESERVE_BYTES = 2**20 + 2**18
+"""Free space each demo must leave on the disk (beside its arrays and :data:`DEMO_OVERHEAD_BYTES`), so that the
+file can still be flushed and closed whole: the metadata cache (:data:`METADATA_CACHE_BYTES`) and a margin."""
+
+DEMO_OVERHEAD_BYTES = 2**16
+"""HDF5 metadata one demo may add (its group, dataset headers and attributes; a few KiB in practice)."""
 
 FORMAT_VERSION = 1
 """Isaac Lab's ``DATASET_FORMAT_VERSION`` (XYZW quaternions); ``EpisodeWriter`` checks that they agree."""
@@ -88,6 +107,8 @@ class _File:
         self.data.attrs["env_args"] = json.dumps({"env_name": env_name or "", "type": 2})
         self.demo_count = 0
         self.total = 0
+        self.demos = 0  # demos written
+        self.flushed = 0  # demos written as of the last flush
 
 
 class _Writer:
@@ -103,6 +124,7 @@ class _Writer:
         self.files: list[_File] = []  # for close(), should opening the second file fail
         self.written: list[tuple[bool, int]] = []  # demos written since the last answer
         self.fault: tuple[str, int, str] | None = None
+        self.broken = False  # HDF5 failed to undo a failed write: the files are not touched again
         self.hits: dict[str, int] = {}
         self.files = [_File(path, env_name) for path in paths]
 
@@ -169,12 +191,19 @@ class _Writer:
     def flush(self) -> None:
         self.point("flush")
         for file in self.files:
-            file.h5.flush()
+            try:
+                file.h5.flush()
+            except BaseException:
+                self.broken = True  # a flush that fails leaves the file as its last one wrote it
+                raise
+            file.flushed = file.demos
         if self.written or self.released:
             self.answer(("flushed", self.written, self.released))
             self.written, self.released = [], 0
 
     def close(self) -> None:
+        if self.broken:
+            return
         for file in self.files:
             try:
                 file.h5.close()
@@ -183,13 +212,16 @@ class _Writer:
 
     def write_demo(self, file: _File, demo_id: int | None, arrays: dict, success: bool, num_samples: int,
                    seed: int | None) -> None:
-        """Write one demo; on failure remove what was written of it, so that the file holds whole demos only."""
+        """Write one demo. On an injected fault (a test's stand-in for a full disk) remove what was written of it, so
+        that the file holds whole demos only; on a failure of HDF5 itself ask HDF5 nothing more (undoing or closing
+        after a failed write can crash it): the file keeps what its last flush wrote."""
         self.point("demo")
+        check_space(file, sum(array.nbytes for array in arrays.values()))
         name = f"demo_{file.demo_count if demo_id is None else demo_id}"
         if name in file.data:
             raise ValueError(f"Episode group '{name}' already exists in {file.path}.")
-        group = file.data.create_group(name)
         try:
+            group = file.data.create_group(name)
             for path, array in arrays.items():
                 options = self.filters(path, array)
                 if options:
@@ -205,16 +237,37 @@ class _Writer:
                 group.attrs["seed"] = seed
             group.attrs["success"] = success
             file.data.attrs["total"] = file.total + num_samples
-        except BaseException:
+        except InjectedFault:
             try:
                 del file.data[name]
                 file.h5.flush()
+                file.flushed = file.demos
             except Exception:  # noqa: BLE001 - keep the original error
-                pass
+                self.broken = True
+            raise
+        except BaseException:
+            self.broken = True
             raise
         file.total += num_samples
+        file.demos += 1
         if demo_id is None:
             file.demo_count += 1
+
+    def failure(self, err: BaseException) -> tuple[int | None, str]:
+        """The errno of what stopped the writer (also where h5py says it only in its text) and one line: what (for
+        a full disk: its free space) and how many demos are safe in each file."""
+        code = err.errno if isinstance(err, OSError) else None
+        if code is None and (said := re.search(r"errno = (\d+)", str(err))):  # h5py's text of a failed write
+            code = int(said[1])
+        safe = ", ".join(f"{file.flushed if self.broken else file.demos} in {file.path}" for file in self.files)
+        if code == errno.ENOSPC:
+            stat = os.statvfs(os.path.dirname(os.path.abspath(self.files[0].path)))
+            free = stat.f_bavail * stat.f_frsize / 2**20
+            code, what = errno.ENOSPC, f"no space left on its disk ({free:.2f} MiB free)"
+        else:
+            what = " ".join(f"{type(err).__name__}: {err}".split())[:300]
+        how = "as of the last flush" if self.broken else "the file closed whole"
+        return code, f"{what}; demos safe: {safe} ({how})"
 
     def filters(self, path: str, array) -> dict:
         """``create_dataset`` options of a dataset: the compression of the longest matching key, else by dtype;
@@ -239,13 +292,34 @@ class _Writer:
         if action == "sigkill":
             os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)
         elif action == "enospc":
-            raise OSError(errno.ENOSPC, "No space left on device")
+            raise InjectedFault(errno.ENOSPC, "No space left on device")
         elif action == "pause":
             marker = f"{self.files[0].path}.paused"
             open(marker, "w").close()
             deadline = time.monotonic() + 10.0
             while os.path.exists(marker) and time.monotonic() < deadline:
                 time.sleep(0.01)
+
+
+class InjectedFault(OSError):
+    """The disk-full error a test injects (``("fault", point, nth, "enospc")``), HDF5 itself intact."""
+
+
+def check_space(file: _File, nbytes: int) -> None:
+    """Raise ``ENOSPC`` if a demo of ``nbytes`` bytes of arrays would leave less than :data:`RESERVE_BYTES` free
+    on the disk of ``file``."""
+    stat = os.statvfs(os.path.dirname(os.path.abspath(file.path)))
+    free, needed = stat.f_bavail * stat.f_frsize, nbytes + DEMO_OVERHEAD_BYTES + RESERVE_BYTES
+    if free < needed:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+
+def _silence_stderr() -> None:
+    """Send stderr to /dev/null: a failing HDF5 makes h5py print an "Exception ignored" block for every object it
+    frees, from inside the failing call already; every error of the writer goes to the recording process."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 2)
+    os.close(null)
 
 
 def _receive_all(conn: Connection, inbox: queue.SimpleQueue) -> None:
@@ -264,6 +338,7 @@ def main(read_fd: int, write_fd: int, ring_fd: int) -> None:
     """Serve one recording: open the files, write the demos it sends (their arrays in the shared memory
     ``ring_fd``), close them when told or when it ends."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _silence_stderr()
     if hasattr(os, "SCHED_BATCH"):  # Linux: a message must not wake this process ahead of the recording's step
         os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
     conn_in, conn_out = Connection(read_fd, writable=False), Connection(write_fd, readable=False)
@@ -273,15 +348,16 @@ def main(read_fd: int, write_fd: int, ring_fd: int) -> None:
         writer.answer(("opened",))
         writer.run()
     except BaseException as err:  # noqa: BLE001 - reported to the recording process
-        code = err.errno if isinstance(err, OSError) else None
-        written = writer.written if writer is not None else []
-        try:
-            conn_out.send(("error", code, f"{type(err).__name__}: {err}", written))
-        except OSError:
-            pass
-    finally:
         if writer is not None:
             writer.close()
+        written = writer.written if writer is not None else []
+        code, message = writer.failure(err) if writer is not None else (getattr(err, "errno", None), str(err))
+        try:
+            conn_out.send(("error", code, message, written))
+        except OSError:
+            pass
+    else:
+        writer.close()
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ import zmq
 
 from isaaclab.utils import configclass
 
-from ..policies.observation_history import ObservationHistories
+from ..policies.observation_history import MAX_STEPS, ObservationHistories
 from ..tensor_tree import flatten_names
 from . import gr00t_codec, gr00t_rtc
 from .openpi_client import _describe
@@ -80,7 +80,7 @@ class Gr00tChunkModel:
         self._socket: zmq.Socket | None = None
         try:
             ping = self._request({"endpoint": "ping"}, cfg.connect_timeout_s, connecting=True)
-            config = self._request({"endpoint": "get_modality_config"}, cfg.timeout_s)
+            config = self._request({"endpoint": "get_modality_config"}, cfg.timeout_s, configs=True)
             self._read_config(config)
         except BaseException:
             self.close()
@@ -104,7 +104,16 @@ class Gr00tChunkModel:
                     and isinstance(keys, list) and keys and all(isinstance(k, str) for k in keys)):
                 raise ValueError(f"The GR00T server at {self._address} sent an unreadable '{name}' modality config"
                                  f" (delta_indices and modality_keys must be non-empty lists): {str(modality)[:200]}.")
+        widest = max(len(m["modality_keys"]) for m in config.values())
+        oldest = min((min(config[m]["delta_indices"]) for m in MODALITIES if m in config), default=0)
         horizon = len(config["action"]["delta_indices"])
+        for what, value, limit, field in (("past steps of an observation", 1 - oldest, self.cfg.max_history_steps,
+                                           "max_history_steps"),
+                                          ("actions per chunk", horizon, self.cfg.max_chunk_length, "max_chunk_length"),
+                                          ("keys of a modality", widest, self.cfg.max_keys, "max_keys")):
+            if value > limit:
+                raise ValueError(f"The GR00T server at {self._address} asks for {value} {what}, over this client's"
+                                 f" limit of {limit} (Gr00tChunkModelCfg.{field}): is it the server you meant?")
         self.chunk_length: int = self.cfg.chunk_length or horizon
         """Actions per chunk H taken from each reply."""
         if not 0 < self.chunk_length <= horizon:
@@ -261,7 +270,7 @@ class Gr00tChunkModel:
     def _fail(self, what: str) -> None:
         raise Gr00tServerError(f"The GR00T server at {self._address} {what}.")
 
-    def _request(self, request: dict, timeout_s: float, connecting: bool = False) -> Any:
+    def _request(self, request: dict, timeout_s: float, connecting: bool = False, configs: bool = False) -> Any:
         token = self.cfg.token or os.environ.get(TOKEN_ENV)
         if token:
             request["api_token"] = token
@@ -289,7 +298,7 @@ class Gr00tChunkModel:
         if hmac.compare_digest(message, b"ERROR"):
             self._fail("failed the request (b'ERROR'): is it a GR00T policy server?")
         try:
-            reply, _ = gr00t_codec.unpackb(message)
+            reply, _ = gr00t_codec.unpackb(message, configs)
         except ValueError as err:
             self._fail(f"sent a reply this client cannot read ({err})")
         if isinstance(reply, Mapping) and "error" in reply:
@@ -326,6 +335,13 @@ class Gr00tChunkModelCfg:
     """Longest wait for the first ping's reply [s]."""
     max_message_bytes: int = 64 * 2**20
     """Largest reply accepted [bytes] (ZeroMQ drops a larger one, and the request times out)."""
+    max_history_steps: int = MAX_STEPS
+    """Most steps the observation-history ring of a key keeps (1 - the oldest ``delta_indices``): the ring takes
+    N x steps x D of the env device, so a server asking for more is refused."""
+    max_chunk_length: int = 4096
+    """Largest H (the action modality's ``delta_indices``) the server may announce."""
+    max_keys: int = 64
+    """Most keys one modality of the server's config may have."""
     rtc_options: bool = False
     """Take the ``rtc`` schedule's committed prefix (``accepts_prefix``) and send it as GR00T N1.7's real-time
     chunking options (:mod:`~isaaclab_suspend.serving.gr00t_rtc`); off: no prefix, ``options`` None."""

@@ -15,7 +15,10 @@ item size before anything is viewed, and decoded arrays are read-only views of t
 the npy header is parsed with numpy's ``read_array_header``, never ``np.load``, which would allocate the
 array a forged header announces). A modality config arrives under ``__ModalityConfig_class__`` (N1.6) or
 ``__ModalityConfig__`` (newer), its ``as_json`` a map (or a JSON string, as N1.5 sent it), and is decoded to
-that plain dict; :func:`modality_config` marks one with both markers, so that either client generation reads it.
+that plain dict only where a config is expected (``unpackb(..., configs=True)``: the client reading the reply
+of ``get_modality_config``); elsewhere a marked map stays a plain map and its JSON is never parsed. A JSON
+string counts against the same object cap as the msgpack around it, bounded before it is parsed.
+:func:`modality_config` marks a config with both markers, so that either client generation reads it.
 """
 
 from __future__ import annotations
@@ -79,12 +82,25 @@ def _from_npy(data: Any) -> np.ndarray:
     return _view(memoryview(data)[stream.tell():], _dtype(dtype.str), list(shape), fortran)
 
 
-class Gr00tDecoder:
-    """Decodes the maps of one message; :attr:`encoding` says which array encoding it used."""
+def _json_objects_at_most(text: str | bytes) -> int:
+    """An upper bound of the objects a JSON text decodes to, without parsing it: every value but the outermost
+    follows one of ``[ { , :``."""
+    return 1 + sum(text.count(c) for c in ((b"[", b"{", b",", b":") if isinstance(text, bytes) else "[{,:"))
 
-    def __init__(self):
+
+class Gr00tDecoder:
+    """Decodes the maps of one message; :attr:`encoding` says which array encoding it used.
+
+    Args:
+        configs: Decode modality configs (their markers' ``as_json``); else a marked map stays a plain map.
+        budget: Objects the JSON strings of configs may decode to, all together.
+    """
+
+    def __init__(self, configs: bool = False, budget: int = msgpack_arrays.MAX_OBJECTS):
         self.encoding = NPY
         """``msgpack_numpy`` once an array of that encoding was read, else ``npy``."""
+        self.configs = configs
+        self.budget = budget
 
     def __call__(self, obj: dict) -> Any:
         if "__ndarray_class__" in obj:
@@ -97,13 +113,19 @@ class Gr00tDecoder:
             if obj[b"nd"]:
                 return _view(obj.get(b"data"), dtype, obj.get(b"shape"))
             return _view(obj.get(b"data"), dtype, [])[()]
+        if not self.configs:
+            return obj
         for marker in CONFIG_MARKERS:
             if marker in obj or marker.encode() in obj:
                 config = obj.get("as_json", obj.get(b"as_json"))
                 if isinstance(config, (str, bytes)):
+                    self.budget -= _json_objects_at_most(config)
+                    if self.budget < 0:
+                        raise ValueError(f"A message may hold at most {msgpack_arrays.MAX_OBJECTS} objects, JSON of"
+                                         " modality configs included (msgpack_arrays.MAX_OBJECTS).")
                     try:
                         config = json.loads(config)
-                    except ValueError:
+                    except (ValueError, RecursionError):
                         raise ValueError("A modality config's 'as_json' is not JSON.") from None
                 if not isinstance(config, dict):
                     raise ValueError(f"A modality config's 'as_json' must be a map, got {type(config).__name__}.")
@@ -111,14 +133,15 @@ class Gr00tDecoder:
         return obj
 
 
-def unpackb(data: bytes) -> tuple[Any, str]:
-    """Decode a GR00T message: ``(object, array encoding it used)``; arrays come back read-only.
+def unpackb(data: bytes | memoryview, configs: bool = False) -> tuple[Any, str]:
+    """Decode a GR00T message: ``(object, array encoding it used)``; arrays come back read-only. With
+    ``configs`` (a ``get_modality_config`` reply), modality configs are decoded to plain dicts.
 
     Raises:
         ValueError: If the message is not msgpack, breaks the container caps of :mod:`.msgpack_arrays`, or holds
             an array that is malformed, of a refused dtype, or pickled.
     """
-    decoder = Gr00tDecoder()
+    decoder = Gr00tDecoder(configs, msgpack_arrays.MAX_OBJECTS - msgpack_arrays.count_objects(data))
     return msgpack_arrays.unpackb(data, decoder), decoder.encoding
 
 

@@ -233,7 +233,7 @@ class SuspensionManager:
     def _add(self, part: str, group: str, f: FoundTensor, held: float | bool | None) -> None:
         row_env = None
         if f.rows_per_env > 1:
-            row_env = torch.arange(self.num_envs).repeat_interleave(f.rows_per_env)
+            row_env = torch.arange(self.num_envs, device=self._env.device).repeat_interleave(f.rows_per_env)
         self.groups[group].add(f.name, f.getter, f.dim, row_env, fill=held, ring_write_index=f.ring_write_index)
         layout = f.layout + (f" x{f.rows_per_env} rows per env" if f.rows_per_env > 1 else "")
         self._rows.append((part, group, f.name, layout + ("" if held is None else f", held at {held}"), f.shape or "lazy"))
@@ -261,7 +261,10 @@ class SuspensionManager:
                 if value is None:
                     continue
                 value = value.view(_BITS[value.element_size()]) if value.dtype in _UNSIGNED else value
-                rows = (t.row_env == env_id).nonzero().squeeze(1) if t.row_env is not None else torch.tensor([env_id])
+                if t.row_env is not None:
+                    rows = (t.row_env == env_id).nonzero().squeeze(1)
+                else:
+                    rows = torch.tensor([env_id], device=value.device)
                 value = value.index_select(t.dim, rows.to(value.device))
                 if t.ring_write_index is not None:
                     value = value.roll(-int(group.write_index(t).reshape(-1)[0]), dims=0)

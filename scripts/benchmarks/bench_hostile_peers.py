@@ -1,8 +1,9 @@
 """What hostile peers on loopback make ``serve_policy.py`` hold, and how long a well-formed client waits meanwhile.
 
-The server runs in another process with its default caps and ``--read_timeout 2``; its peak resident memory
-(``VmHWM``) comes from ``/proc``. Each attack runs while a well-formed client calls every 50 ms on a fresh
-connection: the table gives the peak's growth over idle and the slowest well-formed call.
+The server runs in another process with its default caps and ``--read_timeout 2`` (openpi, the project's
+protocol, GR00T's); its peak resident memory (``VmHWM``) comes from ``/proc``. Each attack runs while a
+well-formed client calls every 50 ms (GR00T: one REQ socket): the table gives the peak's growth over idle and
+the slowest well-formed call.
 
 Example::
 
@@ -25,6 +26,7 @@ import time
 import msgpack
 import numpy as np
 import torch
+import zmq
 from openpi_client import msgpack_numpy
 from prettytable import PrettyTable
 from websockets.sync.client import connect
@@ -60,6 +62,20 @@ def tcp_call(port: int) -> None:
     client = RemoteChunkModel(RemoteChunkModelCfg(port=port, timeout_s=60))
     client({"policy": torch.zeros(1, 4)}, torch.arange(1))
     client.close()
+
+
+GR00T_SOCKETS: dict[int, zmq.Socket] = {}
+"""The well-formed GR00T client's REQ socket, by port (kept: GR00T's clients keep theirs)."""
+
+
+def gr00t_call(port: int) -> None:
+    if port not in GR00T_SOCKETS:
+        GR00T_SOCKETS[port] = zmq.Context.instance().socket(zmq.REQ)
+        GR00T_SOCKETS[port].setsockopt(zmq.RCVTIMEO, 60_000)
+        GR00T_SOCKETS[port].connect(f"tcp://127.0.0.1:{port}")
+    state = {b"nd": True, b"type": "<f4", b"kind": b"", b"shape": [1, 1, 4], b"data": bytes(16)}
+    GR00T_SOCKETS[port].send(msgpack.packb({"data": {"observation": {"state.policy": state}}}))
+    assert b"action.action" in GR00T_SOCKETS[port].recv()
 
 
 def measure(call, port: int, attack) -> float:
@@ -129,6 +145,44 @@ def idle_tcp(port: int) -> None:  # 8 silent connections, renewed every 0.5 s fo
         list(map(socket.socket.close, silent))
 
 
+def gr00t_declared_batch(port: int) -> None:  # 3 requests of 80 bytes declaring 2^28 zero-width rows
+    with zmq.Context() as context, context.socket(zmq.REQ) as req:
+        req.connect(f"tcp://127.0.0.1:{port}")
+        for _ in range(3):
+            req.send(msgpack.packb({"data": {"observation": {"state.policy": {
+                b"nd": True, b"type": "<f4", b"kind": b"", b"shape": [2**28, 1, 0], b"data": b""}}}}))
+            assert b"max_batch" in req.recv()
+
+
+MARKER_FLOOD = msgpack.packb({"endpoint": "ping", "data": {"__ModalityConfig__": True,
+                                                             "as_json": "[" + "[]," * 22_000_000 + "[]]"}})
+"""An unauthenticated 63 MiB ping: a config marker of 22M empty lists (built once, before any measure)."""
+
+
+def gr00t_marker_flood(port: int) -> None:
+    with zmq.Context() as context, context.socket(zmq.REQ) as req:
+        req.connect(f"tcp://127.0.0.1:{port}")
+        req.send(MARKER_FLOOD)
+        req.recv()
+
+
+def gr00t_half_frames(port: int) -> None:  # 32 peers each send 14 of an announced 15 MiB frame, then hold
+    held = []
+    for _ in range(32):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(b"\xff" + bytes(7) + b"\x01\x7f\x03\x01" + b"NULL".ljust(20, b"\0") + bytes(32))
+        greeting = b""
+        while len(greeting) < 64:
+            greeting += sock.recv(64 - len(greeting))
+        ready = b"\x05READY\x0bSocket-Type" + struct.pack(">I", 3) + b"REQ"
+        with contextlib.suppress(OSError):  # dropped by the budget
+            sock.sendall(b"\x04" + bytes([len(ready)]) + ready + b"\x01\x00\x02" + struct.pack(">Q", 15 * MIB)
+                         + bytes(14 * MIB))
+        held.append(sock)
+    time.sleep(3.0)  # past the read time-out
+    list(map(socket.socket.close, held))
+
+
 def main() -> None:
     table = PrettyTable(["server", "attack", "peak growth MiB", "slowest good call ms"])
     process, port = start_server("--protocol", "openpi")
@@ -150,6 +204,16 @@ def main() -> None:
     idle = peak_mib(process.pid)
     worst = measure(tcp_call, port, idle_tcp)
     table.add_row(["project", "8 silent connections x 6", f"{peak_mib(process.pid) - idle:.0f}", f"{1e3 * worst:.1f}"])
+    process.send_signal(signal.SIGINT)
+    process.wait(60)
+    process, port = start_server("--protocol", "gr00t", "--keys", "state.policy=policy")
+    gr00t_call(port)
+    idle = peak_mib(process.pid)
+    for name, attack in (("3 x declared B = 2^28", gr00t_declared_batch),
+                         ("63 MiB config-marker ping", gr00t_marker_flood),
+                         ("32 half-sent 15 MiB frames", gr00t_half_frames)):
+        worst = measure(gr00t_call, port, attack)
+        table.add_row(["GR00T", name, f"{peak_mib(process.pid) - idle:.0f}", f"{1e3 * worst:.1f}"])
     process.send_signal(signal.SIGINT)
     process.wait(60)
     print(f"serve_policy.py under attack on loopback (idle peak of the openpi server {openpi_idle:.0f} MiB); the openpi"

@@ -17,76 +17,20 @@ Example::
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
-import torch
 from prettytable import PrettyTable
 
-from isaaclab.envs import ManagerBasedRLEnv
-
 from isaaclab_suspend import cli
+from isaaclab_suspend.cli.step_timing import measure_overhead
 from isaaclab_suspend.utils import import_task_modules, open_env
 
 
-def _actions(env, gen: torch.Generator, steps: int) -> list[torch.Tensor]:
-    return [2.0 * torch.rand(env.num_envs, env.action_manager.total_action_dim, generator=gen) - 1.0 for _ in range(steps)]
-
-
-def _time_block(step, env, actions: list[torch.Tensor]) -> float:
-    start = time.perf_counter()
-    for action in actions:
-        step(env, action)
-    return (time.perf_counter() - start) / len(actions)
-
-
-def _ops_per_step(step, env, actions: list[torch.Tensor]) -> int:
-    """Top-level aten ops (ops called by other ops not counted) of the cheapest step: a step without resets."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        for action in actions:
-            with torch.profiler.record_function("env_step"):
-                step(env, action)
-    counts = {}
-    for e in prof.events():
-        parent = e.cpu_parent
-        if e.name.startswith("aten::") and parent is not None and parent.name == "env_step":
-            counts[parent.id] = counts.get(parent.id, 0) + 1
-    return min(counts.values())
-
-
 def measure(task: str, solver: str, num_envs: int, fractions: list[float], blocks: int, steps: int) -> list[dict]:
-    rows = []
     with open_env(task, num_envs, overrides=[f"presets={solver}"], suspendable=True, episode_length_s=1e6) as env:
         env.reset()
-        gen = torch.Generator().manual_seed(0)
-        stock_step, our_step = ManagerBasedRLEnv.step, type(env).step
-        _time_block(stock_step, env, _actions(env, gen, steps))  # warm-up
-        for fraction in fractions:
-            mask = torch.zeros(num_envs, dtype=torch.bool)
-            mask[: round(fraction * num_envs)] = True
-            stock, ours = [], []
-            for _ in range(blocks):
-                stock.append(_time_block(stock_step, env, _actions(env, gen, steps)))
-                if mask.any():
-                    env.suspend_envs(mask)
-                our_step(env, _actions(env, gen, 1)[0])  # refreshes the host mirror after the suspension
-                ours.append(_time_block(our_step, env, _actions(env, gen, steps)))
-                env.resume_envs(mask)
-                our_step(env, _actions(env, gen, 1)[0])
-            ops_stock = _ops_per_step(stock_step, env, _actions(env, gen, 8))
-            if mask.any():
-                env.suspend_envs(mask)
-            our_step(env, _actions(env, gen, 1)[0])
-            ops_ours = _ops_per_step(our_step, env, _actions(env, gen, 8))
-            env.resume_envs(mask)
-            our_step(env, _actions(env, gen, 1)[0])
-            t_stock, t_ours = statistics.median(stock), statistics.median(ours)
-            rows.append({
-                "task": task, "solver": solver, "num_envs": num_envs, "suspended": f"{fraction:.0%}",
-                "stock_ms": 1e3 * t_stock, "suspendable_ms": 1e3 * t_ours, "overhead": t_ours / t_stock - 1.0,
-                "ops_stock": ops_stock, "ops_ours": ops_ours,
-            })
-            print(rows[-1], flush=True)
+        rows = [{"task": task, "solver": solver, **row} for row in measure_overhead(env, fractions, blocks, steps)]
+    for row in rows:
+        print(row, flush=True)
     return rows
 
 

@@ -1,0 +1,98 @@
+"""One command that proves the hot path on a device: host syncs per step, suspendable / stock step time, the
+chunking loop's throughput, the tests marked ``cuda`` and the recording cost, at 1024 and 4096 envs.
+
+Each part (``isaaclab_suspend/cli/gpu_suite.py`` says what it measures) runs in a process of its own under a
+time-out (its share of ``--budget_s``), so that a hang costs one part, not the run. Writes one JSON of figures
+(``--out``, with the card, driver and versions) and prints a table; exits 0 when every part ran and every goal
+is met, 1 otherwise. ``--small`` runs it at a few envs (the CPU test of the suite).
+
+On a GPU (about 8 minutes; docs/benchmarks.rst)::
+
+    tools/run.sh python scripts/benchmarks/gpu_suite.py --device cuda:0 --out outputs/gpu_suite.json
+
+On the CPU::
+
+    tools/run.sh python scripts/benchmarks/gpu_suite.py --device cpu --small
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from isaaclab_suspend import cli
+from isaaclab_suspend.cli.gpu_suite import PART_TIMEOUTS_S, PARTS, SIZES, goals, table, versions
+from isaaclab_suspend.utils import set_quiet
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run_part(args: argparse.Namespace, part: str, timeout_s: float) -> tuple[dict, str]:
+    """This script with ``--part`` in a new process group, killed whole after ``timeout_s``: its figures and
+    status (``ok``, ``timed out after N s``, ``failed (exit N)``)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        command = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--part", part,
+                   "--part_out", out.name, "--part_timeout_s", str(timeout_s)] + (["--small"] if args.small else [])
+        process = subprocess.Popen(command, start_new_session=True)
+        try:
+            status = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return {}, f"timed out after {timeout_s:.0f} s"
+        if status != 0:
+            return {}, f"failed (exit {status})"
+        with open(out.name) as f:
+            return json.load(f), "ok"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--device", type=cli.device, default="cuda:0")
+    parser.add_argument("--small", action="store_true", help="a few envs and steps (the CPU test of the suite)")
+    parser.add_argument("--parts", type=lambda t: t.split(","), default=list(PARTS), metavar="PART[,PART]",
+                        help=f"parts to run, of {','.join(PARTS)}")
+    parser.add_argument("--budget_s", type=cli.positive_int, default=480, help="time for all parts together")
+    parser.add_argument("--out", default=os.path.join("outputs", "gpu_suite.json"), help="the JSON of figures")
+    parser.add_argument("--part", choices=list(PARTS), help=argparse.SUPPRESS)  # one part, in this process
+    parser.add_argument("--part_out", help=argparse.SUPPRESS)
+    parser.add_argument("--part_timeout_s", type=float, default=600.0, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if unknown := set(args.parts) - set(PARTS):
+        parser.error(f"unknown parts {sorted(unknown)}; known: {','.join(PARTS)}")
+    size = SIZES["small" if args.small else "full"]
+    if args.part:
+        set_quiet()
+        figures = PARTS[args.part](args.device, {**size, "seconds": args.part_timeout_s}, ROOT)
+        with open(args.part_out, "w") as f:
+            json.dump(figures, f)
+        return 0
+
+    figures, statuses, deadline = {"versions": versions(args.device)}, {}, time.monotonic() + args.budget_s
+    for part in [p for p in PARTS if p in args.parts]:
+        left = deadline - time.monotonic()
+        if left < 10:
+            statuses[part] = "not run: budget spent"
+            continue
+        print(f"[gpu_suite] {part} (time-out {min(PART_TIMEOUTS_S[part], left):.0f} s)", flush=True)
+        start = time.monotonic()
+        result, statuses[part] = run_part(args, part, min(PART_TIMEOUTS_S[part], left))
+        figures.update(result)
+        figures.setdefault("seconds", {})[part] = round(time.monotonic() - start, 1)
+    figures["parts"], figures["goals"] = statuses, goals(figures)
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        json.dump(figures, f, indent=1)
+    print(table(figures), f"\nFigures: {args.out}", sep="\n")
+    passed = all(s == "ok" for s in statuses.values()) and all(figures["goals"].values())
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
