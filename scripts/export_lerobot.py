@@ -26,6 +26,7 @@ import time
 from tqdm import tqdm
 
 from isaaclab_suspend import cli
+from isaaclab_suspend.interop import so101
 from isaaclab_suspend.interop.lerobot_export import VCODECS, LeRobotExportCfg, export_lerobot
 
 
@@ -35,6 +36,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", required=True, help="LeRobot dataset root (a new directory)")
     parser.add_argument("--repo_id", default="", help="LeRobot repo id (default: local/<output's name>)")
     parser.add_argument("--task", default="", help="task text of every frame (default: the recorded task id)")
+    parser.add_argument("--robot", default="", choices=("", so101.ROBOT),
+                        help="write observation.state and action in a real robot's names and units (so101_follower:"
+                             " the recorded obs and actions are the SO-101's six joint values in radians; out come"
+                             " shoulder_pan.pos ... gripper.pos in degrees and 0-100, its robot_type and GR00T's"
+                             " SO-100/SO-101 modality.json)")
     videos = parser.add_mutually_exclusive_group()
     videos.add_argument("--no_video", action="store_true", help="store frames as PNG (lossless) instead of mp4")
     videos.add_argument("--vcodec", default="libsvtav1", choices=VCODECS, help="video codec (lossy)")
@@ -54,7 +60,7 @@ def export(args: argparse.Namespace) -> None:
     with DatasetReader(args.dataset) as reader:  # the totals for the bar; a bad file stops here
         total = sum(int(reader.demo_attrs(name).get("num_samples", 0)) for name in reader.demo_names)
     cfg = LeRobotExportCfg(output=args.output, repo_id=args.repo_id, task=args.task, use_videos=not args.no_video,
-                           vcodec=args.vcodec)
+                           vcodec=args.vcodec, robot=args.robot)
     start = time.perf_counter()
     with tqdm(total=total, desc="frames", unit="fr") as bar:
         sidecar = export_lerobot(args.dataset, cfg, progress=lambda frames: bar.update(frames - bar.n))

@@ -1,6 +1,7 @@
 """LeRobot interop on the real camera task: export_lerobot.py writes what LeRobot's own reader gives back frame by
 frame (exactly without video), a checkpoint of a short ``lerobot-train`` run drives the env through
-``eval.py --checkpoint``, bad inputs end with one line and exit status 2."""
+``eval.py --checkpoint`` and through the real ``lerobot-eval`` with the project's env plugin (the same episodes,
+ended envs frozen), bad inputs end with one line and exit status 2."""
 
 import json
 import os
@@ -10,6 +11,7 @@ import subprocess
 import sys
 
 import h5py
+import numpy as np
 import pytest
 import torch
 
@@ -90,6 +92,8 @@ def test_sidecar_and_modality(dataset, exported):
     source = sidecar["source"]
     assert (source["env_name"], source["schedule"], source["chunk_length"], source["seed"], source["num_envs"],
             source["demos"]) == (TASK, "global_clock", 1, 42, 4, 4)
+    with h5py.File(dataset) as f:
+        assert source["frames"] == sum(len(f["data"][name]["actions"]) for name in f["data"])
     assert modality["state"]["cube_x"] == {"start": 2, "end": 3}
     assert modality["action"] == {"cart_effort": {"start": 0, "end": 1}}
     assert modality["video"] == {"scene_camera": {"original_key": CAMERA}}
@@ -197,6 +201,31 @@ def test_checkpoint_refuses_an_env_with_frames_of_another_size(checkpoint):
         with pytest.raises(ValueError, match=f"it takes 'scene_camera' frames of {size[0]} x {size[1]} px, the"
                                              f" env's are {size[0] + 8} x {size[1]} px"):
             load_chunk_policy(checkpoint, env=env)
+
+
+def test_chunk_shorter_than_planned_and_warning_for_a_chunk_longer_than_the_episodes(checkpoint, capsys):
+    """``--chunk N`` executes the first N of the policy's ``chunk_size`` actions (LeRobot's ``n_action_steps``), more
+    is refused; an H longer than the episodes it was trained on or than the env's gets a warning that names the
+    flags shortening it, when the script builds the model for the env."""
+    from isaaclab_suspend.cli import make_chunk_model
+
+    evaluate = load_script("eval")
+    args = evaluate.parse_args(["--checkpoint", checkpoint, "--chunk", "4", "--num_envs", "1"])
+    assert args.chunk == 4 and args.model.chunk_length == 4 and args.model.max_chunk_length == 8
+    with pytest.raises(SystemExit) as exit_:
+        evaluate.parse_args(["--checkpoint", checkpoint, "--chunk", "9"])
+    assert exit_.value.code == 2 and "H must be 1 to 8, got 9" in capsys.readouterr().err
+    args = evaluate.parse_args(["--checkpoint", checkpoint, "--num_envs", "1"])
+    with open_env(TASK, 1, episode_length_s=0.1) as env:  # 6-step episodes, H = 8
+        make_chunk_model(args, env)
+        err = capsys.readouterr().err
+        assert "warning: LeRobot policy" in err and "H = 8 (its n_action_steps) is longer than the env's episodes" \
+            " (at most 6 steps)" in err and "--chunk N (N <= its chunk_size 8)" in err, err
+        assert "--policy.chunk_size=N --policy.n_action_steps=N" in err
+        args.model.sidecar.source["frames"] = 20  # 4 demos of 5 steps: shorter than H = 8 too
+        assert "the episodes it was trained on (mean 5.0 steps)" in args.model.chunk_warning(env)
+        args.model.set_chunk_length(4)
+        assert args.model.chunk_warning(env) is None
 
 
 def test_checkpoint_that_would_import_code_is_refused(checkpoint, tmp_path, capsys):
@@ -377,3 +406,105 @@ def test_history_advances_per_active_step_stands_still_while_suspended_refills_a
     batch = model._features(rows[HISTORY_KEY])
     assert batch["observation.state"].shape == (2, 3, 5) and batch[CAMERA].shape == (2, 3, 3, 8, 8)
     assert torch.equal(batch[CAMERA][:, :, 0, 0, 0] * 255, torch.tensor([[0.0, 1, 3], [3, 3, 3]]))
+
+
+def test_lerobot_vector_env_freezes_each_env_at_its_episode_end(exported):
+    """LeRobot's vector env over one Isaac Lab env: an env whose episode ended is suspended at once, its physics
+    state, observation and frame frozen bit for bit while the others finish, with reward 0, no second done and no
+    success; the next rollout's reset brings every env back."""
+    from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+
+    from scene_state import physics_tensors
+
+    env = LeRobotVectorEnv(TASK, 3, ExportSidecar.read(os.path.join(exported, SIDECAR_PATH)))
+    try:
+        obs, _ = env.reset(seed=[5, 6, 7])
+        assert obs["agent_pos"].shape == (3, 5) and obs["pixels"]["scene_camera"].shape == (3, 64, 64, 3)
+        assert env.call("task_description") == ("push the cube",) * 3 and env.call("_max_episode_steps")[0] == 300
+        actions = np.tile(np.float32([[1.0, 0.0]]), (3, 1))  # push forward (the pad column dropped)
+        ended, end_steps, frozen = np.zeros(3, dtype=bool), {}, {}
+        for step in range(300):
+            obs, reward, terminated, truncated, info = env.step(actions)
+            done = terminated | truncated
+            assert not (done & ended).any() and not reward[ended].any() and not info["is_success"][ended].any()
+            for i in np.flatnonzero(done).tolist():
+                end_steps[i] = step
+                frozen[i] = ([t[i].clone() for t in physics_tensors(env.env)], obs["agent_pos"][i], env.render()[i])
+            assert np.array_equal(info["is_success"], done)  # pushed forward, every env succeeds
+            ended |= done
+            if ended.all():
+                break
+        assert ended.all() and len(set(end_steps.values())) == 3, end_steps  # some froze while others stepped
+        now = physics_tensors(env.env)
+        for i, (state, agent_pos, frame) in frozen.items():
+            assert all(torch.equal(t[i], s) for t, s in zip(now, state)), f"env {i} moved while suspended"
+            assert np.array_equal(obs["agent_pos"][i], agent_pos) and np.array_equal(env.render()[i], frame)
+        env.reset(seed=[8, 9, 10])
+        assert not env.env.suspended_mask.any()
+    finally:
+        env.close()
+
+
+def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint, tmp_path):
+    """The real ``lerobot-eval`` with the plugin: 4 envs in one Isaac Lab env, LeRobot's metrics and videos; its
+    episodes are eval.py's with ``--episodes_per_env 1`` on the same seed: the same success per env, and each
+    video (frames up to the episode's end) as long as that env's episode."""
+    import av
+
+    run = _run([os.path.join(LEROBOT_BIN, "lerobot-eval"), "--env.type=isaaclab_suspend", f"--env.task={TASK}",
+                f"--policy.path={checkpoint}", "--eval.n_episodes=4", "--eval.batch_size=4", "--policy.device=cpu",
+                "--seed=7", f"--output_dir={tmp_path / 'lerobot_eval'}"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    with open(tmp_path / "lerobot_eval" / "eval_info.json") as f:
+        info = json.load(f)
+    metrics = info["per_task"][0]["metrics"]
+    lengths = []
+    for path in metrics["video_paths"]:
+        with av.open(path) as video:
+            lengths.append(sum(1 for _ in video.decode(video=0)))
+    log = tmp_path / "episodes.jsonl"
+    run = _run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--num_envs", 4, "--episodes_per_env", 1,
+                "--seed", 7, "--schedule", "global_clock", "--episode_log", log, "--timeline", "", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    episodes = sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda r: r["env_id"])
+    assert info["overall"]["n_episodes"] == 4 and len(lengths) == 4
+    assert metrics["successes"] == [r["success"] for r in episodes]
+    assert lengths == [r["length"] for r in episodes] and len(set(lengths)) > 1, (lengths, episodes)
+    assert info["overall"]["pc_success"] == 100 * sum(r["success"] for r in episodes) / 4
+
+
+
+def test_lerobot_eval_env_that_does_not_fit_the_policy_is_one_line(checkpoint, capsys):
+    """The plugin's env config, as ``lerobot-eval`` calls it, for a task the policy was not trained on: one line,
+    exit status 2, before any rollout."""
+    from lerobot_env_isaaclab_suspend import IsaacLabSuspendEnv
+
+    for task, policy_path, message in (
+            ("Isaac-PushCube-Suspendable", checkpoint, "it was trained on an export of '" + TASK + "'"),
+            (TASK, os.path.dirname(checkpoint), "is not a LeRobot pretrained_model directory")):
+        with pytest.raises(SystemExit) as exit_:
+            IsaacLabSuspendEnv(task=task, policy_path=policy_path).create_envs(1)
+        err = capsys.readouterr().err
+        (line,) = [line for line in err.splitlines() if line.startswith("lerobot-eval: error:")]
+        assert exit_.value.code == 2 and "--env.type=isaaclab_suspend: " in line and message in line, err
+
+
+def test_lerobot_vector_env_films_a_task_without_cameras():
+    """A task without an ``images`` group gets a camera for LeRobot's videos at its viewer's eye (push-cube's: the
+    camera task's scene camera), rendered in every env; the policy's observation has no pixels."""
+    from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+    from isaaclab_suspend.interop.lerobot_layout import VectorLayout
+
+    sidecar = ExportSidecar(state=VectorLayout({"policy": 5}), action=VectorLayout({"cart_effort": 1}), task="push")
+    env = LeRobotVectorEnv("Isaac-PushCube-Suspendable", 2, sidecar, video_size=48)
+    try:
+        obs, _ = env.reset(seed=3)
+        assert set(obs) == {"agent_pos"} and env.metadata["render_fps"] == 60
+        first = env.render()
+        assert len(first) == 2 and first[0].shape == (48, 48, 3) and first[0].dtype == np.uint8
+        for _ in range(15):
+            env.step(np.float32([[1.0, 0.0], [1.0, 0.0]]))
+        later = env.render()
+        assert first[0].std() > 5 and not np.array_equal(first[0], later[0])  # a scene, and the cart moved in it
+    finally:
+        env.close()

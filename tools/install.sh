@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Creates (or checks) the project's virtual environment on Isaac Lab 3.0's declared stack: Python 3.12,
 # torch 2.11.0, Isaac Lab 3.0.0 kitless with the Newton physics backend on the CPU, rsl_rl and skrl,
-# LeRobot 0.6.1 (dataset and training extras) beside it, and this package installed editable.
+# LeRobot 0.6.1 (dataset and training extras) beside it with this package's env plugin, and this package installed
+# editable.
 # Idempotent: on a ready venv it only verifies the stamp and returns in about a second.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ISAACLAB_SUSPEND_VENV:-$ROOT/.venv}"
 STAMP="$VENV/.isaaclab_suspend_stamp"
 # Bump when the pins below change so that an existing venv is rebuilt.
-STAMP_VERSION="6"
+STAMP_VERSION="7"
 
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_VERSION" ]; then
   exit 0
@@ -41,6 +42,9 @@ export PIP_CONSTRAINT="$ROOT/tools/constraints.txt"
 $PIP install -q --no-deps isaaclab==3.0.0
 $PIP install -q -r "$ROOT/tools/requirements.txt"
 $PIP install -q --no-deps -e "$ROOT"
+# LeRobot's env plugin (lerobot-eval --env.type=isaaclab_suspend): LeRobot imports installed distributions named
+# lerobot_env_*; the package only registers the env type, the code is isaaclab_suspend.interop.lerobot_env.
+$PIP install -q --no-deps "$ROOT/plugins/lerobot_env_isaaclab_suspend"
 # Tests only: openpi's own client, to check the openpi server against it. It pins numpy<2 (this venv runs
 # numpy 2) but runs on it; its imports are msgpack and websockets from requirements.txt, and typing_extensions.
 $PIP install -q --no-deps openpi-client==0.1.2

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import TYPE_CHECKING
 
 import gymnasium as gym
@@ -37,6 +38,7 @@ from ..serving.remote import check_observation_paths
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
+from .errors import prog
 from .arguments import address, fraction, key_pair, latency, non_negative_int, positive_int
 
 if TYPE_CHECKING:
@@ -138,10 +140,16 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error(f"task '{args.task}' has no embedded chunk model; tasks with one: {tasks_with_chunk_model()}")
     planned = 1 if args.policy == "checkpoint" else getattr(args.model, "chunk_length", None)
     if planned is not None:
+        shorten = getattr(args.model, "set_chunk_length", None)  # a LeRobot policy may execute fewer than it plans
         if args.chunk is not None and args.chunk != planned:
-            parser.error(f"--chunk {args.chunk}: the {args.policy} policy '{args.checkpoint or args.remote}' plans"
-                         f" {planned} actions per chunk")
-        args.chunk = planned
+            if shorten is None:
+                parser.error(f"--chunk {args.chunk}: the {args.policy} policy '{args.checkpoint or args.remote}'"
+                             f" plans {planned} actions per chunk")
+            try:
+                shorten(args.chunk)
+            except ValueError as err:
+                parser.error(f"--chunk {args.chunk}: {err}")
+        args.chunk = args.chunk or planned
     args.chunk = args.chunk or DEFAULT_CHUNK
 
 
@@ -166,6 +174,9 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
     check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
     if check_env is not None:
         check_env(env)
+    chunk_warning = getattr(model, "chunk_warning", None)  # a LeRobot policy's H against the episodes
+    if chunk_warning is not None and (text := chunk_warning(env)):
+        print(f"{prog()}: warning: {text}", file=sys.stderr)
     if getattr(args, "latency", None):
         model = LatencyEmulator(model, LatencyCfg.parse(args.latency, virtual=args.virtual_latency))
     return model

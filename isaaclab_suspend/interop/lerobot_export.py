@@ -16,10 +16,12 @@ from collections.abc import Callable
 from dataclasses import MISSING
 
 import numpy as np
+import torch
 
 from isaaclab.utils import configclass
 
 from ..datasets import DatasetError, DatasetReader
+from . import so101
 from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, STATE_FEATURE, STATE_GROUP, ExportSidecar, VectorLayout
 
 IMAGE_GROUP = "images"
@@ -49,6 +51,9 @@ class LeRobotExportCfg:
     """Video codec, one of :data:`VCODECS`."""
     image_writer_threads: int = 2
     """Threads writing PNG frames (``use_videos=False``)."""
+    robot: str = ""
+    """Write ``observation.state`` and ``action`` in a real robot's terms ('' : the env's own; ``so101_follower``:
+    the recorded ``obs`` and ``actions`` are the SO-101's six joint values in radians, see :mod:`.so101`)."""
 
 
 def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], None] | None = None) -> ExportSidecar:
@@ -91,7 +96,7 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             raise DatasetError(f"'{reader.path}': the control rate {fps} Hz is not a whole number; LeRobot's fps is.")
         dataset = LeRobotDataset.create(
             cfg.repo_id or f"local/{os.path.basename(output)}", round(fps), features, root=output,
-            robot_type=reader.env_name or None, use_videos=cfg.use_videos,
+            robot_type=so101.robot_type() if sidecar.robot else reader.env_name or None, use_videos=cfg.use_videos,
             image_writer_threads=0 if cfg.use_videos else cfg.image_writer_threads,
             streaming_encoding=cfg.use_videos, rgb_encoder=RGBEncoderConfig(vcodec=cfg.vcodec))
         try:
@@ -99,6 +104,9 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             for name in reader.demo_names:
                 arrays = reader.load_arrays(name, tuple(keys.values()))
                 columns = {feature: _column(arrays[key], features[feature]) for feature, key in keys.items()}
+                if sidecar.robot:  # the robot's units (names and widths are the sidecar's already)
+                    columns[STATE_FEATURE] = so101.to_follower(torch.from_numpy(columns[STATE_FEATURE])).numpy()
+                    columns[ACTION_FEATURE] = so101.to_follower(torch.from_numpy(columns[ACTION_FEATURE])).numpy()
                 for t in range(arrays["actions"].shape[0]):
                     dataset.add_frame({**{f: c[t] for f, c in columns.items()}, "task": sidecar.task})
                 dataset.save_episode()
@@ -110,6 +118,7 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             shutil.rmtree(output, ignore_errors=True)  # no half-written dataset left behind
             raise
         dataset.finalize()
+    sidecar.source["frames"] = frames
     sidecar.write(output)
     return sidecar
 
@@ -123,8 +132,17 @@ def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, 
             raise DatasetError(f"'{reader.path}', demo '{first}' has no per-sample '{key}' vector (N, D): record"
                                " it with scripts/record.py.")
     args = reader.env_args
-    state = VectorLayout(_terms(args.get("policy_terms"), STATE_GROUP, shapes["obs"][1]))
-    action = VectorLayout(_terms(args.get("action_terms"), "action", shapes["actions"][1]))
+    if cfg.robot not in ("", so101.ROBOT):
+        raise ValueError(f"robot must be '' or '{so101.ROBOT}', got {cfg.robot!r}.")
+    if cfg.robot:
+        widths = {key: shapes[key][1] for key in ("obs", "actions")}
+        if widths != {"obs": len(so101.NAMES), "actions": len(so101.NAMES)}:
+            raise DatasetError(f"'{reader.path}': --robot {cfg.robot} exports the six joint values of the SO-101"
+                               f" ({', '.join(so101.JOINTS)}) as 'obs' and 'actions'; this file's are {widths} wide.")
+        state = action = VectorLayout(dict.fromkeys(so101.NAMES, 1))
+    else:
+        state = VectorLayout(_terms(args.get("policy_terms"), STATE_GROUP, shapes["obs"][1]))
+        action = VectorLayout(_terms(args.get("action_terms"), "action", shapes["actions"][1]))
     keys = {ACTION_FEATURE: "actions", STATE_FEATURE: "obs"}
     cameras = sorted(k.split("/", 1)[1] for k in shapes if k.startswith(IMAGE_GROUP + "/"))
     keys.update({IMAGE_PREFIX + cam: f"{IMAGE_GROUP}/{cam}" for cam in cameras})
@@ -140,7 +158,7 @@ def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, 
               "chunk_length": args.get("chunk_length"), "seed": None if seed is None else int(seed),
               "num_envs": reader.recorded_num_envs, "step_dt": args.get("step_dt"), "demos": len(reader.demo_names)}
     sidecar = ExportSidecar(state=state, action=action, cameras=cameras, extras=extras,
-                            task=cfg.task or reader.env_name or "task", source=source)
+                            task=cfg.task or reader.env_name or "task", source=source, robot=cfg.robot)
     return sidecar, keys
 
 

@@ -7,6 +7,9 @@ actions into the env's:
 * ``observation.state`` is the ``policy`` observation group (its terms concatenated, in the group's order);
 * ``action`` is the env's action (its action terms concatenated);
 * ``observation.images.<cam>`` is the term ``<cam>`` of the ``images`` group (uint8 (H, W, 3) frames);
+* with a robot (``--robot so101_follower``) the two vectors are that robot's, in its own names and units
+  (:mod:`.so101`: ``shoulder_pan.pos`` ... ``gripper.pos``, degrees and 0-100), mapped from the env's joint values
+  on the way out and back on the way in;
 * vectors of width 1 get a zero column (LeRobot 0.6.1 stores a feature of shape (1,) as a scalar and reads it
   back without its last axis); the sidecar records the width before padding, and the adapter drops the pad.
 """
@@ -16,6 +19,10 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import asdict, dataclass, field
+
+import torch
+
+from . import so101
 
 SIDECAR_PATH = os.path.join("meta", "isaaclab_suspend.json")
 """The sidecar, relative to the LeRobot dataset root."""
@@ -83,8 +90,24 @@ class ExportSidecar:
     task: str = ""
     """The task text of every frame."""
     source: dict = field(default_factory=dict)
-    """The recording: file, env name, schedule, chunk length, seed, envs, control period."""
+    """The recording: file, env name, schedule, chunk length, seed, envs, control period, demos, frames."""
+    robot: str = ""
+    """A real robot whose terms ``observation.state`` and ``action`` are in ('' : the env's own;
+    ``so101_follower``: :mod:`.so101`, the env's vectors being its six joint values in radians)."""
     format: str = SIDECAR_FORMAT
+
+    def lerobot_state(self, state: torch.Tensor) -> torch.Tensor:
+        """``observation.state`` of the env's ``policy`` rows (..., D): float32, padded as exported. Shape: (...,
+        :attr:`VectorLayout.padded_to`)."""
+        state = so101.to_follower(state) if self.robot == so101.ROBOT else state.float()
+        pad = self.state.padded_to - state.shape[-1]
+        return torch.nn.functional.pad(state, (0, pad)) if pad else state
+
+    def env_action(self, action: torch.Tensor) -> torch.Tensor:
+        """The env's actions of LeRobot ``action`` rows (..., padded width): float32, the pad dropped. Shape: (...,
+        :attr:`VectorLayout.dim`)."""
+        action = action[..., : self.action.dim]
+        return so101.from_follower(action) if self.robot == so101.ROBOT else action.float()
 
     def write(self, root: str) -> None:
         """Write the sidecar and GR00T's ``meta/modality.json`` under the dataset ``root``."""
@@ -94,10 +117,15 @@ class ExportSidecar:
             json.dump(self.modality(), f, indent=2)
 
     def modality(self) -> dict:
-        """GR00T's ``modality.json``: state and action slices by term, the video map, the annotation key."""
+        """GR00T's ``modality.json``: state and action slices by term (a robot's: its layout, e.g. SO-100 / SO-101
+        ``single_arm`` and ``gripper``), the video map, the annotation key."""
+        if self.robot == so101.ROBOT:
+            state = action = dict(so101.MODALITY_GROUPS)
+        else:
+            state, action = self.state.slices(), self.action.slices()
         return {
-            "state": {name: {"start": s, "end": e} for name, (s, e) in self.state.slices().items()},
-            "action": {name: {"start": s, "end": e} for name, (s, e) in self.action.slices().items()},
+            "state": {name: {"start": s, "end": e} for name, (s, e) in state.items()},
+            "action": {name: {"start": s, "end": e} for name, (s, e) in action.items()},
             "video": {cam: {"original_key": IMAGE_PREFIX + cam} for cam in self.cameras},
             "annotation": {"human.task_description": {"original_key": "task_index"}},
         }
@@ -116,7 +144,7 @@ class ExportSidecar:
                 raise ValueError(f"format {raw.get('format')!r}, not {SIDECAR_FORMAT!r}")
             return cls(state=VectorLayout(**raw["state"]), action=VectorLayout(**raw["action"]),
                        cameras=list(raw["cameras"]), extras={k: VectorLayout(**v) for k, v in raw["extras"].items()},
-                       task=raw["task"], source=raw["source"])
+                       task=raw["task"], source=raw["source"], robot=raw.get("robot", ""))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"'{path}' is not a sidecar of scripts/export_lerobot.py ({err}): export the dataset"
                              " with it.") from err

@@ -96,7 +96,7 @@ class LeRobotChunkModel:
             raise ValueError(f"'{self.path}/config.json' is not a LeRobot config (a JSON object).")
         weights = checked_file(self.path, "model.safetensors")
         _check_processors(self.path)
-        self.sidecar = _find_sidecar(self.path)
+        self.sidecar = find_sidecar(self.path)
         """The export's mapping between the env and LeRobot's features."""
         try:
             try:
@@ -120,7 +120,9 @@ class LeRobotChunkModel:
         self.config = config
         """The policy's LeRobot config."""
         self.chunk_length: int = int(config.n_action_steps)
-        """H: actions per chunk (``n_action_steps``)."""
+        """H: actions per chunk (``n_action_steps``; :meth:`set_chunk_length` takes fewer)."""
+        self.max_chunk_length: int = int(getattr(config, "chunk_size", None) or self.chunk_length)
+        """Actions one call predicts (ACT's ``chunk_size``): the longest H."""
         self.task: str = self.sidecar.source.get("env_name") or ""
         """The task id the export was recorded on."""
         self.action_dim: int = self.sidecar.action.dim
@@ -138,39 +140,43 @@ class LeRobotChunkModel:
 
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise if ``env`` is not the export's task or lacks its observation width, cameras (of the trained frame
-        size) or action width.
+        size) or action width (:func:`check_env_fits`).
 
         Raises:
             ValueError: Naming the checkpoint, what it expects and what the env has.
         """
+        check_env_fits(self.path, self.sidecar, self.config, env)
+
+    def set_chunk_length(self, length: int) -> None:
+        """Execute the first ``length`` actions of each predicted chunk (H), as ``--policy.n_action_steps`` does in
+        LeRobot.
+
+        Raises:
+            ValueError: If ``length`` is not in 1 .. :attr:`max_chunk_length`.
+        """
+        if not 1 <= length <= self.max_chunk_length:
+            raise ValueError(f"LeRobot policy '{self.path}' predicts {self.max_chunk_length} actions per call: H must be"
+                             f" 1 to {self.max_chunk_length}, got {length}.")
+        self.chunk_length = length
+
+    def chunk_warning(self, env: ManagerBasedRLEnv) -> str | None:
+        """Why H may waste the run, or None: an H longer than the episodes the policy was trained on (their mean
+        length, from the export) or than ``env``'s episodes (its limit). Such a chunk outlives its episode: the rest
+        of it is dropped at the reset, and under the global clock the env then waits suspended for the next tick
+        (H = 100 on 40-step episodes: most env-steps suspended). The text names the flags that shorten H."""
         env = getattr(env, "unwrapped", env)
-        task = getattr(env.cfg, "env_name", None) or getattr(getattr(env, "spec", None), "id", None)
-        obs = env.observation_manager
-        problems = []
-        if self.task and task and task != self.task:
-            problems.append(f"it was trained on an export of '{self.task}', the env is '{task}'")
-        state_dim = obs.group_obs_dim.get(STATE_GROUP, (None,))[0]
-        if state_dim != self.sidecar.state.dim:
-            problems.append(f"it takes '{STATE_GROUP}' observations of width {self.sidecar.state.dim}, the env's"
-                            f" are {state_dim}")
-        cameras = obs.active_terms.get("images", [])
-        missing = [cam for cam in self.sidecar.cameras if cam not in cameras]
-        if missing:
-            problems.append(f"it needs cameras {missing}, the env has {cameras}")
-        for cam in self.sidecar.cameras:
-            feature = self.config.input_features.get(IMAGE_PREFIX + cam)
-            if cam in missing or feature is None:
-                continue
-            frame = tuple(obs.group_obs_term_dim["images"][cameras.index(cam)])  # (H, W, 3)
-            trained = tuple(feature.shape)  # LeRobot's (3, H, W)
-            if frame != trained[1:] + trained[:1]:
-                problems.append(f"it takes '{cam}' frames of {trained[1]} x {trained[2]} px, the env's are"
-                                f" {frame[0]} x {frame[1]} px")
-        if env.action_manager.total_action_dim != self.sidecar.action.dim:
-            problems.append(f"it outputs {self.sidecar.action.dim} action dims, the env takes"
-                            f" {env.action_manager.total_action_dim}")
-        if problems:
-            raise ValueError(f"LeRobot policy '{self.path}' does not fit the env: {'; '.join(problems)}.")
+        source = self.sidecar.source
+        longer = []
+        if source.get("frames") and source.get("demos") and self.chunk_length > source["frames"] / source["demos"]:
+            longer.append(f"the episodes it was trained on (mean {source['frames'] / source['demos']:.1f} steps)")
+        if self.chunk_length > env.max_episode_length:
+            longer.append(f"the env's episodes (at most {int(env.max_episode_length)} steps)")
+        if not longer:
+            return None
+        return (f"LeRobot policy '{self.path}': H = {self.chunk_length} (its n_action_steps) is longer than"
+                f" {' and '.join(longer)}, so each episode uses part of a chunk and, under the global clock, waits"
+                f" suspended for the rest of it. Execute fewer with --chunk N (N <= its chunk_size"
+                f" {self.max_chunk_length}), or train with --policy.chunk_size=N --policy.n_action_steps=N.")
 
     def observe_step(self, obs: Mapping, moved: torch.Tensor, restarted: torch.Tensor | None) -> Mapping:
         """The chunk-model hook: advance the rings of every env that moved; returns ``obs`` with :data:`HISTORY_KEY`
@@ -209,9 +215,7 @@ class LeRobotChunkModel:
     def _features(self, obs_rows: Mapping) -> dict[str, torch.Tensor]:
         """LeRobot's features of the rows: the padded state, the frames as float (B, 3, H, W) in [0, 1]; with the
         history's step dim T after B when given the history ((B, T, D), (B, T, 3, H, W))."""
-        state = obs_rows[STATE_GROUP].float()
-        pad = self.sidecar.state.padded_to - state.shape[-1]
-        batch = {STATE_FEATURE: torch.nn.functional.pad(state, (0, pad)) if pad else state}
+        batch = {STATE_FEATURE: self.sidecar.lerobot_state(obs_rows[STATE_GROUP])}
         for cam in self.sidecar.cameras:
             batch[IMAGE_PREFIX + cam] = obs_rows["images"][cam].movedim(-1, -3).float() / 255.0
         return batch
@@ -223,7 +227,7 @@ class LeRobotChunkModel:
         batch = self.preprocess({**batch, "task": [self.sidecar.task] * size})
         chunk = self.policy.predict_action_chunk(batch)[:, : self.chunk_length]
         chunk = self.postprocess(chunk)
-        return chunk[..., : self.sidecar.action.dim].float().to(batch_device)
+        return self.sidecar.env_action(chunk).to(batch_device)
 
     def _check_features(self) -> None:
         """Raise if the policy's features are not the export's (another dataset's checkpoint)."""
@@ -242,6 +246,44 @@ class LeRobotChunkModel:
         if action is None or tuple(action.shape) != (self.sidecar.action.padded_to,):
             raise ValueError(f"LeRobot policy '{self.path}' outputs {dict(outputs)}, the export's sidecar says"
                              f" '{ACTION_FEATURE}' of shape ({self.sidecar.action.padded_to},).")
+
+
+def check_env_fits(path: str, sidecar: ExportSidecar, config, env: ManagerBasedRLEnv) -> None:
+    """Raise if ``env`` is not the task of the export ``sidecar`` that the policy of ``config`` (its LeRobot
+    ``PreTrainedConfig``, at ``path``) was trained on, or lacks its observation width, cameras (of the trained frame
+    size) or action width.
+
+    Raises:
+        ValueError: Naming the checkpoint, what it expects and what the env has.
+    """
+    env = getattr(env, "unwrapped", env)
+    task = getattr(env.cfg, "env_name", None) or getattr(getattr(env, "spec", None), "id", None)
+    trained_on = sidecar.source.get("env_name") or ""
+    obs = env.observation_manager
+    problems = []
+    if trained_on and task and task != trained_on:
+        problems.append(f"it was trained on an export of '{trained_on}', the env is '{task}'")
+    state_dim = obs.group_obs_dim.get(STATE_GROUP, (None,))[0]
+    if state_dim != sidecar.state.dim:
+        problems.append(f"it takes '{STATE_GROUP}' observations of width {sidecar.state.dim}, the env's are {state_dim}")
+    cameras = obs.active_terms.get("images", [])
+    missing = [cam for cam in sidecar.cameras if cam not in cameras]
+    if missing:
+        problems.append(f"it needs cameras {missing}, the env has {cameras}")
+    for cam in sidecar.cameras:
+        feature = config.input_features.get(IMAGE_PREFIX + cam)
+        if cam in missing or feature is None:
+            continue
+        frame = tuple(obs.group_obs_term_dim["images"][cameras.index(cam)])  # (H, W, 3)
+        trained = tuple(feature.shape)  # LeRobot's (3, H, W)
+        if frame != trained[1:] + trained[:1]:
+            problems.append(f"it takes '{cam}' frames of {trained[1]} x {trained[2]} px, the env's are"
+                            f" {frame[0]} x {frame[1]} px")
+    if env.action_manager.total_action_dim != sidecar.action.dim:
+        problems.append(f"it outputs {sidecar.action.dim} action dims, the env takes"
+                        f" {env.action_manager.total_action_dim}")
+    if problems:
+        raise ValueError(f"LeRobot policy '{path}' does not fit the env: {'; '.join(problems)}.")
 
 
 def checked_file(directory: str, name: str, limit: int | None = None) -> str:
@@ -332,7 +374,7 @@ def _check_declared_sizes(config: Any, config_json: Mapping, weights: str, polic
                          f" {'; '.join(wrong[:3])}{' ...' if len(wrong) > 3 else ''}.")
 
 
-def _find_sidecar(path: str) -> ExportSidecar:
+def find_sidecar(path: str) -> ExportSidecar:
     """The export's sidecar: in the checkpoint directory, else at the ``dataset.root`` of ``train_config.json``."""
     name = os.path.basename(SIDECAR_PATH)
     if os.path.lexists(os.path.join(path, name)):

@@ -23,7 +23,7 @@ from isaaclab_newton.renderers import NewtonWarpRendererCfg
 from isaaclab_suspend.assets import MARKER_USD
 
 from . import mdp
-from .push_cube_env_cfg import ObservationsCfg, PushCubeEnvCfg, PushCubeSceneCfg
+from .push_cube_env_cfg import SCENE_CAMERA_POS, ObservationsCfg, PushCubeEnvCfg, PushCubeSceneCfg
 
 IMAGE_SIZE = 64
 """Default camera height and width [px]."""
@@ -50,10 +50,6 @@ def rgb_camera(
         renderer_cfg=NewtonWarpRendererCfg(),
         update_latest_camera_pose=moving,
     )
-
-
-SCENE_CAMERA_POS = (0.75, -1.3, 1.6)
-"""Scene camera position relative to the env origin [m]: beside the rail, looking across it and down."""
 
 
 def scene_camera(size: int = IMAGE_SIZE) -> CameraCfg:

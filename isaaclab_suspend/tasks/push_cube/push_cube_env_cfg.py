@@ -28,6 +28,9 @@ from . import mdp
 
 CUBE_START_X = 0.4
 """Nominal start of the cube centre along x [m] (relative to the env origin)."""
+SCENE_CAMERA_POS = (0.75, -1.3, 1.6)
+"""Scene camera position relative to the env origin [m]: beside the rail, looking across it and down (the camera
+task's camera, and the viewer's eye)."""
 
 
 @configclass
@@ -131,6 +134,7 @@ class PushCubeEnvCfg(ManagerBasedRLEnvCfg):
 
     def __post_init__(self):
         self.seed = 42
+        self.viewer.eye, self.viewer.lookat = SCENE_CAMERA_POS, (SCENE_CAMERA_POS[0], 0.0, 0.0)  # videos, no camera
         self.decimation = 2
         self.episode_length_s = 5.0
         self.sim.dt = 1 / 120

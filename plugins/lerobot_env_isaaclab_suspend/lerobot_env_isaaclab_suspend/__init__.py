@@ -1,0 +1,56 @@
+"""LeRobot env plugin: ``lerobot-eval --env.type=isaaclab_suspend --env.task=<a -Suspendable task>``.
+
+LeRobot imports this package (its distribution name starts with ``lerobot_env_``), which registers the env type.
+The B envs of ``--eval.batch_size`` are one Isaac Lab env in the ``lerobot-eval`` process, each suspended once its
+episode ends (:class:`isaaclab_suspend.interop.lerobot_env.LeRobotVectorEnv`). Isaac Lab is imported only when
+the env is made.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+from lerobot.configs import parser
+from lerobot.envs.configs import EnvConfig
+
+ENV_TYPE = "isaaclab_suspend"
+
+
+@EnvConfig.register_subclass(ENV_TYPE)
+@dataclass
+class IsaacLabSuspendEnv(EnvConfig):
+    """A suspendable Isaac Lab task for ``lerobot-eval``; the policy's export says how observations and actions map."""
+
+    task: str | None = None
+    """A registered gym id of a suspendable task (``Isaac-PushCube-Camera-Suspendable``, ...)."""
+    device: str = "cpu"
+    """Isaac Lab's simulation device."""
+    policy_path: str = ""
+    """The ``pretrained_model`` whose export sidecar maps the features ('': ``--policy.path``)."""
+    video_camera: str = ""
+    """The ``images`` camera the videos show ('': the first; a task without cameras gets one at its viewer pose)."""
+    video_size: int = 128
+    """Frame size of the camera added for videos to a task without cameras [px]."""
+
+    @property
+    def gym_kwargs(self) -> dict:
+        return {}
+
+    def create_envs(self, n_envs: int, use_async_envs: bool = False) -> dict:
+        """``{type: {0: vector env}}``: one Isaac Lab env with ``n_envs`` envs (``use_async_envs`` does not apply:
+        they step together in this process). A bad task or policy ends the command with one line, exit status 2."""
+        from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+
+        policy_path = self.policy_path or parser.get_path_arg("policy") or ""
+        try:
+            if not self.task:
+                raise ValueError("give --env.task=<a -Suspendable task>")
+            env = LeRobotVectorEnv.from_checkpoint(self.task, n_envs, policy_path, device=self.device,
+                                                   video_camera=self.video_camera, video_size=self.video_size)
+        except ValueError as err:
+            print(f"lerobot-eval: error: --env.type={ENV_TYPE}: {err}", file=sys.stderr)
+            raise SystemExit(2) from None
+        self.features, self.features_map = env.lerobot_features()
+        self.fps = env.metadata["render_fps"]
+        return {ENV_TYPE: {0: env}}
