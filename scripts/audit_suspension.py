@@ -27,7 +27,7 @@ from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspensi
 from isaaclab_suspend.utils import import_task_modules, set_quiet
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", required=True, help="gym task id (a ManagerBasedRLEnvCfg task)")
     parser.add_argument("--import", dest="modules", nargs="*", default=[], help="modules that register the task")
@@ -44,7 +44,7 @@ def main() -> int:
                         help="draw from Isaac Lab's one shared generator instead of per-env random streams")
     cli.add_quiet_arg(parser)
     parser.add_argument("overrides", nargs="*", help="Hydra-style cfg overrides, e.g. presets=newton_featherstone")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, device=args.device,
                              unfrozen=list(args.unfrozen), overrides=[*args.overrides, *cli.env_overrides(args)],
