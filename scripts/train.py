@@ -30,7 +30,7 @@ from isaaclab_suspend.utils import make_env_cfg, open_env
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    cli.add_env_args(parser, num_envs=256, seed=None, desync=False)
+    cli.add_env_args(parser, num_envs=256, seed=None, desync=False, per_env_random=False)
     parser.add_argument("--rl_library", default="rsl_rl", choices=LIBRARIES)
     parser.add_argument("--max_iterations", type=cli.positive_int, default=None,
                         help="PPO updates (default: the agent cfg's)")
