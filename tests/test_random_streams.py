@@ -1,7 +1,7 @@
 """Per-env random streams (``SuspendCfg.per_env_random``): suspension is invisible to the draws of every env.
 
 On the noisy push-cube (noise of three kinds and a random delay on every step, a random nudge every 0.2-0.5 s, a
-new target every 0.5-1 s) env 0 is suspended for 30 steps: with per-env streams every env retraces the run that
+new target every 0.2-0.5 s) env 0 is suspended for 30 steps: with per-env streams every env retraces the run that
 never suspended it, env 0 after its resume and envs 1..3 throughout; with Isaac Lab's shared generator the audit
 reports "shared random generator".
 """

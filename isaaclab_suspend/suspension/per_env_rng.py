@@ -1,7 +1,7 @@
 """A counter-based random generator with one stream per env, and the routing of torch's samplers to it.
 
 Each value drawn for env ``i`` is ``splitmix64(key_i + position * gamma)``: SplitMix64's own construction (a
-Weyl sequence through its mixer), keyed per env by a mix of (seed, ``i``, env ``i``'s active-step count, its reset
+Weyl sequence through its mixer; a float32 takes only the top bits, which the mixer's last step leaves alone), keyed per env by a mix of (seed, ``i``, env ``i``'s active-step count, its reset
 count). A draw takes the positions ``offset + [0, m)`` of that stream, where ``offset`` hashes (the drawing
 term, whether the env is resetting, the draw's index within the term's call): so what env ``i`` is handed depends
 on what it has lived through and on the term, never on the global step or on the other envs. Everything is
@@ -51,9 +51,12 @@ def _mix_int(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def _mix_(x: torch.Tensor) -> torch.Tensor:
-    """SplitMix64's mixer in place on an int64 tensor (logical shifts as arithmetic shift and mask)."""
+def _mix_(x: torch.Tensor, full: bool = True) -> torch.Tensor:
+    """SplitMix64's mixer in place on an int64 tensor (logical shifts as arithmetic shift and mask). Without
+    ``full`` the last xorshift is left out: it changes only the low 33 bits, so the top 31 are the same."""
     for shift, mult in ((30, _M1), (27, _M2), (31, None)):
+        if mult is None and not full:
+            break
         t = x >> shift
         t &= (1 << (64 - shift)) - 1
         x ^= t
@@ -85,7 +88,7 @@ class PerEnvGenerator:
         env_key = torch.arange(num_envs, dtype=torch.int64, device=self.device) * _s64(_GAMMA)
         self._env_key = _mix_(env_key + _s64(_mix_int(stable_hash(f"seed {seed}"))))
         self._key: torch.Tensor | None = None
-        self._lattices: dict[int, torch.Tensor] = {}
+        self._positions: dict[tuple[int, int], torch.Tensor] = {}
         self._offsets: dict[tuple[str, int, int], int] = {}
         self.resetting_now = False
         """Whether the envs are being reset (draws then take other positions than the step's)."""
@@ -131,19 +134,18 @@ class PerEnvGenerator:
             return env_ids.to(device=self.device, dtype=torch.int64).reshape(-1)
         return torch.as_tensor(list(env_ids), dtype=torch.int64, device=self.device)
 
-    def bits(self, rows: torch.Tensor | None, m: int, offset: int) -> torch.Tensor:
-        """Random int64 values at positions ``offset + [0, m)`` of the streams of ``rows`` (None: all envs).
-        Shape: (rows, m)."""
+    def bits(self, rows: torch.Tensor | None, m: int, offset: int, full: bool = True) -> torch.Tensor:
+        """Random int64 values at positions ``offset + [0, m)`` of the streams of ``rows`` (None: all envs); without
+        ``full`` only their top 31 bits are random. Shape: (rows, m)."""
         if self._key is None:
             key = self._env_key + self.steps * _s64(_mix_int(1) | 1) + self.resets * _s64(_mix_int(2) | 1)
-            self._key = _mix_(key)
+            self._key = _mix_(key).unsqueeze(1)
         key = self._key if rows is None else self._key.index_select(0, rows)
-        lattice = self._lattices.get(m)
-        if lattice is None:
-            lattice = torch.arange(m, dtype=torch.int64, device=self.device) * _s64(_GAMMA)
-            self._lattices[m] = lattice
-        z = (key + _s64(offset * _GAMMA)).unsqueeze(1) + lattice
-        return _mix_(z)
+        positions = self._positions.get((m, offset))
+        if positions is None:  # a few per term and shape, made once
+            positions = (torch.arange(m, dtype=torch.int64, device=self.device) + offset) * _s64(_GAMMA)
+            self._positions[(m, offset)] = positions
+        return _mix_(key + positions, full)
 
     def offset(self, name: str, index: int) -> int:
         """First stream position of the ``index``-th draw of block ``name`` (different while resetting)."""
@@ -173,21 +175,28 @@ class PerEnvGenerator:
         """Uniform values in [0, 1) of ``shape`` whose leading dim is the rows' (float32 from 24 bits, float64
         from 53)."""
         dtype = dtype or torch.get_default_dtype()
-        z = self.bits(rows, math.prod(shape[1:]), self.offset(name, index))
-        if dtype == torch.float64:
+        full = dtype == torch.float64
+        z = self.bits(rows, math.prod(shape[1:]), self.offset(name, index), full)
+        if full:
             u = ((z >> 11) & ((1 << 53) - 1)).to(torch.float64).mul_(2.0**-53)
-        else:
-            u = ((z >> 40) & ((1 << 24) - 1)).to(torch.float32).mul_(2.0**-24).to(dtype)
-        return u.view(tuple(shape))
+        else:  # the top 24 bits, as a signed value in [-2^23, 2^23)
+            u = (z >> 40).to(torch.float32).mul_(2.0**-24).add_(0.5)
+        return _shaped(u, shape, dtype)
 
     def normal(self, rows: torch.Tensor | None, shape: Sequence[int], name: str, index: int = 0,
                dtype: torch.dtype | None = None) -> torch.Tensor:
-        """Standard normal values of ``shape`` (Box-Muller on two 24-bit uniforms of one 64-bit value; |x| <= 5.8)."""
-        z = self.bits(rows, math.prod(shape[1:]), self.offset(name, index))
-        u1 = ((z >> 40) & ((1 << 24) - 1)).to(torch.float32).add_(1.0).mul_(2.0**-24)
-        u2 = (z & ((1 << 24) - 1)).to(torch.float32).mul_(2.0 * math.pi * 2.0**-24)
-        x = u1.log_().mul_(-2.0).sqrt_().mul_(u2.cos_())
-        return x.to(dtype or torch.get_default_dtype()).view(tuple(shape))
+        """Standard normal values of ``shape``: the inverse normal CDF of 24-bit uniforms at bin centres
+        (|x| <= 5.3)."""
+        z = self.bits(rows, math.prod(shape[1:]), self.offset(name, index), full=False)
+        u = (z >> 40).to(torch.float32).add_(0.5).mul_(2.0**-24).add_(0.5)
+        return _shaped(torch.special.ndtri(u), shape, dtype or torch.get_default_dtype())
+
+
+def _shaped(x: torch.Tensor, shape: Sequence[int], dtype: torch.dtype) -> torch.Tensor:
+    """``x`` (rows, m) in ``dtype`` and ``shape``, without ops where nothing changes."""
+    if x.dtype != dtype:
+        x = x.to(dtype)
+    return x if x.shape == tuple(shape) else x.view(tuple(shape))
 
 
 class _Block:

@@ -33,11 +33,11 @@ class NoisyObservationsCfg(ObservationsCfg):
 
 @configclass
 class PushCubeNoisyEnvCfg(PushCubeEnvCfg):
-    """Push-cube with noisy policy observations, a nudge every 0.2-0.5 s and a new target every 0.5-1 s."""
+    """Push-cube with noisy policy observations, a nudge and a new target every 0.2-0.5 s."""
 
     observations: NoisyObservationsCfg = NoisyObservationsCfg()
 
     def __post_init__(self):
         super().__post_init__()
         self.events.nudge_cube.interval_range_s = (0.2, 0.5)
-        self.commands.target.resampling_time_range = (0.5, 1.0)
+        self.commands.target.resampling_time_range = (0.2, 0.5)
