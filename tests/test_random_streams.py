@@ -18,7 +18,7 @@ from isaaclab.utils import noise
 from isaaclab.utils.buffers import DelayBuffer
 
 from helpers import load_script
-from isaaclab_suspend.suspension import PerEnvGenerator
+from isaaclab_suspend.suspension import PerEnvGenerator, per_env_rng
 
 AUDIT = ["--task", "Isaac-PushCube-Noisy-Suspendable", "--num_envs", "4", "--steps", "36", "--suspend_at", "5",
          "--suspend_steps", "30", "--quiet"]
@@ -188,3 +188,16 @@ def test_outside_a_block_and_unmapped_draws_use_torchs_generator():
         unmapped = torch.rand(5)
     assert torch.equal(unmapped[:4], outside)
     assert gen.unmapped == {"t": "torch.rand of shape (1,)", "global": "torch.rand of shape (5,)"}
+
+
+def test_a_draw_outside_the_routed_terms_is_reported():
+    """While watched (an env step), a draw outside any routing block is reported with its sampler; routed ones
+    are not."""
+    gen, seen = _streams(4), []
+    with per_env_rng.watching(seen.append):
+        torch.rand(4)
+        torch.zeros(4).uniform_()
+        with gen.route("t"):
+            torch.rand(4)
+    torch.rand(4)
+    assert seen == ["rand", "Tensor.uniform_"]

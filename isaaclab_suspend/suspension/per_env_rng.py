@@ -246,6 +246,26 @@ def active_block() -> _Block | None:
     return stack[-1] if stack else None
 
 
+@contextlib.contextmanager
+def watching(callback: Callable[[str], None]) -> Iterator[None]:
+    """In the block, a draw from torch's generator outside any routing block calls ``callback(sampler name)``
+    first (this thread only)."""
+    install()
+    previous = getattr(_LOCAL, "watch", None)
+    _LOCAL.watch = callback
+    try:
+        yield
+    finally:
+        _LOCAL.watch = previous
+
+
+def _unrouted(name: str) -> None:
+    """A draw outside any routing block: tell the watcher, if any."""
+    watch = getattr(_LOCAL, "watch", None)
+    if watch is not None:
+        watch(name)
+
+
 """
 Torch's samplers, routed.
 """
@@ -287,6 +307,7 @@ def _factory(kind: str, name: str) -> Callable:
     def sampler(*args, **kwargs):
         block = active_block()
         if block is None:
+            _unrouted(name)
             return original(*args, **kwargs)
         size = _size(args, dict(kwargs)) if _plain({k: v for k, v in kwargs.items() if k != "size"}) else None
         if size is not None:
@@ -307,6 +328,8 @@ def _like(kind: str, name: str) -> Callable:
 
     def sampler(input, *args, **kwargs):
         block = active_block()
+        if block is None:
+            _unrouted(name)
         if block is None or args or not _plain(kwargs) or not input.is_floating_point():
             return original(input, *args, **kwargs)
         sample = block.draw(kind, input.shape, kwargs.get("dtype") or input.dtype, f"torch.{name}")
@@ -327,6 +350,7 @@ def _randint(*args, **kwargs):
     block = active_block()
     original = ORIGINAL["randint"]
     if block is None:
+        _unrouted("randint")
         return original(*args, **kwargs)
     kw = dict(kwargs)
     values = list(args)
@@ -351,6 +375,8 @@ def _randint_like(input, *args, **kwargs):
     values = list(args)
     low, high = (0, values[0]) if len(values) == 1 else tuple(values) if len(values) == 2 else (None, None)
     low, high = kw.pop("low", low), kw.pop("high", high)
+    if block is None:
+        _unrouted("randint_like")
     if block is None or high is None or not _plain(kw):
         return original(input, *args, **kwargs)
     u = block.draw("uniform", input.shape, torch.float64, "torch.randint_like")
@@ -364,6 +390,7 @@ def _normal(*args, **kwargs):
     block = active_block()
     original = ORIGINAL["normal"]
     if block is None:
+        _unrouted("normal")
         return original(*args, **kwargs)
     kw = dict(kwargs)
     values = list(args)
@@ -384,6 +411,8 @@ def _normal(*args, **kwargs):
 
 def _uniform_(self, *args, **kwargs):
     block = active_block()
+    if block is None:
+        _unrouted("Tensor.uniform_")
     if block is None or "generator" in kwargs or not self.is_floating_point():
         return ORIGINAL["uniform_"](self, *args, **kwargs)
     low = args[0] if args else kwargs.get("from", 0.0)
@@ -396,6 +425,8 @@ def _uniform_(self, *args, **kwargs):
 
 def _normal_(self, *args, **kwargs):
     block = active_block()
+    if block is None:
+        _unrouted("Tensor.normal_")
     if block is None or "generator" in kwargs or not self.is_floating_point():
         return ORIGINAL["normal_"](self, *args, **kwargs)
     mean = args[0] if args else kwargs.get("mean", 0.0)

@@ -49,7 +49,7 @@ _UNROUTABLE = (
 )
 """Source patterns of draws the streams cannot make per-env, with what to change."""
 
-_SAMPLER_FILES = ("isaaclab/utils/math.py", "suspension/random_streams.py", "contextlib.py")
+_SAMPLER_FILES = ("isaaclab/utils/math.py", "suspension/per_env_rng.py")
 """Files of samplers that draw for their caller: a draw is named by the first frame outside them."""
 
 
@@ -100,7 +100,6 @@ class RandomStreams:
         self._scratch: dict[torch.device, torch.Generator] = {}
         self._events_routed = False
         per_env_rng.install()
-        self._watchers = {name: self._watch(name) for name in per_env_rng.ROUTED_FACTORIES}
 
     """
     Start-up.
@@ -226,31 +225,23 @@ class RandomStreams:
         """An env step: the ``active`` envs (bool, (num_envs,); None: all) count one more step, and draws from
         torch's generator outside the routed terms are named."""
         self.generator.advance(active)
-        with contextlib.ExitStack() as stack:
-            for name, watcher in self._watchers.items():
-                stack.enter_context(_patched(torch, name, watcher))
+        with per_env_rng.watching(self._note_unrouted):
             yield
 
     def resetting(self, env_ids) -> contextlib.AbstractContextManager:
         """A reset of ``env_ids`` (see :meth:`PerEnvGenerator.resetting`)."""
         return self.generator.resetting(env_ids)
 
-    def _watch(self, name: str):
-        routed = getattr(torch, name)
-
-        def sampler(*args, **kwargs):
-            if per_env_rng.active_block() is None and "generator" not in kwargs:
-                frame = sys._getframe(1)
-                while frame is not None and frame.f_code.co_filename.endswith(_SAMPLER_FILES):
-                    frame = frame.f_back
-                site = f"{frame.f_code.co_filename}:{frame.f_code.co_name}" if frame else "?"
-                if site not in self.unrouted:
-                    logger.warning("Per-env random streams: %s drew from torch's shared generator during a step"
-                                   " (not per-env): call it inside a routed term or draw with env rows", site)
-                self.unrouted[site] = self.unrouted.get(site, 0) + 1
-            return routed(*args, **kwargs)
-
-        return sampler
+    def _note_unrouted(self, sampler: str) -> None:
+        """Count a draw from torch's generator during a step outside the routed terms; warn at a new call site."""
+        frame = sys._getframe(2)
+        while frame is not None and frame.f_code.co_filename.endswith(_SAMPLER_FILES):
+            frame = frame.f_back
+        site = f"{frame.f_code.co_filename}:{frame.f_code.co_name}" if frame else "?"
+        if site not in self.unrouted:
+            logger.warning("Per-env random streams: %s drew from torch's shared generator (%s) during a step, outside"
+                           " the routed terms: it is not per-env", site, sampler)
+        self.unrouted[site] = self.unrouted.get(site, 0) + 1
 
     """
     Reporting.
