@@ -8,17 +8,20 @@ reports "shared random generator".
 
 import contextlib
 
+import numpy as np
 import pytest
 import torch
 from scipy import stats
 
 import isaaclab.utils.math as math_utils
+from isaaclab.envs.mdp import events
 from isaaclab.envs.mdp.events import _randomize_prop_by_op
 from isaaclab.utils import noise
 from isaaclab.utils.buffers import DelayBuffer
 
 from helpers import load_script
 from isaaclab_suspend.suspension import PerEnvGenerator, per_env_rng
+from isaaclab_suspend.suspension.random_streams import unroutable_reasons
 
 AUDIT = ["--task", "Isaac-PushCube-Noisy-Suspendable", "--num_envs", "4", "--steps", "36", "--suspend_at", "5",
          "--suspend_steps", "30", "--quiet"]
@@ -201,3 +204,14 @@ def test_a_draw_outside_the_routed_terms_is_reported():
             torch.rand(4)
     torch.rand(4)
     assert seen == ["rand", "Tensor.uniform_"]
+
+
+def _numpy_event(env, env_ids):
+    return np.random.uniform(size=len(env_ids))
+
+
+def test_terms_that_cannot_be_routed_are_named_with_what_to_change():
+    """The start-up check reads a term's source: NumPy's generator or a TorchScript sampler cannot be routed."""
+    assert "draw with torch.rand" in unroutable_reasons(_numpy_event)[0]
+    assert "torch.randn" in unroutable_reasons(events.reset_root_state_with_random_orientation)[0]
+    assert unroutable_reasons(events.push_by_setting_velocity) == []

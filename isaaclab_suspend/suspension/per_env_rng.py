@@ -120,6 +120,14 @@ class PerEnvGenerator:
         finally:
             self.resetting_now = previous
 
+    def note_unmapped(self, name: str, draw: str) -> None:
+        """Record (and at its first, name in a warning) a draw of block ``name`` that no env row maps to."""
+        if name not in self.unmapped:
+            logger.warning("Per-env random streams: %s made a draw no env row maps to (%s); torch's shared generator"
+                           " served it, so it is not per-env: draw with a leading dim of one row per env id it is"
+                           " called with, or one per env", name, draw)
+        self.unmapped.setdefault(name, draw)
+
     """
     Draws.
     """
@@ -217,7 +225,7 @@ class _Block:
             return self.rows
         if len(shape) > 0 and shape[0] == self.generator.num_envs:
             return None
-        self.generator.unmapped.setdefault(self.name, f"{what} of shape {tuple(shape)}")
+        self.generator.note_unmapped(self.name, f"{what} of shape {tuple(shape)}")
         return False
 
     def draw(self, kind: str, shape: Sequence[int], dtype: torch.dtype | None, what: str) -> torch.Tensor | None:
@@ -315,7 +323,7 @@ def _factory(kind: str, name: str) -> Callable:
             if sample is not None:
                 return _finish(sample, kwargs)
         else:
-            block.generator.unmapped.setdefault(block.name, f"torch.{name} with {sorted(kwargs)}")
+            block.generator.note_unmapped(block.name, f"torch.{name} with {sorted(kwargs)}")
         return original(*args, **kwargs)
 
     sampler.__name__ = sampler.__qualname__ = name
@@ -360,7 +368,7 @@ def _randint(*args, **kwargs):
     low, high = (0, values[0]) if len(values) == 1 else tuple(values) if len(values) == 2 else (None, None)
     low, high = kw.pop("low", low), kw.pop("high", high)
     if size is None or high is None or not _plain(kw):
-        block.generator.unmapped.setdefault(block.name, f"torch.randint with {sorted(kwargs)}")
+        block.generator.note_unmapped(block.name, f"torch.randint with {sorted(kwargs)}")
         return original(*args, **kwargs)
     u = block.draw("uniform", tuple(int(s) for s in size), torch.float64, "torch.randint")
     if u is None:

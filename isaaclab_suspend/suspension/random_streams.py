@@ -181,7 +181,7 @@ class RandomStreams:
 
     def _cover(self, label: str, what: str, func=None) -> None:
         """File a routed term as covered, or as not per-env if its source draws in a way that cannot be routed."""
-        reasons = _unroutable(func) if func is not None else []
+        reasons = unroutable_reasons(func) if func is not None else []
         self.covered.append((label, what))
         self.not_per_env += [(label, reason) for reason in reasons]
 
@@ -272,7 +272,7 @@ def _patched(owner, name: str, value) -> Iterator[None]:
         setattr(owner, name, previous)
 
 
-def _unroutable(func) -> list[str]:
+def unroutable_reasons(func) -> list[str]:
     """Why the source of ``func`` (a function, a class or an instance of one) draws in a way the streams cannot
     route; empty if it does not or the source is not available."""
     target = func if inspect.isfunction(func) or inspect.isclass(func) else type(func)
