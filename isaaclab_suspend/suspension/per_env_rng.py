@@ -1,8 +1,9 @@
 """A counter-based random generator with one stream per env, and the routing of torch's samplers to it.
 
 Each value drawn for env ``i`` is ``splitmix64(key_i + position * gamma)``: SplitMix64's own construction (a
-Weyl sequence through its mixer; a float32 takes only the top bits, which the mixer's last step leaves alone), keyed per env by a mix of (seed, ``i``, env ``i``'s active-step count, its reset
-count). A draw takes the positions ``offset + [0, m)`` of that stream, where ``offset`` hashes (the drawing
+Weyl sequence through its mixer; a float32 takes only the top bits, which the mixer's last step leaves alone),
+with ``key_i`` a random 64-bit key of (seed, ``i``) moved by odd constants times env ``i``'s active-step count and
+its reset count. A draw takes the positions ``offset + [0, m)`` of that stream, where ``offset`` hashes (the drawing
 term, whether the env is resetting, the draw's index within the term's call): so what env ``i`` is handed depends
 on what it has lived through and on the term, never on the global step or on the other envs. Everything is
 vectorised over envs in integer torch ops on the env device, without a host sync.
@@ -145,9 +146,9 @@ class PerEnvGenerator:
     def bits(self, rows: torch.Tensor | None, m: int, offset: int, full: bool = True) -> torch.Tensor:
         """Random int64 values at positions ``offset + [0, m)`` of the streams of ``rows`` (None: all envs); without
         ``full`` only their top 31 bits are random. Shape: (rows, m)."""
-        if self._key is None:
-            key = self._env_key + self.steps * _s64(_mix_int(1) | 1) + self.resets * _s64(_mix_int(2) | 1)
-            self._key = _mix_(key).unsqueeze(1)
+        if self._key is None:  # the counters move the stream by odd constants, as SplitMix64's positions do
+            key = self._env_key + self.steps * _s64(_mix_int(1) | 1)
+            self._key = key.add_(self.resets * _s64(_mix_int(2) | 1)).unsqueeze(1)
         key = self._key if rows is None else self._key.index_select(0, rows)
         positions = self._positions.get((m, offset))
         if positions is None:  # a few per term and shape, made once
