@@ -75,7 +75,11 @@ class _Routed:
             return self.__wrapped__(*args, **kwargs)
 
     def __getattr__(self, attr: str):
-        return getattr(self.__dict__["__wrapped__"], attr)
+        try:
+            wrapped = self.__dict__["__wrapped__"]
+        except KeyError:  # not initialised yet (a copy being made)
+            raise AttributeError(attr) from None
+        return getattr(wrapped, attr)
 
 
 class RandomStreams:
@@ -95,7 +99,6 @@ class RandomStreams:
         """(term, why and what to change) of each term the streams cannot make per-env."""
         self.unrouted: dict[str, int] = {}
         """Call sites that drew from torch's generator during a step outside the routed terms, with counts."""
-        self._stepping = False
         self._event_manager: EventManager | None = None
         self._scratch: dict[torch.device, torch.Generator] = {}
         self._events_routed = False
