@@ -7,9 +7,10 @@ per-env buffer the suspension manager froze (physics, actuators, sensors, manage
 what diverges (env, quantity, first active step, max error, likely cause) and exits 1 on any divergence, 0 if
 bit-exact, 2 on bad input. Any ManagerBasedRLEnvCfg task works, also of another package (``--import``).
 
-Isaac Lab draws randomness from one global torch generator: a suspended env that skips a draw shifts the draws
-of the others. The audit reports which managers drew from it after the suspension began; a divergence with no
-such draw is a leak, one with draws may be the shifted generator (rerun with degenerate random ranges).
+Each env draws from its own random stream (``SuspendCfg.per_env_random``): any divergence is a leak, and the
+terms that drew after the suspension began are named. With ``--shared_rng`` (Isaac Lab's one global generator) a
+suspended env that skips a draw shifts the draws of the others: a divergence after such a draw is marked "shared
+random generator", one with no draw is a leak.
 
 Example::
 
@@ -26,7 +27,7 @@ from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspensi
 from isaaclab_suspend.utils import import_task_modules, set_quiet
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", required=True, help="gym task id (a ManagerBasedRLEnvCfg task)")
     parser.add_argument("--import", dest="modules", nargs="*", default=[], help="modules that register the task")
@@ -39,12 +40,15 @@ def main() -> int:
     parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
                         help="Isaac Lab cfg presets, e.g. newton_featherstone (as the other scripts take them)")
     parser.add_argument("--unfrozen", nargs="*", default=[], help="parts left unfrozen (SuspendCfg.unfrozen_parts)")
+    parser.add_argument("--shared_rng", action="store_true",
+                        help="draw from Isaac Lab's one shared generator instead of per-env random streams")
     cli.add_quiet_arg(parser)
     parser.add_argument("overrides", nargs="*", help="Hydra-style cfg overrides, e.g. presets=newton_featherstone")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, device=args.device,
-                             unfrozen=list(args.unfrozen), overrides=[*args.overrides, *cli.env_overrides(args)])
+                             unfrozen=list(args.unfrozen), overrides=[*args.overrides, *cli.env_overrides(args)],
+                             per_env_random=not args.shared_rng)
     try:
         cfg.check()
     except ValueError as err:

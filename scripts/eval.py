@@ -46,7 +46,7 @@ from isaaclab_suspend.policies import ChunkTimeline, plot_timelines, stats_table
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    cli.add_env_args(parser)
+    cli.add_env_args(parser, per_env_random=True)
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, latency_args=True)
     cli.add_shard_args(parser, results=True)

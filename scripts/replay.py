@@ -56,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demos", nargs="+", default=None, help="demo names to replay (default: all)")
     parser.add_argument("--tolerance", type=float_in(0.0), default=1e-5, help="largest state error allowed (>= 0)")
     parser.add_argument("--device", type=device, default="cpu")
+    parser.add_argument("--shared_rng", action="store_true",
+                        help="draw from Isaac Lab's one shared generator instead of per-env random streams")
     parser.add_argument("--check_images", action="store_true",
                         help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
     add_quiet_arg(parser)
@@ -79,7 +81,7 @@ def replay(args: argparse.Namespace) -> int:
         demos = {name: reader.load(name, "cpu") for name in names}
         num_envs = args.num_envs or reader.recorded_num_envs or 16
         check_replay_fits(num_envs, demos, "--num_envs" if args.num_envs else f"'{reader.path}' (sim_args.num_envs)")
-        cfg = make_replay_env_cfg(task, num_envs, args.device)
+        cfg = make_replay_env_cfg(task, num_envs, args.device, per_env_random=not args.shared_rng)
         with open_env(task, cfg=cfg) as env:  # an error inside is re-raised after the launcher closed, no traceback
             replayer = (ImageCheckingReplayer if args.check_images else DatasetReplayer)(env, reader, list(demos), demos)
             for warning in replay_warnings(replayer, reader, num_envs):

@@ -30,7 +30,7 @@ from isaaclab_suspend.utils import make_env_cfg, open_env
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    cli.add_env_args(parser, num_envs=256, seed=None, desync=False)
+    cli.add_env_args(parser, num_envs=256, seed=None, desync=False, per_env_random=False)
     parser.add_argument("--rl_library", default="rsl_rl", choices=LIBRARIES)
     parser.add_argument("--max_iterations", type=cli.positive_int, default=None,
                         help="PPO updates (default: the agent cfg's)")
@@ -50,7 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def train_agent(args: argparse.Namespace) -> int:
     agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device, args.rank)
-    env_cfg = make_env_cfg(args.task, args.num_envs, args.device, cli.env_overrides(args), seed=agent_seed(agent_cfg))
+    rng = {"suspend__per_env_random": True} if args.per_env_random else {}
+    env_cfg = make_env_cfg(args.task, args.num_envs, args.device, cli.env_overrides(args), seed=agent_seed(agent_cfg),
+                           **rng)
     print(f"[INFO] Logging experiment in directory: {args.log_dir}")
     start = time.perf_counter()
     with open_env(args.task, cfg=env_cfg) as env, cli.user_errors():

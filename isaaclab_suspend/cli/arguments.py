@@ -126,8 +126,10 @@ shard = _parsed_by(Shard.parse, "shard")
 
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,
-                 tasks: list[str] | None = None) -> None:
-    """``--task --num_envs --device --seed --presets`` and, if ``desync``, ``--desync``.
+                 tasks: list[str] | None = None, per_env_random: bool | None = None) -> None:
+    """``--task --num_envs --device --seed --presets``, if ``desync`` ``--desync``, and with ``per_env_random``
+    True ``--shared_rng`` (per-env random streams by default), False ``--per_env_rng`` (Isaac Lab's generator by
+    default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`).
 
     ``--task`` defaults to None: the script (or the policy it loads) chooses; ``tasks`` restricts the choices.
     """
@@ -143,6 +145,13 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
                             help="start every env at a random point of its episode (Isaac Lab's init_at_random_ep_len),"
                                  " so episodes end at different steps, as when tasks succeed or fail at different"
                                  " times")
+    if per_env_random:
+        parser.add_argument("--shared_rng", dest="per_env_random", action="store_false",
+                            help="draw from Isaac Lab's one shared generator instead of per-env random streams (then an"
+                                 " env's noise and events depend on which other envs were suspended)")
+    elif per_env_random is not None:
+        parser.add_argument("--per_env_rng", dest="per_env_random", action="store_true",
+                            help="each env draws from its own random stream (SuspendCfg.per_env_random)")
 
 
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:

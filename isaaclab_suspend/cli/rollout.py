@@ -49,7 +49,7 @@ class Transition(NamedTuple):
 @contextlib.contextmanager
 def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
     """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``,
-    and ``--quiet`` where the script has it).
+    and ``--quiet``, ``--shared_rng`` or ``--per_env_rng`` where the script has them).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
     traceback that ``launch_simulation`` would print. Once the env records (a dataset recorder, e.g. attached by
@@ -60,6 +60,8 @@ def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) ->
     set_quiet(getattr(args, "quiet", False))
     if args.seed is not None:  # None: the cfg's own seed
         attrs["seed"] = args.seed
+    if getattr(args, "per_env_random", False):
+        attrs["suspend__per_env_random"] = True
     with _open_env(args.task, args.num_envs, args.device, env_overrides(args), **attrs) as env:
         with user_errors(*errors, note=lambda: _kept_note(env)):
             yield env

@@ -22,13 +22,17 @@ if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
 
 
-def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu"):
-    """The cfg of ``task`` for replay: no terminations, no recorders and no interval events.
+def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_random: bool = True):
+    """The cfg of ``task`` for replay: no terminations, no recorders and no interval events; per-env random streams
+    (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`) where the task has a suspend cfg, unless not
+    ``per_env_random``.
 
     The replay decides when episodes end (when their actions run out), and interval events would draw new
     random pushes; the recorded ones are re-applied from the dataset's pre-step states instead.
     """
     cfg = make_env_cfg(task, num_envs, device)
+    if hasattr(cfg, "suspend"):
+        cfg.suspend.per_env_random = per_env_random
     cfg.terminations = {}
     cfg.recorders = {}
     for name, term in vars(cfg.events).items():

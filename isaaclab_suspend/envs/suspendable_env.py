@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import numpy as np
@@ -12,6 +13,7 @@ from isaaclab.envs.common import VecEnvStepReturn
 from isaaclab.utils import index_fill_
 
 from ..recording.recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
+from ..suspension.random_streams import RandomStreams
 from ..suspension.suspension_manager import SuspensionManager
 from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg, SuspendCfg
 
@@ -57,15 +59,26 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self.chunk_provenance = None
         """Set by the chunking policy that feeds the env (its ``ChunkProvenance``): where each env's action of the
         step came from, for the dataset recorder's ``chunk`` term; None when no chunking policy feeds it."""
+        self.random_streams: RandomStreams | None = None
+        """Each env's own random stream (None unless :attr:`SuspendCfg.per_env_random`)."""
         self._in_step = False
         super().__init__(cfg, render_mode, **kwargs)
         if self.suspend_cfg.enabled:
             self.suspension_manager = SuspensionManager(self, self.suspend_cfg)
             print("[INFO] Suspension Manager: ", self.suspension_manager)
+        if self.random_streams is not None:
+            self.random_streams.route_managers(self)
+            print("[INFO] Random streams: ", self.random_streams)
 
     def load_managers(self):
         """Load the parent's managers; the recorder is a :class:`SuspendableRecorderManager` when it records
-        active envs only (suspension enabled with ``record_active_only``) or when the cfg asks for one."""
+        active envs only (suspension enabled with ``record_active_only``) or when the cfg asks for one. With
+        :attr:`SuspendCfg.per_env_random` the event manager is routed to the per-env streams first, so that the
+        startup events draw from them too."""
+        if self.suspend_cfg.per_env_random:
+            seed = self.cfg.seed if self.cfg.seed is not None else torch.initial_seed()
+            self.random_streams = RandomStreams(seed, self.num_envs, self.device)
+            self.random_streams.route_events(self.event_manager)
         recorders = self.cfg.recorders
         masked = self.suspend_cfg.enabled and self.suspend_cfg.record_active_only
         if not (masked or isinstance(recorders, SuspendableRecorderManagerCfg)):
@@ -228,12 +241,15 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             TypeError, ValueError: If ``action`` is not a floating tensor of shape (num_envs, action_dim).
         """
         self._check_action(action)
-        if self.suspension_manager is None or not self.suspension_manager.maybe_suspended:
-            return super().step(action)
-        try:
-            return self._step_with_suspended(action)
-        finally:
-            self._in_step = False  # also after an error raised inside the step (e.g. the writer's OSError)
+        masked = self.suspension_manager is not None and self.suspension_manager.maybe_suspended
+        streams = self.random_streams
+        with streams.step(self.suspension_manager.active if masked else None) if streams else contextlib.nullcontext():
+            if not masked:
+                return super().step(action)
+            try:
+                return self._step_with_suspended(action)
+            finally:
+                self._in_step = False  # also after an error raised inside the step (e.g. the writer's OSError)
 
     def _step_with_suspended(self, action: torch.Tensor) -> VecEnvStepReturn:
         """:meth:`ManagerBasedRLEnv.step` with the suspension manager's hooks between the phases.
@@ -315,8 +331,10 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         return self.obs_buf, self.reward_buf, self.reset_terminated, self.reset_time_outs, self.extras
 
     def _reset_idx(self, env_ids: torch.Tensor | slice):
-        """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs."""
-        super()._reset_idx(env_ids)
+        """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs. Their random
+        streams count the reset first."""
+        with self.random_streams.resetting(env_ids) if self.random_streams else contextlib.nullcontext():
+            super()._reset_idx(env_ids)
         self.reset_count += 1
         if self.suspension_manager is not None:
             self.suspension_manager.on_reset(env_ids, in_step=self._in_step)

@@ -25,6 +25,14 @@ class SuspendCfg:
     record_active_only: bool = True
     """Whether the recorder manager records only active envs (no samples while suspended). Defaults to True."""
 
+    per_env_random: bool = False
+    """Whether each env draws its random numbers (observation noise and delays, events, command resampling) from
+    its own counter-based stream instead of torch's shared generator
+    (:class:`~isaaclab_suspend.suspension.RandomStreams`): what env i draws then depends only on the seed, i, its
+    own active steps and resets, and the drawing term, so a resumed env draws what it would have drawn and the
+    others' draws do not depend on it. Works with suspension disabled too. Defaults to False (Isaac Lab's
+    generator, bit for bit); the evaluation, recording, replay and audit scripts turn it on."""
+
     unfrozen_parts: list[str] = []
     """Parts of the env whose per-env state is NOT frozen, by name (``actions``, ``physics``, ``actuators``,
     ``sensors``, ``terminations``, ``rewards``, ``commands``, ``events``, ``observations``). For diagnosis only:

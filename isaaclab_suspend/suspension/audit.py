@@ -3,10 +3,12 @@
 The task runs twice in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` (never suspended; one env
 suspended for a while, then resumed), each env's action a function of its own active-step count, and every
 observation term, reward term and per-env buffer the suspension manager froze (physics, actuators, sensors,
-manager terms) is compared per env and active step. Isaac Lab draws randomness from one global torch generator:
-a suspended env that skips a draw shifts the others' draws, so the audit records which managers drew from it
-after the suspension began; a divergence without such a draw is a leak. ``scripts/audit_suspension.py`` is its
-command line.
+manager terms) is compared per env and active step. By default each env draws from its own random stream
+(:attr:`SuspendCfg.per_env_random`): every divergence is a leak, and the audit names the terms that drew after
+the suspension began. With Isaac Lab's one shared generator a suspended env that skips a draw shifts the others'
+draws, so the audit records which managers drew from it after the suspension began; a divergence after such a
+draw is marked "shared random generator", one without is a leak. ``scripts/audit_suspension.py`` is its command
+line.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class SuspensionAuditCfg:
     """Parts left unfrozen (:attr:`SuspendCfg.unfrozen_parts`), to see what each part's freeze does."""
     overrides: list[str] = []
     """Hydra-style cfg overrides, e.g. ``presets=newton_featherstone``."""
+    per_env_random: bool = True
+    """Per-env random streams (:attr:`SuspendCfg.per_env_random`); False: Isaac Lab's shared generator."""
 
     def check(self) -> None:
         """Raise a ``ValueError`` saying which setting is out of range."""
@@ -66,6 +70,8 @@ class SuspensionAudit:
     """(env, quantity, first active step, max error, likely cause) of each diverging quantity."""
     drawn: dict[str, int] = field(default_factory=dict)
     """Manager calls that drew from the global torch generator after the suspension began, with their counts."""
+    drawn_per_env: dict[str, int] = field(default_factory=dict)
+    """Terms that drew from the per-env random streams after the suspension began, with their counts of calls."""
     not_compared: set[str] = field(default_factory=set)
     """Buffers that already differ before the suspension where both runs did the same (uninitialised scratch)."""
     compared: int = 0
@@ -82,6 +88,9 @@ class SuspensionAudit:
                  f" {c.num_envs} envs, {c.steps} steps, {self.compared} quantities per env and step.",
                  "Global torch generator drawn after suspension by: "
                  + (", ".join(f"{k} ({v} steps)" for k, v in self.drawn.items()) or "nothing (a divergence is a leak)")]
+        if c.per_env_random:
+            lines.append("Per-env random streams drawn after suspension by: "
+                         + (", ".join(f"{k} ({v} calls)" for k, v in self.drawn_per_env.items()) or "nothing"))
         if self.not_compared:
             lines.append("Not compared: buffers that already differ before the suspension, where both runs did the"
                          " same (scratch memory allocated uninitialized, e.g. Warp's wp.empty): "
@@ -105,9 +114,9 @@ def audit_suspension(cfg: SuspensionAuditCfg) -> SuspensionAudit:
     """
     cfg.check()
     torch.use_deterministic_algorithms(True, warn_only=True)  # torch.empty buffers hold NaN, not garbage
-    reference, _ = _rollout(cfg, suspend=False)
-    ours, drawn = _rollout(cfg, suspend=True)
-    audit = SuspensionAudit(cfg, drawn=drawn, compared=len(reference[0][0]))
+    reference, _, _ = _rollout(cfg, suspend=False)
+    ours, drawn, drawn_per_env = _rollout(cfg, suspend=True)
+    audit = SuspensionAudit(cfg, drawn=drawn, drawn_per_env=drawn_per_env, compared=len(reference[0][0]))
     cause = "shared random generator" if drawn else "leak"
     for e in range(cfg.num_envs):
         first: dict[str, tuple[int, float]] = {}
@@ -173,12 +182,15 @@ def _split_obs(env, obs: dict) -> dict[str, torch.Tensor]:
     return out
 
 
-def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]], dict[str, int]]:
-    """Per env, the compared quantities of each of its active steps; and the generator draws after suspension."""
+def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]], dict[str, int], dict[str, int]]:
+    """Per env, the compared quantities of each of its active steps; the shared and the per-env generators' draws
+    after suspension."""
     attrs = {"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {}
+    attrs["suspend__per_env_random"] = args.per_env_random
     with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True, **attrs) as env:
         obs, _ = env.reset()
         drawn: dict[str, int] = {}
+        drawn_per_env: dict[str, int] = {}
         sm, rm = env.suspension_manager, env.reward_manager
         count = torch.zeros(env.num_envs, device=env.device)
         phase = torch.arange(env.action_manager.total_action_dim, device=env.device)
@@ -187,6 +199,8 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]],
             if suspend and step == args.suspend_at:
                 env.suspend_envs([args.env])
                 _watch_randomness(env, drawn)
+                if env.random_streams is not None:
+                    env.random_streams.generator.drawn = drawn_per_env
             if suspend and step == args.suspend_at + args.suspend_steps:
                 env.resume_envs([args.env])
             active = env.active_mask.cpu()
@@ -198,4 +212,4 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]],
                 state.update({k: v[e].clone() for k, v in terms.items()})
                 trajectory[e].append(state)
             count += active.to(env.device)
-        return trajectory, drawn
+        return trajectory, drawn, drawn_per_env

@@ -195,8 +195,8 @@ class SuspensionManager:
         parts.append(("commands", "events", "command_manager", env.command_manager))
         parts += [("commands", "events", f"command.{name}", term) for name, term in env.command_manager._terms.items()]
         parts.append(("events", "events", "event_manager", em))
-        parts += [("events", "events", f"event.{type(c.func).__name__}", c.func)
-                  for cfgs in em._mode_class_term_cfgs.values() for c in cfgs]
+        terms = [getattr(c.func, "__wrapped__", c.func) for cfgs in em._mode_class_term_cfgs.values() for c in cfgs]
+        parts += [("events", "events", f"event.{type(term).__name__}", term) for term in terms]  # unwrapped if routed
         parts.append(("observations", "observations", "observation_manager", om))
         parts += [("observations", "observations", f"obs.{type(c.func).__name__}", c.func)
                   for cfgs in om._group_obs_class_term_cfgs.values() for c in cfgs]

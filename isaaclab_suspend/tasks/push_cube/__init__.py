@@ -1,5 +1,5 @@
 """Push-cube: an articulation pushing a free rigid cube, with per-env suspension and a scripted chunk model;
-camera variants add an ``images`` observation group."""
+camera variants add an ``images`` observation group, the noisy variant noise, delays and frequent random events."""
 
 import gymnasium as gym
 
@@ -24,10 +24,12 @@ gym.register(
     },
 )
 
-for _id, _cfg in (("Camera", "PushCubeCameraEnvCfg"), ("TwoCamera", "PushCubeTwoCameraEnvCfg")):
+for _id, _cfg in (("Camera", "push_cube_camera_env_cfg:PushCubeCameraEnvCfg"),
+                  ("TwoCamera", "push_cube_camera_env_cfg:PushCubeTwoCameraEnvCfg"),
+                  ("Noisy", "push_cube_noisy_env_cfg:PushCubeNoisyEnvCfg")):
     gym.register(
         id=f"Isaac-PushCube-{_id}-Suspendable",
         entry_point="isaaclab_suspend.envs:SuspendableManagerBasedRLEnv",
         disable_env_checker=True,
-        kwargs={"env_cfg_entry_point": f"{__name__}.push_cube_camera_env_cfg:{_cfg}", **_AGENTS},
+        kwargs={"env_cfg_entry_point": f"{__name__}.{_cfg}", **_AGENTS},
     )
