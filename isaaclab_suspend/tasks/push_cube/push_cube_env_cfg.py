@@ -111,13 +111,14 @@ class RewardsCfg:
 @configclass
 class TerminationsCfg:
     time_out = DoneTerm(func=mdp.time_out, time_out=True)
-    success = DoneTerm(func=mdp.object_at_target, params={"threshold": 0.03})
+    success = DoneTerm(func=mdp.object_at_rest_at_target, params={"threshold": 0.03, "max_speed": 0.02})
+    """The cube at rest (slower than 2 cm/s) within 3 cm of the target: pushing through it is no success."""
     cube_out_of_bounds = DoneTerm(func=mdp.object_out_of_bounds)
 
 
 @configclass
 class PushCubeEnvCfg(ManagerBasedRLEnvCfg):
-    """Push the cube to the commanded x within 5 s (success when within 3 cm)."""
+    """Push the cube to the commanded x within 5 s (success: the cube at rest within 3 cm)."""
 
     scene: PushCubeSceneCfg = PushCubeSceneCfg(num_envs=64, env_spacing=4.0)
     observations: ObservationsCfg = ObservationsCfg()
