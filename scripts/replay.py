@@ -30,8 +30,8 @@ import sys
 from tqdm import tqdm
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-from isaaclab_suspend.cli import add_quiet_arg, device, existing_file, float_in, gather_replay, int_in, is_other_rank
-from isaaclab_suspend.cli import rank_device, run_ranks, share
+from isaaclab_suspend.cli import add_import_arg, add_quiet_arg, device, existing_file, float_in, gather_replay, int_in
+from isaaclab_suspend.cli import is_other_rank, rank_device, resolve_task, run_ranks, share
 from isaaclab_suspend.datasets import (
     MAX_REPLAY_ENVS,
     DatasetError,
@@ -58,8 +58,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", type=device, default="cpu")
     parser.add_argument("--check_images", action="store_true",
                         help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
+    add_import_arg(parser)
     add_quiet_arg(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    resolve_task(args, default=None)  # the recorded task's package may need --import too
+    return args
 
 
 def replay(args: argparse.Namespace) -> int:

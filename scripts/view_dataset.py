@@ -41,6 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="PNG path, one row per demo, one column per --png_steps (default: the GIF's, .png)")
     parser.add_argument("--png_steps", type=cli.non_negative_int, nargs="+", default=[0, 30, 60, 90],
                         help="steps shown in the PNG")
+    cli.add_quiet_arg(parser)  # it prints only its result
     args = parser.parse_args(argv)
     stem = os.path.splitext(os.path.basename(args.dataset))[0]
     args.output = args.output or os.path.join("outputs", f"{stem}_{args.camera}.gif")

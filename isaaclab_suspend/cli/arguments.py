@@ -127,12 +127,13 @@ shard = _parsed_by(Shard.parse, "shard")
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,
                  tasks: list[str] | None = None) -> None:
-    """``--task --num_envs --device --seed --presets`` and, if ``desync``, ``--desync``.
+    """``--task --import --num_envs --device --seed --presets`` and, if ``desync``, ``--desync``.
 
     ``--task`` defaults to None: the script (or the policy it loads) chooses; ``tasks`` restricts the choices.
     """
     parser.add_argument("--task", default=None, choices=tasks,
                         help="task id (default: the policy's, else the script's)")
+    add_import_arg(parser)
     parser.add_argument("--num_envs", type=positive_int, default=num_envs, help="parallel envs")
     parser.add_argument("--device", type=device, default="cpu", help="simulation and policy device")
     parser.add_argument("--seed", type=non_negative_int, default=seed, help="env (and policy) seed")
@@ -143,6 +144,13 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
                             help="start every env at a random point of its episode (Isaac Lab's init_at_random_ep_len),"
                                  " so episodes end at different steps, as when tasks succeed or fail at different"
                                  " times")
+
+
+def add_import_arg(parser: argparse.ArgumentParser) -> None:
+    """``--import MODULE ...``: modules imported before the task is looked up, e.g. another package's tasks (they
+    register their gym ids when imported)."""
+    parser.add_argument("--import", dest="modules", nargs="+", default=[], metavar="MODULE",
+                        help="modules that register the task (another package's, e.g. my_tasks; on PYTHONPATH)")
 
 
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:

@@ -103,8 +103,13 @@ class EventCfg:
 
 @configclass
 class RewardsCfg:
+    """Distance shaping, a bonus for success and a penalty for losing the cube (both paid once, at the episode's
+    end, hence the weights of 10 / step_dt): a reward per step near the target would pay more for keeping the cube
+    moving near it than for stopping it there."""
+
     distance = RewTerm(func=mdp.object_distance, weight=-1.0)
-    at_target = RewTerm(func=mdp.object_at_target, weight=5.0)
+    success = RewTerm(func=mdp.is_terminated_term, weight=600.0, params={"term_keys": "success"})
+    out_of_bounds = RewTerm(func=mdp.is_terminated_term, weight=-600.0, params={"term_keys": "cube_out_of_bounds"})
     action_rate = RewTerm(func=mdp.action_rate_l2, weight=-0.01)
 
 
