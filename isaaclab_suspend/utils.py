@@ -94,9 +94,9 @@ def resolve_task_id(task: str) -> str:
     unversioned = re.sub(r"-v\d+$", "", task)
     if unversioned in gym.registry:
         return unversioned
-    close = difflib.get_close_matches(unversioned, list(gym.registry), n=3, cutoff=0.5)
+    close = difflib.get_close_matches(unversioned, list(gym.registry), n=1, cutoff=0.5)
     known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
-    hint = f" Did you mean {' or '.join(repr(k) for k in close)}?" if close else ""
+    hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ValueError(f"Unknown task '{task}'.{hint} Registered suspendable tasks: {known}; a task of another"
                      " package: --import MODULE.")
 

@@ -57,9 +57,15 @@ def export(args: argparse.Namespace) -> None:
     cfg = LeRobotExportCfg(output=args.output, repo_id=args.repo_id, task=args.task, use_videos=not args.no_video,
                            vcodec=args.vcodec)
     start = time.perf_counter()
+    done = [0]  # frames exported (a disabled bar counts none)
+
+    def progress(frames: int) -> None:
+        bar.update(frames - done[0])
+        done[0] = frames
+
     with tqdm(total=total, desc="frames", unit="fr", disable=args.quiet) as bar:
-        sidecar = export_lerobot(args.dataset, cfg, progress=lambda frames: bar.update(frames - bar.n))
-        frames = bar.n
+        sidecar = export_lerobot(args.dataset, cfg, progress=progress)
+    frames = done[0]
     seconds = time.perf_counter() - start
     images = "no cameras" if not sidecar.cameras else (
         f"cameras {sidecar.cameras} as {'PNG (lossless)' if args.no_video else args.vcodec + ' video (lossy)'}")
