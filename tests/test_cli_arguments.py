@@ -98,7 +98,7 @@ CASES = [
     ("merge_shards", ["--datasets", "a.hdf5", "b.hdf5", "--output", "b"], "--output 'b.hdf5' is one of the --datasets"),
     ("demo_suspend", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
     ("view_dataset", ["d.hdf5", "--output", "frames"], "--output 'frames' must end with .gif"),
-    ("view_dataset", ["d.hdf5", "--png_steps", "-1"], "argument --png_steps: -1 is out of range"),
+    ("view_dataset", ["d.hdf5", "--png_steps", "0"], "argument --png_steps: 0 is out of range"),
     ("benchmarks/bench_schedules", ["--chunks", "8", "0"], "argument --chunks: 0 is out of range"),
 ]
 
