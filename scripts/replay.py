@@ -11,14 +11,13 @@ only, finite, shapes and lengths that agree) and that the replay fits in memory.
 
 Exit status: 0 if every demo stays within ``--tolerance``, 1 if one does not, 2 on bad input or a bad file
 (one line on stderr), 130 on Ctrl-C. Under torchrun the demos are split across the ranks and rank 0 reports them
-all, with the exit status of the worst rank.
+all, with the exit status of the worst rank. ``--import MODULE`` registers a task of another package.
 
 Examples::
 
     tools/run.sh python scripts/replay.py datasets/push_cube.hdf5
     tools/run.sh python scripts/replay.py datasets/push_cube.hdf5 --demos demo_0 demo_3 --tolerance 1e-6
-    # a camera task's dataset: also compare the re-rendered images with the recorded ones (must be equal)
-    tools/run.sh python scripts/replay.py datasets/push_cube_camera.hdf5 --check_images
+    tools/run.sh python scripts/replay.py datasets/push_cube_camera.hdf5 --check_images   # and the images, exactly
 """
 
 from __future__ import annotations
@@ -29,7 +28,6 @@ import sys
 
 from tqdm import tqdm
 
-import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.cli import add_import_arg, add_quiet_arg, device, existing_file, float_in, gather_replay, int_in
 from isaaclab_suspend.cli import is_other_rank, rank_device, resolve_task, run_ranks, share
 from isaaclab_suspend.datasets import (
@@ -61,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_import_arg(parser)
     add_quiet_arg(parser)
     args = parser.parse_args(argv)
-    resolve_task(args, default=None)  # the recorded task's package may need --import too
+    resolve_task(args, default=None)  # the project's tasks are registered by now, another package's by --import
     return args
 
 
