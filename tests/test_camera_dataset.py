@@ -106,7 +106,8 @@ def test_run_sh_keeps_the_callers_directory_and_view_dataset_writes_both_into_ou
     assert written == ["rel_scene_camera.gif", "rel_scene_camera.png"]
     assert not os.path.exists(os.path.join(ROOT, "outputs", "rel_scene_camera.gif"))
     with Image.open(caller / "outputs" / "rel_scene_camera.png") as grid:
-        assert grid.size == (4 * 65 * 3, NUM_EPISODES * 65 * 3)  # 4 default steps, one row per demo, scale 3
+        # 4 stills per demo by default, a row per demo, scale 3, each still's label beneath it
+        assert grid.size == (4 * (64 * 3 + 1), NUM_EPISODES * (64 * 3 + LABEL_HEIGHT + 1))
 
 
 def test_view_dataset_bad_camera_exits_2(dataset, tmp_path):
