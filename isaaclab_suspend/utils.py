@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import importlib
 import importlib.util
 import io
 import logging
 import os
+import re
 import signal
 import warnings
 from collections.abc import Iterator, Sequence
@@ -41,8 +43,9 @@ def set_quiet(quiet: bool = True) -> None:
 
 
 @contextlib.contextmanager
-def _set_up_output() -> Iterator[None]:
-    """Stdout, logging below error and Python warnings of the block dropped after :func:`set_quiet`."""
+def quieted() -> Iterator[None]:
+    """Stdout, logging below error and Python warnings of the block dropped after :func:`set_quiet` (what building
+    an env, loading an agent cfg or a library's training loop prints)."""
     if not _QUIET:
         yield
         return
@@ -65,10 +68,8 @@ def make_env_cfg(
     Raises:
         ValueError: If ``task`` is not a registered gym id.
     """
-    if task not in gym.registry:
-        known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
-        raise ValueError(f"Unknown task '{task}'. Registered suspendable tasks: {known}.")
-    with _set_up_output():
+    task = resolve_task_id(task)
+    with quieted():
         cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
     if suspendable and not isinstance(getattr(cfg, "suspend", None), SuspendCfg):
         cfg.suspend = SuspendCfg(enabled=True)
@@ -79,6 +80,25 @@ def make_env_cfg(
             owner = getattr(owner, part)
         setattr(owner, leaf, value)
     return cfg
+
+
+def resolve_task_id(task: str) -> str:
+    """The registered gym id ``task`` names: itself, or without a gym version suffix (``Isaac-Cartpole-v0`` is
+    ``Isaac-Cartpole`` since Isaac Lab 3.0).
+
+    Raises:
+        ValueError: If neither is registered, naming the closest registered ids.
+    """
+    if task in gym.registry:
+        return task
+    unversioned = re.sub(r"-v\d+$", "", task)
+    if unversioned in gym.registry:
+        return unversioned
+    close = difflib.get_close_matches(unversioned, list(gym.registry), n=1, cutoff=0.5)
+    known = sorted(k for k in gym.registry if k.endswith("-Suspendable"))
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    raise ValueError(f"Unknown task '{task}'.{hint} Registered suspendable tasks: {known}; a task of another"
+                     " package: --import MODULE.")
 
 
 def _asset_paths(node: object, where: str, seen: set[int]) -> Iterator[tuple[str, str]]:
@@ -171,6 +191,7 @@ def open_env(
     of the block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback:
     a script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
     """
+    task = resolve_task_id(task)
     if cfg is None:
         cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
     elif num_envs is not None or overrides or attrs:
@@ -178,7 +199,7 @@ def open_env(
     check_local_assets(cfg, task)
     error = None
     with launch_simulation(cfg, {}):
-        with _set_up_output():
+        with quieted():
             env = SuspendableManagerBasedRLEnv(cfg) if suspendable else gym.make(task, cfg=cfg).unwrapped
         try:
             yield env

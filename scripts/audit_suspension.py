@@ -30,7 +30,7 @@ from isaaclab_suspend.utils import import_task_modules, set_quiet
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--task", required=True, help="gym task id (a ManagerBasedRLEnvCfg task)")
-    parser.add_argument("--import", dest="modules", nargs="*", default=[], help="modules that register the task")
+    cli.add_import_arg(parser)
     parser.add_argument("--num_envs", type=cli.positive_int, default=4)
     parser.add_argument("--steps", type=cli.positive_int, default=40)
     parser.add_argument("--suspend_at", type=cli.positive_int, default=5)

@@ -23,11 +23,12 @@ from isaaclab_suspend import cli
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser, num_envs=8, seed=None, desync=False)
+    cli.add_quiet_arg(parser)
     parser.add_argument("--steps", type=cli.positive_int, default=90)
     parser.add_argument("--suspend_at", type=cli.non_negative_int, default=20)
     parser.add_argument("--suspend_for", type=cli.positive_int, default=40)
     args = parser.parse_args(argv)
-    args.task = args.task or "Isaac-PushCube-Suspendable"
+    cli.resolve_task(args, "Isaac-PushCube-Suspendable")
     return args
 
 

@@ -44,6 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     videos = parser.add_mutually_exclusive_group()
     videos.add_argument("--no_video", action="store_true", help="store frames as PNG (lossless) instead of mp4")
     videos.add_argument("--vcodec", default="libsvtav1", choices=VCODECS, help="video codec (lossy)")
+    cli.add_quiet_arg(parser)
     args = parser.parse_args(argv)
     if not os.path.isfile(args.dataset):
         parser.error(f"dataset file not found: '{args.dataset}'")
@@ -62,9 +63,15 @@ def export(args: argparse.Namespace) -> None:
     cfg = LeRobotExportCfg(output=args.output, repo_id=args.repo_id, task=args.task, use_videos=not args.no_video,
                            vcodec=args.vcodec, robot=args.robot)
     start = time.perf_counter()
-    with tqdm(total=total, desc="frames", unit="fr") as bar:
-        sidecar = export_lerobot(args.dataset, cfg, progress=lambda frames: bar.update(frames - bar.n))
-        frames = bar.n
+    done = [0]  # frames exported (a disabled bar counts none)
+
+    def progress(frames: int) -> None:
+        bar.update(frames - done[0])
+        done[0] = frames
+
+    with tqdm(total=total, desc="frames", unit="fr", disable=args.quiet) as bar:
+        sidecar = export_lerobot(args.dataset, cfg, progress=progress)
+    frames = done[0]
     seconds = time.perf_counter() - start
     images = "no cameras" if not sidecar.cameras else (
         f"cameras {sidecar.cameras} as {'PNG (lossless)' if args.no_video else args.vcodec + ' video (lossy)'}")

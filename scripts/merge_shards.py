@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 
+from isaaclab_suspend.cli.arguments import add_quiet_arg
 from isaaclab_suspend.policies import stats_table
 from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, merge_results, read_results, same_file
 
@@ -30,6 +31,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
     parser.add_argument("--partial", action="store_true", help="merge the shards given even if some of a set of K"
                         " are missing (by default a missing shard is an error)")
+    add_quiet_arg(parser)  # it prints only its result
     args = parser.parse_args(argv)
     if not args.results and not args.datasets:
         parser.error("nothing to merge: pass --results and/or --datasets")

@@ -31,7 +31,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoint", default=None, help="rsl_rl or skrl checkpoint (default: the task's shipped expert)")
     parser.add_argument("--steps", type=cli.positive_int, default=600, help="env steps to run")
     args = parser.parse_args(argv)
-    args.task, args.policy = args.task or cli.DEFAULT_TASK, "checkpoint"
+    cli.resolve_task(args)
+    args.policy = "checkpoint"
     return args
 
 

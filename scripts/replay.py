@@ -9,16 +9,15 @@ to the env origin they were recorded at where the replay env has one (bit-exact 
 Everything is checked before the env is built: the arguments, the file's ``env_args``, every demo (numbers
 only, finite, shapes and lengths that agree) and that the replay fits in memory.
 
-Exit status: 0 if every demo stays within ``--tolerance``, 1 if one does not, 2 on bad input or a bad file
-(one line on stderr), 130 on Ctrl-C. Under torchrun the demos are split across the ranks and rank 0 reports them
-all, with the exit status of the worst rank.
+Exit status: 0 if every demo stays within ``--tolerance``, 1 if one does not, 2 on bad input or a bad file (one
+line on stderr), 130 on Ctrl-C. Under torchrun the demos are split across the ranks, rank 0 reports them all with
+the worst rank's exit status. ``--import MODULE`` registers a task of another package.
 
 Examples::
 
     tools/run.sh python scripts/replay.py datasets/push_cube.hdf5
     tools/run.sh python scripts/replay.py datasets/push_cube.hdf5 --demos demo_0 demo_3 --tolerance 1e-6
-    # a camera task's dataset: also compare the re-rendered images with the recorded ones (must be equal)
-    tools/run.sh python scripts/replay.py datasets/push_cube_camera.hdf5 --check_images
+    tools/run.sh python scripts/replay.py datasets/push_cube_camera.hdf5 --check_images   # and the images, exactly
 """
 
 from __future__ import annotations
@@ -29,9 +28,8 @@ import sys
 
 from tqdm import tqdm
 
-import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-from isaaclab_suspend.cli import add_quiet_arg, device, existing_file, float_in, gather_replay, int_in, is_other_rank
-from isaaclab_suspend.cli import rank_device, run_ranks, share
+from isaaclab_suspend.cli import add_import_arg, add_quiet_arg, device, existing_file, float_in, gather_replay, int_in
+from isaaclab_suspend.cli import is_other_rank, rank_device, resolve_task, run_ranks, share
 from isaaclab_suspend.datasets import (
     MAX_REPLAY_ENVS,
     DatasetError,
@@ -56,12 +54,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--demos", nargs="+", default=None, help="demo names to replay (default: all)")
     parser.add_argument("--tolerance", type=float_in(0.0), default=1e-5, help="largest state error allowed (>= 0)")
     parser.add_argument("--device", type=device, default="cpu")
-    parser.add_argument("--shared_rng", action="store_true",
-                        help="draw from Isaac Lab's one shared generator instead of per-env random streams")
+    parser.add_argument("--shared_rng", action="store_true", help="Isaac Lab's one generator, not per-env streams")
     parser.add_argument("--check_images", action="store_true",
                         help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
+    add_import_arg(parser)
     add_quiet_arg(parser)
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    resolve_task(args, default=None)  # the project's tasks are registered by now, another package's by --import
+    return args
 
 
 def replay(args: argparse.Namespace) -> int:

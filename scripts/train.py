@@ -25,12 +25,13 @@ import time
 from isaaclab_suspend import cli
 from isaaclab_suspend.rl import LIBRARIES, load_agent_cfg, make_log_dir, train
 from isaaclab_suspend.rl.runners import agent_seed
-from isaaclab_suspend.utils import make_env_cfg, open_env
+from isaaclab_suspend.utils import make_env_cfg, open_env, quieted, set_quiet
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser, num_envs=256, seed=None, desync=False, per_env_random=False)
+    cli.add_quiet_arg(parser)
     parser.add_argument("--rl_library", default="rsl_rl", choices=LIBRARIES)
     parser.add_argument("--max_iterations", type=cli.positive_int, default=None,
                         help="PPO updates (default: the agent cfg's)")
@@ -39,7 +40,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="under torchrun: train on several GPUs or nodes (one process per GPU, NCCL)")
     args = parser.parse_args(argv)
     cli.apply_distributed_training(args)
-    args.task = args.task or cli.DEFAULT_TASK
+    cli.resolve_task(args)
     try:
         args.log_dir = cli.check_writable(make_log_dir(args.rl_library, args.task, args.log_root), "--log_root")
     except ValueError as err:
@@ -49,13 +50,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train_agent(args: argparse.Namespace) -> int:
-    agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device, args.rank)
+    set_quiet(args.quiet)  # --quiet: no set-up tables and no per-iteration log of the library, only the result
+    with quieted():
+        agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device, args.rank)
     rng = {"suspend__per_env_random": True} if args.per_env_random else {}
     env_cfg = make_env_cfg(args.task, args.num_envs, args.device, cli.env_overrides(args), seed=agent_seed(agent_cfg),
                            **rng)
-    print(f"[INFO] Logging experiment in directory: {args.log_dir}")
+    if not args.quiet:
+        print(f"[INFO] Logging experiment in directory: {args.log_dir}")
     start = time.perf_counter()
-    with open_env(args.task, cfg=env_cfg) as env, cli.user_errors():
+    with open_env(args.task, cfg=env_cfg) as env, cli.user_errors(), quieted():
         train(env, args.rl_library, agent_cfg, args.log_dir)
     print(f"Training time: {time.perf_counter() - start:.1f} s. Logs and checkpoints: {args.log_dir}")
     return 0

@@ -1,6 +1,6 @@
 """Write a GIF of the camera images of chosen demos of a dataset, tiled side by side, and a PNG of a grid of
-frames, to look at what a recording saw; a frame whose action starts a new chunk has a yellow border (files with
-chunk provenance).
+labelled frames (a row per demo, steps spread over each demo's length), to look at what a recording saw; a frame
+whose action starts a new chunk has a yellow border (files with chunk provenance and chunks of H > 1).
 
 Both go to ``outputs/`` (git-ignored) by default: ``outputs/<dataset stem>_<camera>.gif`` and ``.png``.
 
@@ -10,7 +10,7 @@ Examples::
 
     tools/run.sh python scripts/view_dataset.py datasets/push_cube_camera.hdf5
     tools/run.sh python scripts/view_dataset.py datasets/push_cube_camera.hdf5 --demos demo_0 demo_5 \\
-        --camera pusher_camera --output demos.gif --png grid.png --png_steps 0 40 80
+        --camera pusher_camera --output demos.gif --png grid.png --png_steps 6
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ import argparse
 import os
 import sys
 
-import numpy as np
-
 from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetError, DatasetReader
-from isaaclab_suspend.datasets.image_frames import check_tileable, load_images, mark_chunk_starts, tile, write_gif
-from isaaclab_suspend.datasets.image_frames import write_png
+from isaaclab_suspend.datasets.image_frames import check_tileable, load_images, mark_chunk_starts, still_steps, tile
+from isaaclab_suspend.datasets.image_frames import write_gif, write_stills
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,9 +36,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--fps", type=float, default=30.0, help="GIF frame rate (the task steps at 60 Hz)")
     parser.add_argument("--output", default=None, help="GIF path (default: outputs/<dataset stem>_<camera>.gif)")
     parser.add_argument("--png", default=None,
-                        help="PNG path, one row per demo, one column per --png_steps (default: the GIF's, .png)")
-    parser.add_argument("--png_steps", type=cli.non_negative_int, nargs="+", default=[0, 30, 60, 90],
-                        help="steps shown in the PNG")
+                        help="PNG path, one row per demo, --png_steps columns (default: the GIF's, .png)")
+    parser.add_argument("--png_steps", type=cli.positive_int, default=4,
+                        help="stills per demo in the PNG, spread over its length (first and last step included)")
+    cli.add_quiet_arg(parser)  # it prints only its result
     args = parser.parse_args(argv)
     stem = os.path.splitext(os.path.basename(args.dataset))[0]
     args.output = args.output or os.path.join("outputs", f"{stem}_{args.camera}.gif")
@@ -68,10 +67,10 @@ def view(args: argparse.Namespace) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_gif(tile(episodes, args.columns, args.scale), args.output, args.fps)
     print(f"wrote {args.output}: {len(demos)} demos ({', '.join(demos)}), camera '{args.camera}'")
-    # each demo a row, each chosen step a column (held on the last frame after the demo ended)
-    stills = [np.stack([e[min(s, len(e) - 1)] for s in args.png_steps]) for e in episodes]
-    write_png(tile([s for row in stills for s in row[:, None]], len(args.png_steps), args.scale)[0], args.png)
-    print(f"wrote {args.png}: steps {args.png_steps}")
+    # each demo a row, its stills spread over its own length, each labelled with its demo and step
+    write_stills([[(e[t], f"{demo} t={t}") for t in still_steps(len(e), args.png_steps)]
+                  for demo, e in zip(demos, episodes)], args.png, args.scale)
+    print(f"wrote {args.png}: {args.png_steps} labelled stills per demo, from its first step to its last")
 
 
 def main(argv: list[str] | None = None) -> int:

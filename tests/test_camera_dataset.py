@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR
+from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR, LABEL_HEIGHT
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "Isaac-PushCube-Camera-Suspendable"
@@ -69,21 +69,26 @@ def test_replay_rerenders_images_exactly_and_reports_a_changed_pixel(dataset, tm
 def test_view_dataset_writes_gif_and_png(dataset, tmp_path):
     gif, png = tmp_path / "demos.gif", tmp_path / "grid.png"
     run = _script("view_dataset.py", dataset, "--output", gif, "--png", png, "--columns", 2, "--scale", 2,
-                  "--png_steps", 0, 20)
+                  "--png_steps", 3)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with h5py.File(dataset) as f:
         longest = max(d.attrs["num_samples"] for d in f["data"].values())
-        first = f["data/demo_0/images/scene_camera"][0]
+        images = f["data/demo_0/images/scene_camera"]
+        first, last = images[0], images[-1]
     with Image.open(gif) as image:
         # an animation of the longest demo's steps (Pillow drops a frame identical to the one before)
         assert image.size == (2 * 2 * 65, 2 * 2 * 65) and longest // 2 < image.n_frames <= longest
     grid = np.asarray(Image.open(png).convert("RGB"))
-    assert grid.shape == (NUM_EPISODES * 65 * 2, 2 * 65 * 2, 3)
+    row = 128 + LABEL_HEIGHT + 1  # a 2x still, its label beneath, a gap
+    assert grid.shape == (NUM_EPISODES * row, 3 * 129, 3)
     # demo_0 at step 0, upscaled 2x, with the one-pixel border of a step that starts a chunk (the dataset has
-    # chunk provenance and step 0 always starts one)
+    # chunk provenance, H = 8, and step 0 always starts one); its last still is its own last step, not a repeat
     tile = grid[:128:2, :128:2]
     assert np.array_equal(tile[1:-1, 1:-1], first[1:-1, 1:-1])
     assert (tile[[0, -1]] == CHUNK_START_COLOR).all() and (tile[:, [0, -1]] == CHUNK_START_COLOR).all()
+    assert np.array_equal(grid[2:126:2, 2 * 129 + 2 : 2 * 129 + 126 : 2], last[1:-1, 1:-1])
+    label = grid[128:128 + LABEL_HEIGHT, :129]
+    assert (label < 128).any() and (label == 255).mean() > 0.5  # dark text ("demo_0 t=0") on white
 
 
 def test_run_sh_keeps_the_callers_directory_and_view_dataset_writes_both_into_outputs(dataset, tmp_path):
@@ -101,7 +106,8 @@ def test_run_sh_keeps_the_callers_directory_and_view_dataset_writes_both_into_ou
     assert written == ["rel_scene_camera.gif", "rel_scene_camera.png"]
     assert not os.path.exists(os.path.join(ROOT, "outputs", "rel_scene_camera.gif"))
     with Image.open(caller / "outputs" / "rel_scene_camera.png") as grid:
-        assert grid.size == (4 * 65 * 3, NUM_EPISODES * 65 * 3)  # 4 default steps, one row per demo, scale 3
+        # 4 stills per demo by default, a row per demo, scale 3, each still's label beneath it
+        assert grid.size == (4 * (64 * 3 + 1), NUM_EPISODES * (64 * 3 + LABEL_HEIGHT + 1))
 
 
 def test_view_dataset_bad_camera_exits_2(dataset, tmp_path):

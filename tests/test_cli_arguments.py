@@ -1,11 +1,13 @@
 """Every script refuses a bad argument before it builds an env: exit status 2 and one line saying what was wrong.
 
 The table runs each script's ``parse_args`` in this process (cheap: argparse stops before any env exists); two
-cases run as a user runs them, to check the whole output is the usage and one error line, without a traceback.
+cases run as a user runs them, to check the whole output is the usage and one error line, without a traceback. A
+run-time failure (a dead server, an unknown task) is one stderr line and no usage. Every script takes ``--quiet``.
 """
 
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 
@@ -58,7 +60,7 @@ CASES = [
     ("eval", ["--record", "{existing}"], "exists: pass --overwrite to replace it"),
     ("eval", ["--compare", "any,nope"], "unknown schedules ['nope']"),
     ("eval", ["--schedule", "nope"], "argument --schedule: invalid choice: 'nope'"),
-    ("eval", ["--task", "Isaac-Nope"], "unknown task 'Isaac-Nope'"),
+    ("eval", ["--task", "Isaac-Nope"], "Unknown task 'Isaac-Nope'"),
     ("eval", ["--remote", "localhost"], "Policy server address must be 'host:port'"),
     ("eval", ["--checkpoint", "{missing}"], "does not exist"),
     ("eval", ["--checkpoint", "{checkpoint}", "--chunk", "8"], "plans 4 actions per chunk"),
@@ -96,7 +98,7 @@ CASES = [
     ("merge_shards", ["--datasets", "a.hdf5", "b.hdf5", "--output", "b"], "--output 'b.hdf5' is one of the --datasets"),
     ("demo_suspend", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
     ("view_dataset", ["d.hdf5", "--output", "frames"], "--output 'frames' must end with .gif"),
-    ("view_dataset", ["d.hdf5", "--png_steps", "-1"], "argument --png_steps: -1 is out of range"),
+    ("view_dataset", ["d.hdf5", "--png_steps", "0"], "argument --png_steps: 0 is out of range"),
     ("benchmarks/bench_schedules", ["--chunks", "8", "0"], "argument --chunks: 0 is out of range"),
 ]
 
@@ -121,3 +123,38 @@ def test_bad_argument_as_run_by_a_user(script, argv, message, paths):
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and run.stdout == "", run.stdout[-1000:]
     assert "Traceback" not in run.stderr and run.stderr.strip().splitlines()[-1].startswith(message), run.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--remote", "127.0.0.1:{port}"], "eval.py: error: No policy server at 127.0.0.1:{port}"),
+    (["--task", "Isaac-Cartpol-Suspendable"],
+     "eval.py: error: Unknown task 'Isaac-Cartpol-Suspendable'. Did you mean 'Isaac-Cartpole-Suspendable'?"),
+], ids=["dead server", "unknown task"])
+def test_run_time_failure_is_one_stderr_line_and_exit_2(argv, message):
+    port = _free_port()
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"),
+                          *[a.format(port=port) for a in argv]], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith(message.format(port=port)), run.stderr
+
+
+SCRIPTS = ["audit_suspension", "demo_suspend", "eval", "export_lerobot", "merge_shards", "play", "record", "replay",
+           "serve_policy", "train", "train_chunk_policy", "view_dataset"]
+
+
+def test_every_script_takes_quiet_and_every_task_script_takes_import(monkeypatch, capsys):
+    for name in SCRIPTS:
+        monkeypatch.setattr(sys, "argv", [f"{name}.py", "--help"])
+        script = _script(name)
+        with pytest.raises(SystemExit) as exit_info:
+            script.parse_args() if hasattr(script, "parse_args") else script.main()
+        usage = capsys.readouterr().out
+        assert exit_info.value.code == 0 and "--quiet" in usage, (name, usage)
+        if "--task TASK" in usage and name != "export_lerobot":  # export_lerobot's --task is the frames' text
+            assert "--import MODULE" in usage, (name, usage)

@@ -122,6 +122,19 @@ def test_view_dataset_marks_the_chunk_starts(quota_run):
     assert not marked[np.setdiff1d(np.arange(len(call)), starts)].any()
 
 
+def test_view_dataset_marks_nothing_where_every_step_starts_a_chunk(quota_run, tmp_path):
+    """H = 1 (an RL expert recorded with --policy checkpoint): each step a new call, no border on any frame."""
+    path = tmp_path / "h1.hdf5"
+    path.write_bytes(quota_run["path"].read_bytes())
+    with h5py.File(path, "r+") as f:
+        demo = sorted(f["data"])[0]
+        call = f[f"data/{demo}/chunk/call"]
+        call[...] = np.arange(len(call)).reshape(call.shape)
+    with DatasetReader(str(path)) as reader:
+        frames = np.zeros((reader.load_arrays(demo, ("chunk/call",))["chunk/call"].shape[0], 6, 6, 3), np.uint8)
+        assert mark_chunk_starts(reader, demo, frames) is frames and not frames.any()
+
+
 def test_provenance_of_every_sample(quota_run):
     """Call ids increase, the index restarts at 0 with each new call and counts up, and under the global clock the
     age (env steps since the observation the chunk was planned from) is the index."""

@@ -82,6 +82,17 @@ def test_export_equals_the_hdf5_frame_by_frame(dataset, exported):
     assert ds.meta.features["action"]["names"] == ["cart_effort", "pad_0"]
 
 
+def test_quiet_video_export_prints_its_result_and_none_of_the_libraries_noise(dataset, tmp_path):
+    """SVT-AV1's banner (``Svt[info]``), FFmpeg's info lines (``[mp4 @ ...]``), torchcodec's loading tracebacks,
+    Warp's driver warning and the per-episode progress bars of ``datasets`` stay out of the console."""
+    run = _run([sys.executable, "scripts/export_lerobot.py", dataset, "--output", tmp_path / "video", "--quiet"])
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    console = run.stdout + run.stderr
+    for noise in ("Svt[", "[mp4 @", "libtorchcodec", "Traceback", "Warp CUDA warning", "Map:", "%|"):
+        assert noise not in console, (noise, console[-3000:])
+    assert console.strip().splitlines() == [run.stdout.strip()] and " exported to " in run.stdout, console[-3000:]
+
+
 def test_sidecar_and_modality(dataset, exported):
     with open(os.path.join(exported, SIDECAR_PATH)) as f:
         sidecar = json.load(f)

@@ -187,9 +187,13 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
         assert "Traceback" not in err
         _, err = dead.communicate(timeout=300)
         assert dead.returncode == 2 and "No policy server at 127.0.0.1" in err
-        server.send_signal(signal.SIGINT)
-        out, _ = server.communicate(timeout=30)
+        server.send_signal(signal.SIGTERM)  # kill stops it as Ctrl-C does
+        out, err = server.communicate(timeout=30)
         assert server.returncode == 0 and "Stopped." in out
+        # one info line per client connecting and one per client leaving (the dead port's client never came)
+        connected = re.findall(r"Policy server: (127\.0\.0\.1:\d+) connected$", err, re.MULTILINE)
+        left = re.findall(r"Policy server: (127\.0\.0\.1:\d+) disconnected$", err, re.MULTILINE)
+        assert len(connected) >= 3 and sorted(connected) == sorted(left), err[-3000:]
     finally:
         for process in [server, *clients]:
             if process.poll() is None:

@@ -1,5 +1,6 @@
-"""What a newcomer reads: ``--quiet`` keeps a script's result and drops the set-up output; Cartpole's success is one
-definition everywhere (the episode reached its time-out); a figure a run does not define reads ``n/a``."""
+"""What a newcomer reads: ``--quiet`` keeps a script's result and drops the set-up output, ``set_quiet()`` does the
+same in Python, where the project's tasks need no import of their own; Cartpole's success is one definition
+everywhere (the episode reached its time-out); a figure a run does not define reads ``n/a``."""
 
 import os
 import re
@@ -26,6 +27,20 @@ def test_quiet_eval_prints_the_result_and_no_set_up_output():
     assert "Parsing configuration" not in run.stdout and "%|" not in run.stderr  # no progress bar either
     assert "| inference_calls " in run.stdout and "Isaac-Cartpole-Suspendable, embedded model: 2 envs" in run.stdout
     assert len(run.stdout.strip().splitlines()) < 30, run.stdout
+
+
+def test_python_api_finds_the_project_tasks_itself_and_set_quiet_drops_the_manager_tables():
+    code = ("from isaaclab_suspend.policies.embedded import make_default_model\n"
+            "print(repr(make_default_model('Isaac-Cartpole-Suspendable', 16)).split(',')[0])\n"
+            "from isaaclab_suspend.utils import open_env, set_quiet\n"
+            "set_quiet()\n"
+            "with open_env('Isaac-Cartpole-Suspendable', 2) as env:\n"
+            "    env.reset()\n"
+            "print('opened')\n")
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines() == ["CartpoleLQRChunkModel(H=16", "opened"], run.stdout[-3000:]
+    assert "Warp CUDA warning" not in run.stderr, run.stderr[-3000:]
 
 
 def test_cartpole_success_is_reaching_the_time_out_in_record_and_eval(tmp_path):

@@ -47,10 +47,17 @@ def test_merged_figures_sum_counts_and_recompute_ratios():
              "mean_episode_length": 100.0, "success_rate": float("nan")}
     other = {**shard, "inference_calls": 30, "envs_served": 240, "rows_inferred": 240, "wall_s": 5.0,
              "episodes_scored": 6, "mean_episode_length": 200.0}
+    shard.update(overlap_bound=800.0, roughness=0.1, boundary_roughness=0.3, within_chunk_roughness=0.05)
+    other = {**other, "overlap_bound": 600.0, "roughness": 0.3, "active_env_steps": 300, "suspended_env_steps": 500,
+             "boundary_roughness": float("nan"), "within_chunk_roughness": 0.1}
     merged = merge_stats([shard, other])
     assert merged["inference_calls"] == 40 and merged["num_envs"] == 16 and merged["wall_s"] == 5.0
+    # each shard ran its own 100-step clock side by side: 100 steps, not 200; throughput bounds add up
+    assert merged["steps"] == 100 and merged["calls_per_1000_steps"] == 200.0 and merged["overlap_bound"] == 1400.0
+    assert merged["roughness"] == pytest.approx((700 * 0.1 + 300 * 0.3) / 1000)  # by active env-steps
+    assert merged["boundary_roughness"] == 0.3 and merged["within_chunk_roughness"] == pytest.approx(0.065)
     assert merged["mean_envs_per_call"] == 8.0 and merged["fetch_efficiency"] == 1.0
-    assert merged["active_env_steps_per_s"] == 1400 / 5.0 and merged["suspended_fraction"] == 200 / 1600
+    assert merged["active_env_steps_per_s"] == 1000 / 5.0 and merged["suspended_fraction"] == 600 / 1600
     assert merged["mean_episode_length"] == (2 * 100 + 6 * 200) / 8 and math.isnan(merged["success_rate"])
 
 

@@ -30,8 +30,8 @@ def test_eval_ranks_write_one_merged_result(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["R.json"]  # no rank files
     assert "seed 42, shard 0/2" in result["header"] and "seed 43, shard 1/2" in result["header"]
     figures = result["schedules"]["global_clock"]
-    # both ranks' figures: 2 envs x 100 steps each
-    assert figures["num_envs"] == 4 and figures["steps"] == 200
+    # both ranks' figures: 2 envs x 100 steps each, side by side (100 steps of the clock)
+    assert figures["num_envs"] == 4 and figures["steps"] == 100
     assert figures["active_env_steps"] + figures["suspended_env_steps"] + figures["held_env_steps"] == 400
     assert figures["inference_calls"] >= 2 * 7  # each rank's global clock calls at least every 16 steps
     assert done.stdout.count("| inference_calls ") == 1  # one table, from rank 0

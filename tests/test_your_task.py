@@ -1,12 +1,15 @@
 """Bringing your own task (docs/your_task.rst): a stock Isaac Lab task whose assets are on NVIDIA's asset server is
-refused in one line with what to do; the doc's worked example (docs/examples/my_cartpole.py: a cfg subclass on local
-USD assets, a -Suspendable variant, a chunk model of its own) registers, passes the audit and evaluates."""
+refused in one line with what to do (also under gym's id ``Isaac-Cartpole-v0``); the doc's worked example
+(docs/examples/my_cartpole.py: a cfg subclass on local USD assets, a -Suspendable variant, a chunk model of its own)
+registers, passes the audit, evaluates, and runs through eval.py and record.py with ``--import``."""
 
 import math
 import os
+import re
 import subprocess
 import sys
 
+import h5py
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,8 +22,9 @@ def _run(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
-def test_stock_task_on_the_asset_server_exits_2_with_one_line():
-    run = _run(AUDIT, "--task", "Isaac-Cartpole", "--import", "isaaclab_tasks")
+@pytest.mark.parametrize("task", ["Isaac-Cartpole", "Isaac-Cartpole-v0"])  # the id with gym's version suffix too
+def test_stock_task_on_the_asset_server_exits_2_with_one_line(task):
+    run = _run(AUDIT, "--task", task, "--import", "isaaclab_tasks")
     assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-3000:]
     assert "Traceback" not in run.stderr and "No module named" not in run.stderr, run.stderr[-3000:]
     errors = [line for line in run.stderr.splitlines() if "error:" in line]
@@ -60,3 +64,17 @@ def test_the_docs_example_evaluates_with_its_own_chunk_model():
     # every scored episode reaches its time-out, which the variant calls success
     assert figures["episodes_scored"] >= 8 and figures["success_rate"] == 1.0
     assert figures["mean_episode_length"] == 180.0
+
+
+def test_the_docs_example_runs_through_eval_and_record_with_import(tmp_path):
+    common = ("--task", "MyCartpole-Suspendable", "--import", "my_cartpole", "--num_envs", "2", "--quiet")
+    run = _run(os.path.join(ROOT, "scripts", "eval.py"), *common, "--steps", "32", "--timeline", "")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "MyCartpole-Suspendable, embedded model: 2 envs, 32 steps, H = 16" in run.stdout, run.stdout
+    assert re.search(r"^\| inference_calls +\| +2 \|$", run.stdout, re.MULTILINE), run.stdout
+    output = tmp_path / "my_cartpole.hdf5"
+    run = _run(os.path.join(ROOT, "scripts", "record.py"), *common, "--episodes", "2", "--output", str(output))
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    with h5py.File(output) as f:  # the variant's 3 s episodes, each reaching its time-out (its success)
+        demos = list(f["data"].values())
+        assert [d.attrs["num_samples"] for d in demos] == [180, 180] and all(d.attrs["success"] for d in demos)

@@ -6,6 +6,7 @@ from .app import run
 from .errors import USER_ERRORS, fail, user_errors
 from .arguments import (
     add_env_args,
+    add_import_arg,
     add_quiet_arg,
     address,
     device,
@@ -53,6 +54,7 @@ from .outputs import (
 )
 from .policy import (
     DEFAULT_TASK,
+    ConstantPolicy,
     POLICIES,
     RandomPolicy,
     add_policy_args,
@@ -61,11 +63,13 @@ from .policy import (
     make_chunk_model,
     make_policy,
     resolve_policy,
+    resolve_task,
 )
 from .rollout import Transition, desync_episodes, open_env, rollout, start_episodes
 from .sharding import add_shard_args, apply_shard, describe_shard, write_results
 
 __all__ = [
+    "ConstantPolicy",
     "DEFAULT_TASK",
     "EXPORT_MODES",
     "POLICIES",
@@ -73,6 +77,7 @@ __all__ = [
     "Transition",
     "USER_ERRORS",
     "add_env_args",
+    "add_import_arg",
     "add_quiet_arg",
     "add_episode_args",
     "apply_distributed_training",
@@ -116,6 +121,7 @@ __all__ = [
     "positive_int",
     "rank_device",
     "resolve_policy",
+    "resolve_task",
     "rollout",
     "run",
     "run_ranks",

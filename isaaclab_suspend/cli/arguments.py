@@ -127,14 +127,15 @@ shard = _parsed_by(Shard.parse, "shard")
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,
                  tasks: list[str] | None = None, per_env_random: bool | None = None) -> None:
-    """``--task --num_envs --device --seed --presets``, if ``desync`` ``--desync``, and with ``per_env_random``
-    True ``--shared_rng`` (per-env random streams by default), False ``--per_env_rng`` (Isaac Lab's generator by
-    default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`).
+    """``--task --import --num_envs --device --seed --presets``, if ``desync`` ``--desync``, and with
+    ``per_env_random`` True ``--shared_rng`` (per-env random streams by default), False ``--per_env_rng``
+    (Isaac Lab's generator by default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`).
 
     ``--task`` defaults to None: the script (or the policy it loads) chooses; ``tasks`` restricts the choices.
     """
     parser.add_argument("--task", default=None, choices=tasks,
                         help="task id (default: the policy's, else the script's)")
+    add_import_arg(parser)
     parser.add_argument("--num_envs", type=positive_int, default=num_envs, help="parallel envs")
     parser.add_argument("--device", type=device, default="cpu", help="simulation and policy device")
     parser.add_argument("--seed", type=non_negative_int, default=seed, help="env (and policy) seed")
@@ -152,6 +153,13 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
     elif per_env_random is not None:
         parser.add_argument("--per_env_rng", dest="per_env_random", action="store_true",
                             help="each env draws from its own random stream (SuspendCfg.per_env_random)")
+
+
+def add_import_arg(parser: argparse.ArgumentParser) -> None:
+    """``--import MODULE ...``: modules imported before the task is looked up, e.g. another package's tasks (they
+    register their gym ids when imported)."""
+    parser.add_argument("--import", dest="modules", nargs="+", default=[], metavar="MODULE",
+                        help="modules that register the task (another package's, e.g. my_tasks; on PYTHONPATH)")
 
 
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:

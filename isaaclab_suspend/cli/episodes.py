@@ -69,7 +69,7 @@ def episode_figures(ledger: EpisodeLedger, log_path: str | None = None, suffix: 
 def describe_scoring(args: argparse.Namespace, finished: bool = True) -> str:
     """Which episodes the figures of a run are of, in a few words; ``finished`` False: the run stopped before its
     quota or total ended (``--max_steps``), so they are those that ended by then."""
-    first = " (the first episode of each env started at a random point, so it is not scored)" if args.desync else ""
+    first = "; the first episode of each env started at a random point, so it is not scored" if args.desync else ""
     if not finished:
         return (f"those that ended before --max_steps {args.max_steps} stopped the run, NOT the"
                 f" {args.episodes or args.episodes_per_env * args.num_envs} asked for: the figures lean toward the"

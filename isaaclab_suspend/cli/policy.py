@@ -28,7 +28,6 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-import gymnasium as gym
 import torch
 
 from ..learning import load_chunk_policy
@@ -38,7 +37,8 @@ from ..serving.remote import check_observation_paths
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
-from .errors import prog
+from ..utils import import_task_modules, quieted, resolve_task_id
+from .errors import prog, user_errors
 from .arguments import address, fraction, key_pair, latency, non_negative_int, positive_int
 
 if TYPE_CHECKING:
@@ -119,7 +119,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     if args.checkpoint is not None and args.policy not in ("bc", "checkpoint"):
         parser.error("--checkpoint needs --policy checkpoint or bc")
     args.model = None
-    try:
+    with user_errors(RuntimeError):  # a file, server or task that fails: one line, no usage
+        import_task_modules(args.modules)
         if args.policy == "bc":
             args.model = load_chunk_policy(args.checkpoint, args.device)
             args.task = args.task or args.model.task or None
@@ -127,17 +128,13 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             keys = dict(args.gr00t_keys or args.openpi_keys or ())
             args.model = connect_remote(args.remote, args.chunk, keys, args.prompt, args.gr00t_form, args.gr00t_rtc)
             args.task = args.task or args.model.metadata.get("task")
-        args.task = args.task or DEFAULT_TASK
-        if args.task not in gym.registry:
-            known = sorted(k for k in gym.registry if "Suspendable" in k)
-            raise ValueError(f"unknown task '{args.task}'; tasks: {known}")
+        args.task = resolve_task_id(args.task or DEFAULT_TASK)
         if args.policy == "checkpoint":
             args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
             read_checkpoint(args.checkpoint)  # a bad file stops the script before an env or output file exists
-    except (OSError, ValueError, RuntimeError) as err:
-        parser.error(str(err))
-    if args.policy == "chunk" and args.task not in tasks_with_chunk_model():
-        parser.error(f"task '{args.task}' has no embedded chunk model; tasks with one: {tasks_with_chunk_model()}")
+        if args.policy == "chunk" and args.task not in tasks_with_chunk_model():
+            raise ValueError(f"task '{args.task}' has no embedded chunk model; tasks with one:"
+                             f" {tasks_with_chunk_model()}")
     planned = 1 if args.policy == "checkpoint" else getattr(args.model, "chunk_length", None)
     if planned is not None:
         shorten = getattr(args.model, "set_chunk_length", None)  # a LeRobot policy may execute fewer than it plans
@@ -153,6 +150,16 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     args.chunk = args.chunk or DEFAULT_CHUNK
 
 
+def resolve_task(args: argparse.Namespace, default: str | None = DEFAULT_TASK) -> None:
+    """Import ``args.modules`` (``--import``), then set ``args.task`` (``default`` when not given; left None if both
+    are) to the registered id it names (:func:`~isaaclab_suspend.utils.resolve_task_id`). A module that does not
+    import or an unknown task ends the script with one line and exit status 2."""
+    with user_errors():
+        import_task_modules(args.modules)
+        if args.task or default:
+            args.task = resolve_task_id(args.task or default)
+
+
 def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv) -> ChunkModel | None:
     """The chunk model that the resolved ``args`` name, checked against ``env``, with the emulated latency if any.
 
@@ -166,7 +173,8 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
     if args.policy == "chunk":
         model = make_default_model(args.task, args.chunk)
     elif args.policy == "checkpoint":
-        model = load_checkpoint_policy(args.checkpoint, env, task=args.task)
+        with quieted():  # Isaac Lab's and rsl_rl's lines about the agent cfg
+            model = load_checkpoint_policy(args.checkpoint, env, task=args.task)
     else:
         model = args.model
     for option in ("--gr00t_keys", "--openpi_keys"):  # paths the env lacks would fail at the first call
@@ -226,6 +234,23 @@ class RandomPolicy:
         """Shape: (num_envs, action_dim)."""
         shape = (self.env.num_envs, self.env.action_manager.total_action_dim)
         return 2.0 * torch.rand(shape, generator=self.generator, device=self.env.device) - 1.0
+
+    def observe(self, dones: torch.Tensor) -> None:
+        """Nothing to drop."""
+
+
+class ConstantPolicy:
+    """The same action in every env at every step (0: do nothing; 1: push all the time), as a policy of the rollout
+    loop: a baseline that a task's success criterion must not credit (docs/chunking.rst)."""
+
+    def __init__(self, env: SuspendableManagerBasedRLEnv, value: float):
+        self.env = env
+        self.value = value
+
+    def act(self, obs: dict) -> torch.Tensor:
+        """Shape: (num_envs, action_dim); a new tensor each step."""
+        shape = (self.env.num_envs, self.env.action_manager.total_action_dim)
+        return torch.full(shape, self.value, device=self.env.device)
 
     def observe(self, dones: torch.Tensor) -> None:
         """Nothing to drop."""

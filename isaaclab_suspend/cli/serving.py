@@ -21,9 +21,11 @@ from ..serving import (
     PolicyServerCfg,
     WireLimitsCfg,
 )
-from ..policies.embedded import DEFAULT_MODELS, make_default_model
+from ..policies.embedded import make_default_model, tasks_with_chunk_model
 from ..serving.remote import TOKEN_ENV
-from .arguments import device, existing_checkpoint, existing_file, float_in, int_in, key_pair, latency
+from .errors import user_errors
+from .policy import resolve_task
+from .arguments import add_import_arg, device, existing_checkpoint, existing_file, float_in, int_in, key_pair, latency
 
 PROTOCOLS = {"project": PolicyServerCfg, "openpi": OpenpiPolicyServerCfg, "gr00t": Gr00tPolicyServerCfg}
 """``--protocol`` choices: the cfg of each protocol's server."""
@@ -33,8 +35,9 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     """The served model (``--task --checkpoint --expert --chunk --latency``), the protocol, address, batching, wire
     limits, time-outs and token."""
     project, openpi = PolicyServerCfg(), OpenpiPolicyServerCfg()
-    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable", choices=sorted(DEFAULT_MODELS),
+    parser.add_argument("--task", default="Isaac-Cartpole-Suspendable",
                         help="task of the embedded model or the expert (ignored with --checkpoint)")
+    add_import_arg(parser)
     parser.add_argument("--checkpoint", type=existing_checkpoint, default=None,
                         help="chunk policy checkpoint or LeRobot pretrained_model directory (default: the embedded"
                              " model)")
@@ -90,13 +93,15 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
     if args.allow_kill and args.protocol != "gr00t":
         parser.error("--allow_kill needs --protocol gr00t")
     args.keys = dict(args.keys or ())
-    if args.expert:  # a bad file stops the server before its env is built
-        from ..rl.checkpoint_policy import read_checkpoint
+    resolve_task(args)
+    with user_errors():  # a task without a planner or a bad file stops the server before its env is built
+        if not args.checkpoint and args.expert is None and args.task not in tasks_with_chunk_model():
+            raise ValueError(f"task '{args.task}' has no embedded chunk model; tasks with one:"
+                             f" {tasks_with_chunk_model()} (or serve --checkpoint, --expert)")
+        if args.expert:
+            from ..rl.checkpoint_policy import read_checkpoint
 
-        try:
             read_checkpoint(args.expert)
-        except (OSError, ValueError) as err:
-            parser.error(str(err))
     args.token = os.environ.get(TOKEN_ENV) or None
     if args.token_file:
         with open(args.token_file) as file:

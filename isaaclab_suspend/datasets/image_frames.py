@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from PIL import Image
+from PIL import Image, ImageDraw
 
 from ..recording.image_recorders import IMAGE_GROUP
 from .reader import DatasetError, DatasetReader, available_memory_bytes
@@ -56,12 +56,15 @@ CHUNK_START_COLOR = (255, 200, 0)
 def mark_chunk_starts(reader: DatasetReader, demo: str, frames: np.ndarray) -> np.ndarray:
     """``frames`` of ``demo`` with a :data:`CHUNK_START_COLOR` border on each step whose action is the first one
     taken from a new chunk (its ``chunk/index`` restarted, or its ``chunk/call`` changed, as recorded by the chunk
-    provenance term); a copy, or ``frames`` itself for a file without provenance. Shape: (T, H, W, 3)."""
+    provenance term); a copy, or ``frames`` itself for a file without provenance or whose every step starts a chunk
+    (H = 1, e.g. an RL expert: a border on every frame would say nothing). Shape: (T, H, W, 3)."""
     group = reader._data[demo]
     if "chunk" not in group or "call" not in group["chunk"]:
         return frames
     call = reader.load_arrays(demo, ("chunk/call",))["chunk/call"].numpy()
     starts = np.flatnonzero((call >= 0) & (np.diff(call, prepend=-1) != 0))
+    if len(starts) == len(call):
+        return frames
     frames = frames.copy()
     for edge in (np.s_[:, 0], np.s_[:, -1], np.s_[:, :, 0], np.s_[:, :, -1]):
         view = frames[starts]
@@ -99,6 +102,26 @@ def write_gif(frames: np.ndarray, path: str, fps: float) -> None:
     images[0].save(path, save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
 
 
-def write_png(frame: np.ndarray, path: str) -> None:
-    """Write one frame (Shape: (H, W, 3), uint8) as a PNG."""
-    Image.fromarray(frame).save(path)
+def still_steps(length: int, count: int) -> list[int]:
+    """``count`` steps spread evenly over a demo of ``length`` steps, its first and last included."""
+    return np.linspace(0, length - 1, count).round().astype(int).tolist()
+
+
+LABEL_HEIGHT = 12
+"""Pixels below each still of :func:`write_stills` for its label."""
+
+
+def write_stills(rows: list[list[tuple[np.ndarray, str]]], path: str, scale: int = 1, gap: int = 1) -> None:
+    """Write a PNG grid of labelled stills: a row per demo, a cell per ``(frame, label)`` (frame shape (H, W, 3),
+    uint8, repeated ``scale`` times; its label, e.g. ``demo_3 t=17``, beneath it), ``gap`` white pixels between
+    cells."""
+    h, w = (size * scale for size in rows[0][0][0].shape[:2])
+    columns = max(len(row) for row in rows)
+    image = Image.new("RGB", (columns * (w + gap), len(rows) * (h + LABEL_HEIGHT + gap)), "white")
+    draw = ImageDraw.Draw(image)
+    for r, row in enumerate(rows):
+        for c, (frame, label) in enumerate(row):
+            x, y = c * (w + gap), r * (h + LABEL_HEIGHT + gap)
+            image.paste(Image.fromarray(frame.repeat(scale, axis=0).repeat(scale, axis=1)), (x, y))
+            draw.text((x + 1, y + h), label, fill="black")
+    image.save(path)

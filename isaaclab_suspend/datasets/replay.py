@@ -23,17 +23,20 @@ if TYPE_CHECKING:
 
 
 def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_random: bool = True):
-    """The cfg of ``task`` for replay: no terminations, no recorders and no interval events; per-env random streams
+    """The cfg of ``task`` for replay: no terminations, no rewards, no recorders and no interval events; per-env random streams
     (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`) where the task has a suspend cfg, unless not
     ``per_env_random``.
 
     The replay decides when episodes end (when their actions run out), and interval events would draw new
-    random pushes; the recorded ones are re-applied from the dataset's pre-step states instead.
+    random pushes; the recorded ones are re-applied from the dataset's pre-step states instead. Rewards go too:
+    the replay compares states, and a reward of a termination term (Isaac Lab's ``is_terminated_term``) cannot be
+    built without the terms.
     """
     cfg = make_env_cfg(task, num_envs, device)
     if hasattr(cfg, "suspend"):
         cfg.suspend.per_env_random = per_env_random
     cfg.terminations = {}
+    cfg.rewards = {}
     cfg.recorders = {}
     for name, term in vars(cfg.events).items():
         if isinstance(term, EventTermCfg) and term.mode == "interval":

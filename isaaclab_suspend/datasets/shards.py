@@ -22,10 +22,13 @@ from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
 from .reader import DatasetError, DatasetReader
 
-SUMMED = ("steps", "num_envs", "inference_calls", "rows_inferred", "envs_served", "active_env_steps",
+SUMMED = ("num_envs", "inference_calls", "rows_inferred", "envs_served", "active_env_steps",
           "suspended_env_steps", "held_env_steps", "episodes_completed", "episodes_scored", "inference_s",
-          "simulation_s")
-"""Figures of a chunking run that add up over shards (``steps``: over the shards' clocks, each its own)."""
+          "simulation_s", "overlap_bound")
+"""Figures of a chunking run that add up over shards (``overlap_bound``: shards side by side add their
+throughput)."""
+ROUGHNESS = ("roughness", "boundary_roughness", "within_chunk_roughness")
+"""Per-step figures of a chunking run, merged as means weighted by the shards' active env-steps."""
 
 
 @dataclass(frozen=True)
@@ -73,18 +76,22 @@ class Shard:
 
 def merge_stats(shards: Sequence[dict]) -> dict:
     """The figures of shards run side by side as one run's: counts summed, ratios recomputed from the sums,
-    wall time the longest shard's (they ran in parallel), episode figures weighted by episodes scored."""
+    ``steps`` and wall time the longest shard's (they ran in parallel, each on its own clock), episode figures
+    weighted by episodes scored, roughness by active env-steps."""
     merged = {key: sum(s[key] for s in shards) for key in SUMMED if key in shards[0]}
+    merged["steps"] = max(s["steps"] for s in shards)
     merged["wall_s"] = max(s["wall_s"] for s in shards)
-    calls, steps = merged["inference_calls"], merged["steps"]
+    calls, steps = merged["inference_calls"], sum(s["steps"] for s in shards)
     merged["calls_per_1000_steps"] = 1000.0 * calls / steps if steps else 0.0
     merged["mean_envs_per_call"] = merged["envs_served"] / calls if calls else 0.0
     merged["fetch_efficiency"] = merged["mean_envs_per_call"] * len(shards) / merged["num_envs"]
     env_steps = merged["active_env_steps"] + merged["suspended_env_steps"] + merged["held_env_steps"]
     merged["suspended_fraction"] = merged["suspended_env_steps"] / env_steps if env_steps else 0.0
     merged["active_env_steps_per_s"] = merged["active_env_steps"] / merged["wall_s"] if merged["wall_s"] else 0.0
-    for key in ("mean_episode_length", "success_rate"):
-        scored = [(s["episodes_scored"], s[key]) for s in shards if s["episodes_scored"] and not math.isnan(s[key])]
+    weights = {key: "episodes_scored" for key in ("mean_episode_length", "success_rate")}
+    weights.update({key: "active_env_steps" for key in ROUGHNESS if key in shards[0]})
+    for key, weight in weights.items():
+        scored = [(s[weight], s[key]) for s in shards if s[weight] and not math.isnan(s[key])]
         total = sum(n for n, _ in scored)
         merged[key] = sum(n * value for n, value in scored) / total if total else float("nan")
     return merged

@@ -10,6 +10,7 @@ back to the env is written beside it (:class:`~.lerobot_layout.ExportSidecar`), 
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from collections.abc import Callable
@@ -77,6 +78,7 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
     from lerobot.configs.video import RGBEncoderConfig
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
+    quiet_video_libraries()
     if cfg.vcodec not in VCODECS:
         raise ValueError(f"vcodec must be one of {VCODECS}, got {cfg.vcodec!r}.")
     output = os.path.abspath(cfg.output)
@@ -98,7 +100,8 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             cfg.repo_id or f"local/{os.path.basename(output)}", round(fps), features, root=output,
             robot_type=so101.robot_type() if sidecar.robot else reader.env_name or None, use_videos=cfg.use_videos,
             image_writer_threads=0 if cfg.use_videos else cfg.image_writer_threads,
-            streaming_encoding=cfg.use_videos, rgb_encoder=RGBEncoderConfig(vcodec=cfg.vcodec))
+            streaming_encoding=cfg.use_videos, rgb_encoder=RGBEncoderConfig(vcodec=cfg.vcodec),
+            video_backend=video_backend())
         try:
             frames = 0
             for name in reader.demo_names:
@@ -121,6 +124,28 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
     sidecar.source["frames"] = frames
     sidecar.write(output)
     return sidecar
+
+
+def video_backend() -> str:
+    """LeRobot's video decoder that loads here: ``torchcodec`` where FFmpeg's shared libraries (4 to 8) are
+    installed, else ``pyav`` (LeRobot, left to choose, logs torchcodec's loading tracebacks each time it does).
+    ``lerobot-train`` takes it as ``--dataset.video_backend``."""
+    try:
+        importlib.import_module("torchcodec")
+        return "torchcodec"
+    except (ImportError, OSError, RuntimeError):
+        return "pyav"
+
+
+def quiet_video_libraries() -> None:
+    """Errors only from the video libraries: SVT-AV1's banner and settings (``Svt[info]``, about 40 lines per
+    episode), FFmpeg's info lines (``[mp4 @ ...]``) and Hugging Face ``datasets``' progress bars per episode."""
+    import av
+    import datasets
+
+    os.environ["SVT_LOG"] = "1"  # read by SVT-AV1 whenever an encoder starts: 1 = errors only
+    av.logging.set_libav_level(av.logging.ERROR)
+    datasets.disable_progress_bars()
 
 
 def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, dict[str, str]]:

@@ -18,7 +18,10 @@ ENTRY_POINT = "chunk_model_entry_point"
 
 
 def tasks_with_chunk_model() -> list[str]:
-    """The registered gym ids that name an embedded chunk model, sorted."""
+    """The registered gym ids that name an embedded chunk model, sorted (the project's tasks are registered
+    first, so importing this module alone is enough)."""
+    import isaaclab_suspend.tasks  # noqa: F401  (registers the project's gym ids)
+
     return sorted(task for task, spec in gym.registry.items() if ENTRY_POINT in (spec.kwargs or {}))
 
 
@@ -28,7 +31,7 @@ def make_default_model(task: str, chunk_length: int) -> ChunkModel:
     Raises:
         ValueError: If the task is not registered or names no chunk model.
     """
-    spec = gym.registry.get(task)
+    spec = gym.registry.get(task) if task in tasks_with_chunk_model() else None
     if spec is None or ENTRY_POINT not in (spec.kwargs or {}):
         raise ValueError(f"No embedded chunk model for '{task}'. Tasks with one: {tasks_with_chunk_model()}"
                          f" (a task registers one with the gym kwarg '{ENTRY_POINT}').")

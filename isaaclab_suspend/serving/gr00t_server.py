@@ -279,10 +279,12 @@ class Gr00tPolicyServer:
         now = time.monotonic()
         if identity not in self._clients:
             self.batcher.register_client(identity)
+            logger.info("GR00T server: client %s connected (its first request)", identity.hex())
         self._clients[identity] = now
         for idle in [i for i, seen in self._clients.items() if now - seen > self.cfg.idle_timeout_s]:
             del self._clients[idle]
             self.batcher.forget_client(idle)
+            logger.info("GR00T server: client %s gone (no request for %g s)", idle.hex(), self.cfg.idle_timeout_s)
 
     async def _answer(self, identity: bytes, message: memoryview) -> None:
         encoding = gr00t_codec.NPY

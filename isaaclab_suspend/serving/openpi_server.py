@@ -272,6 +272,7 @@ class OpenpiPolicyServer:
     async def _handle(self, connection: _Connection) -> None:
         self._live.add(connection)
         self.batcher.register_client(connection)
+        logger.info("openpi server: %s connected", _peer(connection))
         try:
             await connection.send(msgpack_arrays.packb(self.metadata))
             while True:
@@ -299,6 +300,7 @@ class OpenpiPolicyServer:
             self._release(connection)
             self._live.discard(connection)
             self.batcher.forget_client(connection)
+            logger.info("openpi server: %s disconnected", _peer(connection))
 
     async def _infer(self, message: bytes | str, client: _Connection) -> dict:
         start = time.monotonic()

@@ -261,6 +261,7 @@ class PolicyServer:
         peer = _Peer(sock, address)
         with self._peers_lock:
             self._peers[sock] = peer
+        logger.info("Policy server: %s connected", _peer(address))
         try:
             self._serve_requests(peer)
         except EOFError:
@@ -278,6 +279,7 @@ class PolicyServer:
                 self._peers.pop(sock, None)
             if self.batcher is not None:
                 self.batcher.forget_client(sock)
+            logger.info("Policy server: %s disconnected", _peer(address))
 
     def _drop(self, sock: socket.socket, address, reason: str, reply: bool) -> None:
         logger.warning("Policy server: dropped %s: %s", _peer(address), reason)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -77,9 +78,10 @@ def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str, title: str
     handles = [Patch(color=c, label=label) for c, label in zip(colors, ("active", "holding", "suspended"))]
     handles += axes[0, 0].get_legend_handles_labels()[0]
     fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8)
-    if title:
-        fig.suptitle(title, x=0.01, ha="left", fontsize=10)
-    fig.tight_layout(rect=(0, 0.04, 1, 0.97))
+    lines = textwrap.wrap(title, 150)  # a long header (a checkpoint's path) wraps instead of running off the page
+    if lines:
+        fig.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=10)
+    fig.tight_layout(rect=(0, 0.04, 1, 1 - 0.2 * max(len(lines), 1) / fig.get_figheight()))
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     fig.savefig(path, dpi=120)
     plt.close(fig)

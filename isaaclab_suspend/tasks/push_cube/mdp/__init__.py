@@ -3,6 +3,7 @@
 from isaaclab.envs.mdp import (  # noqa: F401
     JointEffortActionCfg,
     action_rate_l2,
+    is_terminated_term,
     joint_pos_rel,
     joint_vel_rel,
     push_by_setting_velocity,

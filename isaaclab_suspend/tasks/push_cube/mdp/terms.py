@@ -11,7 +11,8 @@ from isaaclab.managers import SceneEntityCfg
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
 
-__all__ = ["object_x", "object_vel_x", "object_to_target", "object_distance", "object_at_target", "object_out_of_bounds"]
+__all__ = ["object_x", "object_vel_x", "object_to_target", "object_distance", "object_at_target", "object_at_rest_at_target",
+           "object_out_of_bounds"]
 
 
 def object_x(env: ManagerBasedRLEnv, asset_cfg: SceneEntityCfg = SceneEntityCfg("cube")) -> torch.Tensor:
@@ -39,6 +40,18 @@ def object_at_target(
 ) -> torch.Tensor:
     """True where the object is within ``threshold`` of its target. Shape: (num_envs,)."""
     return torch.abs(object_to_target(env, command_name, asset_cfg)[:, 0]) < threshold
+
+
+def object_at_rest_at_target(
+    env: ManagerBasedRLEnv, threshold: float = 0.03, max_speed: float = 0.02, command_name: str = "target",
+    asset_cfg=SceneEntityCfg("cube"),
+) -> torch.Tensor:
+    """True where the object rests within ``threshold`` of its target: slower than ``max_speed`` [m/s] along x.
+
+    Passing through the target does not count, so pushing all the time (any constant or random action) does not
+    succeed: the cube has to be brought to a stop there. Shape: (num_envs,)."""
+    speed = env.scene[asset_cfg.name].data.root_vel_w.torch[:, 0].abs()
+    return object_at_target(env, threshold, command_name, asset_cfg) & (speed < max_speed)
 
 
 def object_out_of_bounds(
