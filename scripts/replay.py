@@ -3,11 +3,11 @@
 Each env resets to its demo's recorded initial state (the state alone, not the joint targets that
 ``InteractiveScene.reset_to`` also sets), steps the recorded actions and compares the scene state with the
 recorded one after every step. Envs whose demo ended take the next demo, or are suspended when none is left.
-Interval events are off: the recorded ones are re-applied from the dataset's pre-step states. Demos go back
-to the env origin they were recorded at where the replay env has one (bit-exact on MuJoCo-Warp).
+Interval events are off (the recorded ones are re-applied from the pre-step states). Demos go back to the env
+origin they were recorded at where the replay env has one (bit-exact on MuJoCo-Warp).
 
-Everything is checked before the env is built: the arguments, the file's ``env_args``, every demo (numbers
-only, finite, shapes and lengths that agree) and that the replay fits in memory.
+Checked before the env is built: the arguments, the file's ``env_args``, every demo (finite numbers only, shapes
+and lengths that agree), that the replay fits in memory.
 
 Exit status: 0 if every demo stays within ``--tolerance``, 1 if one does not, 2 on bad input or a bad file (one
 line on stderr), 130 on Ctrl-C. Under torchrun the demos are split across the ranks, rank 0 reports them all with
@@ -71,8 +71,7 @@ def replay(args: argparse.Namespace) -> int:
         check_replay_task(reader, task)
         if not reader.demo_names:
             raise DatasetError(f"'{reader.path}' holds no demos.")
-        unknown = sorted(set(args.demos or ()) - set(reader.demo_names))
-        if unknown:
+        if unknown := sorted(set(args.demos or ()) - set(reader.demo_names)):
             raise DatasetError(f"'{reader.path}' has no demos {unknown}; it holds {len(reader.demo_names)} demos.")
         # every demo loaded and checked, and the size checked, before the env is built
         names = share(args.demos or reader.demo_names)  # under torchrun: every WORLD_SIZE-th demo from RANK
