@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import BLOCK_USDS, GROUND_USD, TABLE_USD
-from .robots import SO101, robot_usd
+from .robots import SO101, ConvertedRobot, robot_usd
 
 
 def _plain_usd_file(asset, path: str) -> None:
@@ -32,6 +32,22 @@ def _plain_usd_file(asset, path: str) -> None:
         spawn.variants = None  # the server file's variant sets; the local file has one layout
     else:
         asset.spawn = sim_utils.UsdFileCfg(usd_path=path, semantic_tags=getattr(spawn, "semantic_tags", None))
+
+
+def _converted_robot(robot: ConvertedRobot) -> Callable[[object, str], None]:
+    """The adapt of a converted robot: spawn the file, and turn the root by the robot's
+    :attr:`~isaaclab_suspend.assets.robots.ConvertedRobot.frame_correction`."""
+
+    def adapt(asset, path: str) -> None:
+        import torch
+
+        from isaaclab.utils.math import quat_mul
+
+        _plain_usd_file(asset, path)
+        rot = quat_mul(torch.tensor([asset.init_state.rot]), torch.tensor([robot.frame_correction]))
+        asset.init_state.rot = tuple(rot[0].tolist())
+
+    return adapt
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,8 @@ class LocalAsset:
 
 
 ASSET_MAP: tuple[LocalAsset, ...] = (
-    LocalAsset(r"/Robots_Multiphysics/RobotStudio/so101_new_calib_SysID/so101_new_calib\.usda$", lambda m: robot_usd(SO101)),
+    LocalAsset(r"/Robots_Multiphysics/RobotStudio/so101_new_calib_SysID/so101_new_calib\.usda$",
+               lambda m: robot_usd(SO101), _converted_robot(SO101)),
     LocalAsset(r"/Props/Mounts/SeattleLabTable/table_instanceable\.usd$", lambda m: TABLE_USD),
     LocalAsset(r"/Props/Blocks/(blue|red|green)_block\.usd$", lambda m: BLOCK_USDS[m.group(1)]),
     LocalAsset(r"/Environments/Grid/default_ground_plane_checker_v1/default_ground_plane\.usda$", lambda m: GROUND_USD),
