@@ -21,9 +21,13 @@ from urllib.parse import urlparse
 import gymnasium as gym
 
 from isaaclab.app.sim_launcher import launch_simulation
+from isaaclab_newton.physics import NewtonCfg
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
+from isaaclab_suspend.assets.asset_map import localize_scene
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
+from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
+from isaaclab_suspend.tasks.registration import SUSPENDABLE_ENTRY_POINT
 from isaaclab_tasks.utils import parse_env_cfg
 
 if TYPE_CHECKING:
@@ -59,20 +63,40 @@ def quieted() -> Iterator[None]:
         logging.disable(previous)
 
 
+KITLESS_PHYSICS_PRESET = "newton_mjwarp"
+"""The physics preset chosen for a task whose default physics is PhysX (which needs Isaac Sim) when no
+``presets=`` / ``physics=`` override names one."""
+
 def make_env_cfg(
     task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
 ):
-    """``parse_env_cfg`` for ``task`` with ``num_envs`` envs; ``attrs`` set dotted cfg fields (e.g. ``seed=3``).
-    With ``suspendable`` a cfg without a :class:`SuspendCfg` gets one with suspension enabled.
+    """``parse_env_cfg`` for ``task`` with ``num_envs`` envs, made to open kitless; ``attrs`` set dotted cfg fields
+    (e.g. ``seed=3``).
+
+    Kitless: a task whose default physics is PhysX gets :data:`KITLESS_PHYSICS_PRESET` (unless ``overrides`` pick a
+    preset), and the scene's assets on NVIDIA's asset server are pointed at their local files
+    (:func:`~isaaclab_suspend.assets.asset_map.localize_scene`). With ``suspendable``, or for a task registered on
+    the suspendable env, a cfg without a :class:`SuspendCfg` gets one with suspension enabled, and MuJoCo-Warp
+    copies Newton's state into its data every step (``update_data_interval = 1``, which suspension needs; another
+    value set through ``attrs`` is kept, and :func:`open_env` refuses it before building the env).
 
     Raises:
         ValueError: If ``task`` is not a registered gym id.
     """
     task = resolve_task_id(task)
+    overrides = list(overrides)
     with quieted():
-        cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=list(overrides))
+        cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=overrides)
+        picks_physics = any(o.split("=")[0] in ("presets", "physics") for o in overrides)
+        if not isinstance(cfg.sim.physics, NewtonCfg) and not picks_physics:
+            overrides.append(f"presets={KITLESS_PHYSICS_PRESET}")
+            cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=overrides)
+    localize_scene(cfg.scene)
+    suspendable = suspendable or gym.spec(task).entry_point == SUSPENDABLE_ENTRY_POINT
     if suspendable and not isinstance(getattr(cfg, "suspend", None), SuspendCfg):
         cfg.suspend = SuspendCfg(enabled=True)
+    if suspendable and hasattr(getattr(cfg.sim.physics, "solver_cfg", None), "update_data_interval"):
+        cfg.sim.physics.solver_cfg.update_data_interval = 1
     for dotted, value in attrs.items():
         owner = cfg
         *path, leaf = dotted.split("__")
@@ -150,12 +174,26 @@ def check_local_assets(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
         fields, host = ", ".join(field for field, _ in remote), urlparse(remote[0][1]).netloc
         raise ValueError(
             f"Task '{task}' loads {fields} from NVIDIA's asset server ({host}), which needs Omniverse's client"
-            " (omni.client), not part of this kitless install: give the task local USD files (a cfg subclass"
-            " that sets them: docs/your_task.rst)."
+            " (omni.client), not part of this kitless install, and isaaclab_suspend.assets.asset_map has no local"
+            " counterpart: give the task local USD files (a row of that map, or a cfg subclass: docs/your_task.rst)."
         )
     if missing:
         field, path = missing[0]
         raise ValueError(f"Task '{task}': {field} = '{path}' does not exist; point it at a USD file.")
+
+
+def check_suspension_settings(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
+    """Refuse, before the env is built, a suspendable cfg whose physics settings suspension cannot freeze under
+    (:func:`~isaaclab_suspend.suspension.newton_state.unsupported_solver_setting`).
+
+    Raises:
+        ValueError: Naming the setting and the task.
+    """
+    suspend = getattr(cfg, "suspend", None)
+    if isinstance(suspend, SuspendCfg) and suspend.enabled and suspend.freeze_solver_state:
+        reason = unsupported_solver_setting(getattr(cfg.sim.physics, "solver_cfg", None))
+        if reason is not None:
+            raise ValueError(f"Task '{task}': {reason}")
 
 
 def import_task_modules(modules: Sequence[str]) -> None:
@@ -187,7 +225,8 @@ def open_env(
     ``suspend__enabled=False``), or ``cfg`` as it is (then give no other cfg argument). With ``suspendable`` the
     cfg runs in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever
     the task's registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). Assets that
-    cannot be opened here raise first (:func:`check_local_assets`). An exception
+    cannot be opened here and settings that suspension cannot honour raise first (:func:`check_local_assets`,
+    :func:`check_suspension_settings`). An exception
     of the block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback:
     a script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
     """
@@ -197,6 +236,7 @@ def open_env(
     elif num_envs is not None or overrides or attrs:
         raise TypeError("open_env takes either a ready cfg or num_envs, overrides and attrs to make one, not both.")
     check_local_assets(cfg, task)
+    check_suspension_settings(cfg, task)
     error = None
     with launch_simulation(cfg, {}):
         with quieted():

@@ -2,8 +2,9 @@
 # Creates (or checks) the project's virtual environment on Isaac Lab 3.0's declared stack: Python 3.12,
 # torch 2.11.0, Isaac Lab 3.0.0 kitless with the Newton physics backend on the CPU, rsl_rl and skrl,
 # LeRobot 0.6.1 (dataset and training extras) beside it with this package's env plugin, and this package installed
-# editable.
-# Idempotent: on a ready venv it only verifies the stamp and returns in about a second.
+# editable; then the robot assets: a second venv ($VENV/converters) with NVIDIA's USD converters and the robot
+# description packages (tools/converters.txt), and the converted robots (python -m isaaclab_suspend.assets.robots).
+# Idempotent: on a ready venv it only verifies the stamps and returns in about a second.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ISAACLAB_SUSPEND_VENV:-$ROOT/.venv}"
@@ -11,7 +12,28 @@ STAMP="$VENV/.isaaclab_suspend_stamp"
 # Bump when the pins below change so that an existing venv is rebuilt.
 STAMP_VERSION="7"
 
+# Bump when tools/converters.txt or the robots' layout (isaaclab_suspend/assets/robots.py) change.
+ROBOTS_STAMP="$VENV/.isaaclab_suspend_robots_stamp"
+ROBOTS_STAMP_VERSION="1"
+
+install_robots() {
+  # The converters pin MuJoCo 3.16 and bundle their own OpenUSD: they get a venv of their own.
+  local conv="$VENV/converters"
+  rm -rf "$conv"
+  "$("$VENV/bin/python" -c 'import sys; print(sys._base_executable)')" -m venv "$conv"
+  PIP_CONSTRAINT= "$conv/bin/python" -m pip install -q --disable-pip-version-check -r "$ROOT/tools/converters.txt"
+  # Newton's convex hulls (scipy) and Isaac Lab's mesh spawners (trimesh), in the project's venv.
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -c "$ROOT/tools/constraints.txt" \
+    -r "$ROOT/tools/requirements.txt"
+  PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$VENV/bin/python" -m isaaclab_suspend.assets.robots
+  echo "$ROBOTS_STAMP_VERSION" > "$ROBOTS_STAMP"
+}
+
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$STAMP_VERSION" ]; then
+  if [ ! -f "$ROBOTS_STAMP" ] || [ "$(cat "$ROBOTS_STAMP")" != "$ROBOTS_STAMP_VERSION" ]; then
+    echo "[install] robot assets: converter venv and converted robots" >&2
+    install_robots >&2
+  fi
   exit 0
 fi
 
@@ -51,4 +73,5 @@ $PIP install -q --no-deps openpi-client==0.1.2
 "$VENV/bin/python" -c "import isaaclab, lerobot, torch; assert torch.__version__.startswith('2.11.0'), torch.__version__"
 
 echo "$STAMP_VERSION" > "$STAMP"
+install_robots
 echo "[install] ready: $VENV"

@@ -10,3 +10,6 @@ PUSHER_USD = os.path.join(ASSETS_DATA_DIR, "pusher.usda")
 CUBE_USD = os.path.join(ASSETS_DATA_DIR, "cube.usda")
 GROUND_USD = os.path.join(ASSETS_DATA_DIR, "ground.usda")
 MARKER_USD = os.path.join(ASSETS_DATA_DIR, "marker.usda")
+TABLE_USD = os.path.join(ASSETS_DATA_DIR, "table.usda")
+BLOCK_USDS = {color: os.path.join(ASSETS_DATA_DIR, f"{color}_block.usda") for color in ("blue", "red", "green")}
+"""The stacking blocks by colour."""

@@ -1,4 +1,4 @@
-"""Author the project's USD assets (cartpole, cart-pusher, cube, ground) as text ``.usda`` files.
+"""Author the project's USD assets (cartpole, cart-pusher, cube, ground, table, blocks) as text ``.usda`` files.
 
 Stock Isaac Lab assets live on a Nucleus server; these are authored from scratch with ``pxr`` so the
 tasks run offline. The physical parameters are written out in :mod:`isaaclab_suspend.assets.params`
@@ -13,7 +13,7 @@ import os
 
 from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
 
-from .params import CARTPOLE, CUBE, PUSHER
+from .params import BLOCK, CARTPOLE, CUBE, PUSHER
 
 DATA_DIR = os.path.join(os.path.dirname(__file__), "data")
 
@@ -27,6 +27,13 @@ GROUND_COLOR = (0.55, 0.55, 0.5)
 """Grey ground."""
 MARKER_SIZE = (0.06, 0.4, 0.004)
 """Target strip: thin along x (the push axis), wide across it, flat on the floor [m]."""
+TABLE_SIZE = (1.0, 1.4, 0.05)
+"""Table top [m], in its own frame (Isaac Lab's scenes turn the table 90 degrees about z and centre it at
+x = 0.5 m, so it spans world x in [-0.2, 1.2] m, under the arms' bases at the origin and their workspace)."""
+TABLE_COLOR = (0.55, 0.4, 0.25)
+"""Wooden table top."""
+BLOCK_COLORS = {"blue": (0.05, 0.15, 0.9), "red": (0.9, 0.08, 0.03), "green": (0.05, 0.7, 0.1)}
+"""The stacking blocks, as Isaac Lab's ``blue_block``, ``red_block``, ``green_block``."""
 
 
 def _rigid_box(
@@ -164,11 +171,44 @@ def write_ground(path: str) -> None:
     stage.GetRootLayer().Save()
 
 
+def write_table(path: str) -> None:
+    """A static table top (``TABLE_SIZE``) whose upper face is at z = 0, as Isaac Lab's stack and lift scenes
+    place their table; no legs (nothing stands under it)."""
+    stage = _new_stage(path, "/table")
+    sx, sy, sz = TABLE_SIZE
+    geom = UsdGeom.Cube.Define(stage, "/table/top")
+    geom.CreateSizeAttr(1.0)
+    geom.AddTranslateOp().Set(Gf.Vec3d(0.0, 0.0, -sz / 2))
+    geom.AddScaleOp().Set(Gf.Vec3f(sx, sy, sz))
+    geom.CreateDisplayColorAttr([Gf.Vec3f(*TABLE_COLOR)])
+    UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
+    stage.GetRootLayer().Save()
+
+
+def write_block(path: str, color: tuple[float, float, float]) -> None:
+    """A free rigid block (:data:`~isaaclab_suspend.assets.params.BLOCK`) of ``color``: the size is the geometry's
+    own (Newton drops ``xformOp:scale`` on rigid bodies' shapes)."""
+    stage = _new_stage(path, "/block")
+    prim = stage.GetPrimAtPath("/block")
+    UsdPhysics.RigidBodyAPI.Apply(prim)
+    mass_api = UsdPhysics.MassAPI.Apply(prim)
+    s, m = BLOCK.size, BLOCK.mass
+    mass_api.CreateMassAttr(m)
+    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*(m * s * s / 6.0,) * 3))
+    mass_api.CreateCenterOfMassAttr(Gf.Vec3f(0.0, 0.0, 0.0))
+    geom = UsdGeom.Cube.Define(stage, "/block/geom")
+    geom.CreateSizeAttr(s)
+    geom.CreateDisplayColorAttr([Gf.Vec3f(*color)])
+    UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
+    stage.GetRootLayer().Save()
+
+
 def main() -> None:
     os.makedirs(DATA_DIR, exist_ok=True)
     for name, writer in (
         ("cartpole", write_cartpole), ("pusher", write_pusher), ("cube", write_cube), ("ground", write_ground),
-        ("marker", write_marker),
+        ("marker", write_marker), ("table", write_table),
+        *((f"{name}_block", lambda path, c=color: write_block(path, c)) for name, color in BLOCK_COLORS.items()),
     ):
         path = os.path.join(DATA_DIR, f"{name}.usda")
         if os.path.exists(path):

@@ -32,6 +32,15 @@ class CubeParams:
     mass: float = 0.2
 
 
+@dataclass(frozen=True)
+class BlockParams:
+    size: float = 0.0406
+    """Edge [m]: Isaac Lab's stacking blocks rest with their centre at z = 0.0203 m."""
+    mass: float = 0.03
+    """Mass [kg]: light enough for the SO-101's jaw (3.35 N*m servo) to hold by friction."""
+
+
 CARTPOLE = CartpoleParams()
 PUSHER = PusherParams()
 CUBE = CubeParams()
+BLOCK = BlockParams()

@@ -15,6 +15,21 @@ def _rows_to_world(starts: np.ndarray, owner_world: np.ndarray, total: int) -> t
     return torch.from_numpy(np.repeat(owner_world, counts).astype(np.int64))
 
 
+def unsupported_solver_setting(solver_cfg) -> str | None:
+    """Why suspension cannot freeze a world under ``solver_cfg`` (a Newton solver or its cfg), or None.
+
+    MuJoCo-Warp with ``update_data_interval`` above 1 copies Newton's joint state into its own data only every
+    n-th step, so a state written back into a frozen world would not reach the solver in between.
+    """
+    interval = getattr(solver_cfg, "update_data_interval", 1)
+    if interval != 1:
+        return (
+            "Suspension needs MJWarpSolverCfg.update_data_interval == 1 so that restored joint states reach the"
+            f" solver every step (got {interval})."
+        )
+    return None
+
+
 def add_newton_state(frozen: FrozenRows, freeze_solver_state: bool) -> None:
     """Add Newton's joint and body state of each world, and the solver state that persists between steps.
 
@@ -45,11 +60,9 @@ def add_newton_state(frozen: FrozenRows, freeze_solver_state: bool) -> None:
     data = getattr(solver, "mjw_data", None)
     if not freeze_solver_state or data is None:
         return
-    if getattr(solver, "update_data_interval", 1) != 1:
-        raise RuntimeError(
-            "Suspension needs MJWarpSolverCfg.update_data_interval == 1 so that restored joint states reach the"
-            f" solver every step (got {solver.update_data_interval})."
-        )
+    reason = unsupported_solver_setting(solver)
+    if reason is not None:
+        raise RuntimeError(reason)
     # MuJoCo-Warp keeps the constraint solver's warm start and actuator activations between steps.
     for name in ("qacc_warmstart", "act", "time"):
         array = getattr(data, name, None)
