@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import BLOCK_USDS, GROUND_USD, TABLE_USD
-from .robots import SO101, robot_usd
+from .franka_panda import COLLIDER_VARIANTS
+from .robots import FRANKA_PANDA, SO101, robot_usd
 
 
 def _plain_usd_file(asset, path: str) -> None:
@@ -32,6 +33,17 @@ def _plain_usd_file(asset, path: str) -> None:
         spawn.variants = None  # the server file's variant sets; the local file has one layout
     else:
         asset.spawn = sim_utils.UsdFileCfg(usd_path=path, semantic_tags=getattr(spawn, "semantic_tags", None))
+
+
+def _keep_colliders_variant(asset, path: str) -> None:
+    """:func:`_plain_usd_file`, keeping the cfg's ``Colliders`` selection, the one variant set the converted Panda
+    has (:data:`~isaaclab_suspend.assets.franka_panda.COLLIDER_VARIANTS`)."""
+    colliders = (asset.spawn.variants or {}).get("Colliders")
+    _plain_usd_file(asset, path)
+    if colliders is not None:
+        if colliders not in COLLIDER_VARIANTS:
+            raise ValueError(f"The local Franka Panda has no Colliders variant '{colliders}': {COLLIDER_VARIANTS}.")
+        asset.spawn.variants = {"Colliders": colliders}
 
 
 @dataclass(frozen=True)
@@ -49,6 +61,7 @@ class LocalAsset:
 
 ASSET_MAP: tuple[LocalAsset, ...] = (
     LocalAsset(r"/Robots_Multiphysics/RobotStudio/so101_new_calib_SysID/so101_new_calib\.usda$", lambda m: robot_usd(SO101)),
+    LocalAsset(r"/Robots/FrankaEmika/franka_panda\.usda$", lambda m: robot_usd(FRANKA_PANDA), _keep_colliders_variant),
     LocalAsset(r"/Props/Mounts/SeattleLabTable/table_instanceable\.usd$", lambda m: TABLE_USD),
     LocalAsset(r"/Props/Blocks/(blue|red|green)_block\.usd$", lambda m: BLOCK_USDS[m.group(1)]),
     LocalAsset(r"/Environments/Grid/default_ground_plane_checker_v1/default_ground_plane\.usda$", lambda m: GROUND_USD),
