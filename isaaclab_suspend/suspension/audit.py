@@ -42,6 +42,8 @@ class SuspensionAuditCfg:
     """The env suspended."""
     device: str = "cpu"
     """Device of the env."""
+    seed: int = 42
+    """Seed of both runs (a task whose cfg has none, as Isaac Lab's own, would draw its reset events differently)."""
     unfrozen: list[str] = []
     """Parts left unfrozen (:attr:`SuspendCfg.unfrozen_parts`), to see what each part's freeze does."""
     overrides: list[str] = []
@@ -175,7 +177,7 @@ def _split_obs(env, obs: dict) -> dict[str, torch.Tensor]:
 
 def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]], dict[str, int]]:
     """Per env, the compared quantities of each of its active steps; and the generator draws after suspension."""
-    attrs = {"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {}
+    attrs = {"seed": args.seed, **({"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {})}
     with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True, **attrs) as env:
         obs, _ = env.reset()
         drawn: dict[str, int] = {}
