@@ -14,6 +14,7 @@ class FrankaLiftChunkCfg(SO101LiftChunkCfg):
     """The planner on ``Isaac-Lift-Cube-Franka-IK-Abs-Suspendable``: the commanded frame is the TCP between the
     fingertips, pointing down; the binary gripper closes below 0."""
 
+    obs_group: str = "planner"
     dt: float = 1.0 / 30.0
     """Env step [s] (sim dt 1/120 s, decimation 4)."""
     grasp_offset: tuple[float, float, float] = (0.0, 0.0, -0.003)

@@ -59,7 +59,8 @@ class SO101LiftChunkModel:
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
                  delay: torch.Tensor | None = None) -> torch.Tensor:
         """Plan H actions, continuing ``prefix`` (B, d, 8) for ``delay`` (B,) steps if given. Returns (B, H, 8)."""
-        cfg, policy = self.cfg, obs_rows["policy"]
+        cfg = self.cfg
+        policy = obs_rows[cfg.obs_group]
         eef, cube = policy["eef_pose_b"].float(), policy["cube_pose_b"].float()
         jaw, jaw_vel = policy["gripper_pos"][:, 0].float(), policy["joint_vel"][:, -1].float()
         open_cmd, closed_cmd = cfg.gripper_commands
@@ -116,6 +117,8 @@ class SO101LiftChunkCfg:
     """The class this cfg configures."""
     chunk_length: int = 16
     """Actions per plan H."""
+    obs_group: str = "policy"
+    """The observation group holding the terms the planner reads."""
     dt: float = 0.05
     """Env step [s] (sim dt 0.01 s, decimation 5)."""
     grasp_offset: tuple[float, float, float] = (0.019, 0.0, -0.095)
