@@ -6,7 +6,7 @@ observation noise, a small reset bank, the datasheet gripper speed) and then: th
 resting on the table (no spawn-in-hand starts, a random yaw), Isaac Lab's absolute pose-IK arm action and binary
 gripper action (as its ``IK-Abs`` lift variants: 8 actions), gravity compensation for the IK-held arm, an
 end-effector ``FrameTransformer``, a ``planner`` observation group (the end effector's and the cube's poses in the
-base frame, the joints), a ``success`` termination when the cube is 10 cm up, and a 6 s episode.
+base frame, the joints; the end effector twice, from the body state and from the ``FrameTransformer``), a ``success`` termination when the cube is 10 cm up, and a 6 s episode.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from isaaclab_tasks.core.lift.lift_env_cfg import ObjectCfg
 
 from ...envs.suspendable_env_cfg import SuspendCfg
 from ..so101 import mdp
+from . import mdp as franka_mdp
 
 TCP_OFFSET = (0.0, 0.0, 0.107)
 """The IK-controlled frame in ``panda_hand``'s frame (Isaac Lab's Franka IK offset): between the fingertips [m]."""
@@ -63,7 +64,11 @@ class FrankaLiftCubeActionsCfg:
 class PlannerObsCfg(ObsGroup):
     """What the scripted planner reads (terms kept apart, no noise)."""
 
-    eef_pose_b = ObsTerm(func=stack_mdp.ee_frame_pose_in_base_frame)
+    eef_pose_b = ObsTerm(
+        func=franka_mdp.body_frame_pose_in_base,
+        params={"asset_cfg": SceneEntityCfg("robot", body_names="panda_hand"), "offset": TCP_OFFSET},
+    )
+    eef_frame_b = ObsTerm(func=stack_mdp.ee_frame_pose_in_base_frame)
     cube_pose_b = ObsTerm(func=mdp.object_pose_in_base, params={"object_cfg": SceneEntityCfg("object")})
     gripper_pos = ObsTerm(func=envs_mdp.joint_pos, params={"asset_cfg": SceneEntityCfg("robot", joint_names="panda_finger_joint1")})
     joint_vel = ObsTerm(func=envs_mdp.joint_vel)
