@@ -76,7 +76,8 @@ def make_env_cfg(
     preset), and the scene's assets on NVIDIA's asset server are pointed at their local files
     (:func:`~isaaclab_suspend.assets.asset_map.localize_scene`). With ``suspendable``, or for a task registered on
     the suspendable env, a cfg without a :class:`SuspendCfg` gets one with suspension enabled, and MuJoCo-Warp
-    copies Newton's state into its data every step (``update_data_interval = 1``, which suspension needs).
+    copies Newton's state into its data every step (``update_data_interval = 1``, which suspension needs; another
+    value set through ``attrs`` is kept, and :func:`open_env` refuses it before building the env).
 
     Raises:
         ValueError: If ``task`` is not a registered gym id.

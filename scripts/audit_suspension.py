@@ -11,9 +11,16 @@ Isaac Lab draws randomness from one global torch generator: a suspended env that
 of the others. The audit reports which managers drew from it after the suspension began; a divergence with no
 such draw is a leak, one with draws may be the shifted generator (rerun with degenerate random ranges).
 
-Example::
+With ``--planner`` each env is driven by the task's embedded chunk model (replanned every step from its own
+observation) instead of a sine sweep, and ``--windows`` adds suspensions: on the SO-101 lift, one env suspended
+while its gripper closes on the cube and another while it holds the cube up.
+
+Examples::
 
     tools/run.sh python scripts/audit_suspension.py --task Isaac-PushCube-Suspendable --num_envs 4 --steps 40
+    tools/run.sh python scripts/audit_suspension.py --task IsaacContrib-Stack-Cube-SO101-v0 --import isaaclab_tasks
+    tools/run.sh python scripts/audit_suspension.py --task IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable \
+        --planner --num_envs 3 --steps 60 --suspend_at 3 --suspend_steps 8 --windows 1:30:8 2:46:8
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import argparse
 import sys
 
 from isaaclab_suspend import cli
+from isaaclab_suspend.policies.embedded import planner_actions
 from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
 from isaaclab_suspend.utils import import_task_modules, set_quiet
 
@@ -35,6 +43,10 @@ def main() -> int:
     parser.add_argument("--suspend_at", type=cli.positive_int, default=5)
     parser.add_argument("--suspend_steps", type=cli.positive_int, default=13)
     parser.add_argument("--env", type=cli.non_negative_int, default=0, help="env to suspend")
+    parser.add_argument("--windows", nargs="*", type=cli.suspension_window, default=[], metavar="ENV:STEP:STEPS",
+                        help="more suspensions: env ENV suspended at step STEP for STEPS steps")
+    parser.add_argument("--planner", action="store_true",
+                        help="drive each env with the task's embedded chunk model instead of a sine sweep")
     parser.add_argument("--device", type=cli.device, default="cpu")
     parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
                         help="Isaac Lab cfg presets, e.g. newton_featherstone (as the other scripts take them)")
@@ -43,7 +55,7 @@ def main() -> int:
     parser.add_argument("overrides", nargs="*", help="Hydra-style cfg overrides, e.g. presets=newton_featherstone")
     args = parser.parse_args()
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
-                             suspend_steps=args.suspend_steps, env=args.env, device=args.device,
+                             suspend_steps=args.suspend_steps, env=args.env, windows=args.windows, device=args.device,
                              unfrozen=list(args.unfrozen), overrides=[*args.overrides, *cli.env_overrides(args)])
     try:
         cfg.check()
@@ -52,7 +64,7 @@ def main() -> int:
     set_quiet(args.quiet)
     try:
         import_task_modules(args.modules)
-        audit = audit_suspension(cfg)
+        audit = audit_suspension(cfg, planner_actions(args.task) if args.planner else None)
     except (ValueError, TypeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

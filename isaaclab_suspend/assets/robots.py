@@ -202,8 +202,13 @@ def _lay_out(robot: ConvertedRobot, converted_usda: str, out_path: str) -> None:
     from pxr import Gf, Sdf, Usd, UsdGeom, UsdPhysics
 
     stage = Usd.Stage.Open(converted_usda, Usd.Stage.LoadAll)
+    with Usd.EditContext(stage, stage.GetSessionLayer()):  # instance prototypes would flatten in random order
+        for prim in stage.Traverse():
+            if prim.IsInstanceable():
+                prim.SetInstanceable(False)
     root = stage.GetDefaultPrim()
     layer = stage.Flatten()
+    layer.documentation = f"{robot.package}: {robot.source}, converted by {robot.converter}"  # not the temp path
     moves: dict[Sdf.Path, Sdf.Path] = {}
     if robot.flat_bodies:
         cache = UsdGeom.XformCache()

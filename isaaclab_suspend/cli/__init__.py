@@ -21,6 +21,7 @@ from .arguments import (
     positive_int,
     schedules,
     shard,
+    suspension_window,
 )
 from .distributed import (
     apply_distributed_training,
@@ -123,6 +124,7 @@ __all__ = [
     "shard",
     "share",
     "start_episodes",
+    "suspension_window",
     "user_errors",
     "write_episode_log",
     "write_results",

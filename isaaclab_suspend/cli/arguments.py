@@ -115,6 +115,13 @@ def _key_pair(text: str) -> tuple[str, str]:
     return key, path
 
 
+def _suspension_window(text: str) -> tuple[int, int, int]:
+    parts = text.split(":")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ValueError(f"'{text}' is not ENV:STEP:STEPS (e.g. 1:30:8: env 1 suspended at step 30 for 8 steps)")
+    return tuple(int(p) for p in parts)
+
+
 latency = _parsed_by(LatencyCfg.parse, "latency", keep_text=True)
 """An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
 address = _parsed_by(parse_address, "address", keep_text=True)
@@ -123,6 +130,8 @@ key_pair = _parsed_by(_key_pair, "key pair")
 """``KEY=PATH`` as ``(key, path)``: an openpi or GR00T request key and the env's observation path it holds."""
 shard = _parsed_by(Shard.parse, "shard")
 """``I/K`` as a :class:`~isaaclab_suspend.datasets.shards.Shard`."""
+suspension_window = _parsed_by(_suspension_window, "suspension window")
+"""``ENV:STEP:STEPS`` as ``(env, step, steps)``: a suspension of the audit."""
 
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,

@@ -8,6 +8,7 @@ model. Adding a task with a planner touches only that task's package.
 from __future__ import annotations
 
 import gymnasium as gym
+import torch
 
 from isaaclab.utils.string import string_to_callable
 
@@ -35,6 +36,21 @@ def make_default_model(task: str, chunk_length: int) -> ChunkModel:
     cfg = string_to_callable(spec.kwargs[ENTRY_POINT])()
     cfg.chunk_length = chunk_length
     return cfg.class_type(cfg)
+
+
+def planner_actions(task: str):
+    """``actions(obs, env) -> (num_envs, action_dim)``: the first action of ``task``'s embedded chunk model planned
+    for every env from its own observation (H = 1), e.g. for :func:`~isaaclab_suspend.suspension.audit_suspension`.
+
+    Raises:
+        ValueError: If the task names no chunk model.
+    """
+    model = make_default_model(task, 1)
+
+    def actions(obs: dict, env) -> torch.Tensor:
+        return model(obs, torch.arange(env.num_envs, device=env.device))[:, 0]
+
+    return actions
 
 
 def __getattr__(name: str):

@@ -12,6 +12,7 @@ command line.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -40,6 +41,9 @@ class SuspensionAuditCfg:
     """Steps it stays suspended."""
     env: int = 0
     """The env suspended."""
+    windows: list[tuple[int, int, int]] = []
+    """More suspensions, ``(env, step, steps)`` each: e.g. one env suspended while its gripper closes, another
+    while it holds a cube up."""
     device: str = "cpu"
     """Device of the env."""
     seed: int = 42
@@ -55,8 +59,15 @@ class SuspensionAuditCfg:
             raise ValueError(f"need num_envs >= 2 and 0 <= env < num_envs (got {self.num_envs}, {self.env}).")
         if set(self.unfrozen) - set(PARTS):
             raise ValueError(f"unknown unfrozen parts {sorted(set(self.unfrozen) - set(PARTS))}; known: {list(PARTS)}.")
-        if not 0 < self.suspend_at < self.suspend_at + self.suspend_steps < self.steps:
-            raise ValueError("need 0 < suspend_at < suspend_at + suspend_steps < steps.")
+        for env, at, steps in self.all_windows:
+            if not 0 < at < at + steps < self.steps or not 0 <= env < self.num_envs:
+                raise ValueError(f"need 0 < step < step + steps < {self.steps} and 0 <= env < num_envs for each"
+                                 f" suspension (got env {env}, step {at}, steps {steps}).")
+
+    @property
+    def all_windows(self) -> list[tuple[int, int, int]]:
+        """Every suspension, ``(env, step, steps)``."""
+        return [(self.env, self.suspend_at, self.suspend_steps), *map(tuple, self.windows)]
 
 
 @dataclass
@@ -80,8 +91,9 @@ class SuspensionAudit:
 
     def __str__(self) -> str:
         c = self.cfg
-        lines = [f"Task {c.task}: env {c.env} suspended at step {c.suspend_at} for {c.suspend_steps} steps,"
-                 f" {c.num_envs} envs, {c.steps} steps, {self.compared} quantities per env and step.",
+        windows = "; ".join(f"env {e} suspended at step {at} for {n} steps" for e, at, n in c.all_windows)
+        lines = [f"Task {c.task}: {windows}, {c.num_envs} envs, {c.steps} steps, {self.compared} quantities per env"
+                 " and step.",
                  "Global torch generator drawn after suspension by: "
                  + (", ".join(f"{k} ({v} steps)" for k, v in self.drawn.items()) or "nothing (a divergence is a leak)")]
         if self.not_compared:
@@ -99,16 +111,24 @@ class SuspensionAudit:
         return "\n".join(lines)
 
 
-def audit_suspension(cfg: SuspensionAuditCfg) -> SuspensionAudit:
+ActionFn = Callable[[dict, object], torch.Tensor]
+"""``actions(obs, env) -> (num_envs, action_dim)``: each env's action from its own observation."""
+
+
+def audit_suspension(cfg: SuspensionAuditCfg, actions: ActionFn | None = None) -> SuspensionAudit:
     """Run :attr:`SuspensionAuditCfg.task` never suspended and suspended-then-resumed, and compare them.
+
+    Each env's action is a function of its own active-step count (a sine sweep), or of its own observation with
+    ``actions`` (e.g. the task's planner, so that suspensions fall mid-grasp).
 
     Raises:
         ValueError: If a setting is out of range or the task cannot be built.
     """
     cfg.check()
     torch.use_deterministic_algorithms(True, warn_only=True)  # torch.empty buffers hold NaN, not garbage
-    reference, _ = _rollout(cfg, suspend=False)
-    ours, drawn = _rollout(cfg, suspend=True)
+    reference, _ = _rollout(cfg, False, actions)
+    ours, drawn = _rollout(cfg, True, actions)
+    first_suspension = min(at for _, at, _ in cfg.all_windows)
     audit = SuspensionAudit(cfg, drawn=drawn, compared=len(reference[0][0]))
     cause = "shared random generator" if drawn else "leak"
     for e in range(cfg.num_envs):
@@ -121,7 +141,7 @@ def audit_suspension(cfg: SuspensionAuditCfg) -> SuspensionAudit:
                     step, worst = first.get(name, (i, 0.0))
                     first[name] = (step, max(worst, error))
         for name, (step, error) in sorted(first.items(), key=lambda x: x[1][0]):
-            if step >= cfg.suspend_at:
+            if step >= first_suspension:
                 audit.divergences.append((e, name, step, error, cause))
             elif name.startswith("state."):  # both runs did the same so far: memory nothing wrote yet
                 audit.not_compared.add(name)
@@ -175,7 +195,8 @@ def _split_obs(env, obs: dict) -> dict[str, torch.Tensor]:
     return out
 
 
-def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]], dict[str, int]]:
+def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
+             ) -> tuple[list[list[dict]], dict[str, int]]:
     """Per env, the compared quantities of each of its active steps; and the generator draws after suspension."""
     attrs = {"seed": args.seed, **({"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {})}
     with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True, **attrs) as env:
@@ -185,14 +206,18 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool) -> tuple[list[list[dict]],
         count = torch.zeros(env.num_envs, device=env.device)
         phase = torch.arange(env.action_manager.total_action_dim, device=env.device)
         trajectory = [[] for _ in range(env.num_envs)]
+        first_suspension = min(at for _, at, _ in args.all_windows)
         for step in range(args.steps):
-            if suspend and step == args.suspend_at:
-                env.suspend_envs([args.env])
+            if suspend and step == first_suspension:
                 _watch_randomness(env, drawn)
-            if suspend and step == args.suspend_at + args.suspend_steps:
-                env.resume_envs([args.env])
+            for e, at, steps in args.all_windows if suspend else ():
+                if step == at:
+                    env.suspend_envs([e])
+                if step == at + steps:
+                    env.resume_envs([e])
             active = env.active_mask.cpu()
-            obs, _, _, _, _ = env.step(0.5 * torch.sin(0.37 * count.unsqueeze(1) + 0.9 * phase))
+            action = actions(obs, env) if actions is not None else 0.5 * torch.sin(0.37 * count.unsqueeze(1) + 0.9 * phase)
+            obs, _, _, _, _ = env.step(action)
             terms = _split_obs(env, obs)
             terms.update({f"reward.{t}": rm._step_reward[:, i] for i, t in enumerate(rm.active_terms)})
             for e in torch.nonzero(active).flatten().tolist():

@@ -62,6 +62,9 @@ class FrozenTensor:
     """Ring write index at each env's capture. Shape: (num_envs,)."""
     views: dict = field(default_factory=dict, repr=False)
     """Integer views of the live objects seen so far, by ``id`` (an owner may alternate two buffers)."""
+    alias: bool = field(default=False, repr=False)
+    """Whether an earlier tensor of the group is the same memory (two actuators of one articulation share their
+    gain views): its restore is that tensor's, since a second ``live * keep + put`` would add ``put`` twice."""
 
 
 class FrozenRows:
@@ -155,11 +158,15 @@ class FrozenRows:
     def set_mask(self, suspended: torch.Tensor) -> None:
         """Prepare :meth:`restore` for the envs in ``suspended`` (bool, shape (num_envs,))."""
         self._mask = suspended.clone()
+        seen = set()
         for t in self.tensors:
             t.keep = t.put = None
             live = self.live(t)
             if live is None or t.snapshot is None:
                 continue
+            memory = (live.data_ptr(), live.shape, live.stride(), live.dtype)
+            t.alias = memory in seen
+            seen.add(memory)
             rows = self._rows(t, self._mask, live).expand_as(live)
             t.keep = (~rows).to(live.dtype).contiguous()
             if t.ring_write_index is None:
@@ -179,6 +186,8 @@ class FrozenRows:
                 continue
             if t.keep is None or t.keep.shape[-live.ndim:] != live.shape:
                 self.set_mask(self._mask)
+            if t.alias:
+                continue
             if t.ring_write_index is None:
                 lives.append(live)
                 puts.append(t.put)

@@ -37,13 +37,15 @@ def look_quat(yaw: float, pitch: float) -> tuple[float, float, float, float]:
 
 
 def rgb_camera(
-    prim_path: str, pos: tuple[float, float, float], rot, size: int = IMAGE_SIZE, moving: bool = False
+    prim_path: str, pos: tuple[float, float, float], rot, size: int = IMAGE_SIZE, moving: bool = False,
+    width: int | None = None,
 ) -> CameraCfg:
-    """An RGB pinhole camera rendered on the CPU by Newton's Warp ray tracer; ``moving`` if its parent moves."""
+    """An RGB pinhole camera (``size`` px high, ``width`` px wide, default square) rendered on the CPU by Newton's
+    Warp ray tracer; ``moving`` if its parent moves."""
     return CameraCfg(
         prim_path=prim_path,
         height=size,
-        width=size,
+        width=width or size,
         data_types=["rgb"],
         spawn=sim_utils.PinholeCameraCfg(focal_length=24.0, clipping_range=(0.05, 20.0)),
         offset=CameraCfg.OffsetCfg(pos=pos, rot=rot, convention="world"),

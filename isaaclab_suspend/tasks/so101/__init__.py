@@ -20,3 +20,13 @@ gym.register(
         "chunk_model_entry_point": f"{__name__}.chunk_model:SO101LiftChunkCfg",
     },
 )
+
+gym.register(
+    id="IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable",
+    entry_point=SUSPENDABLE_ENTRY_POINT,
+    disable_env_checker=True,
+    kwargs={
+        "env_cfg_entry_point": f"{__name__}.lift_cube_camera_env_cfg:SO101LiftCubeCameraEnvCfg",
+        "chunk_model_entry_point": f"{__name__}.chunk_model:SO101LiftChunkCfg",
+    },
+)

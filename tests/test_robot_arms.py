@@ -1,0 +1,136 @@
+"""Isaac Lab's own SO-101 tasks kitless on local assets: the converted robot's layout, the asset map, the solver
+setting suspension needs, and the exact freeze of an arm mid-grasp driven by the task's planner."""
+
+import os
+
+import pytest
+import torch
+from pxr import Sdf, Usd, UsdPhysics
+
+from isaaclab_suspend.assets import robots
+from isaaclab_suspend.assets.asset_map import ASSET_MAP, local_counterpart
+from isaaclab_suspend.policies.embedded import planner_actions
+from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
+from isaaclab_suspend.utils import check_local_assets, check_suspension_settings, make_env_cfg
+
+STACK = "IsaacContrib-Stack-Cube-SO101-Suspendable"
+LIFT = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
+SO101_JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+
+
+def _paths(cfg) -> dict[str, str]:
+    return {name: a.spawn.usd_path for name, a in vars(cfg.scene).items() if hasattr(getattr(a, "spawn", None), "usd_path")}
+
+
+def test_converted_so101_is_laid_out_as_isaaclab_addresses_it():
+    """Bodies flat under the robot prim (``Robot/base``, ``Robot/gripper``), Isaac Lab's joint names with drives,
+    the articulation root on the base fixed to the world, colliders on the gripper only, licence beside it."""
+    path = robots.robot_usd(robots.SO101)
+    stage = Usd.Stage.Open(path)
+    root = stage.GetDefaultPrim()
+    bodies = {p.GetName(): p for p in stage.Traverse() if p.HasAPI(UsdPhysics.RigidBodyAPI)}
+    assert set(bodies) == {"base", "shoulder", "upper_arm", "lower_arm", "wrist", "gripper", "moving_jaw_so101_v1"}
+    assert all(p.GetParent() == root for p in bodies.values())
+    assert bodies["base"].HasAPI(UsdPhysics.ArticulationRootAPI)
+    joints = {p.GetName(): p for p in stage.Traverse() if p.IsA(UsdPhysics.RevoluteJoint)}
+    assert sorted(joints) == sorted(SO101_JOINTS)
+    for joint in joints.values():
+        stiffness = UsdPhysics.DriveAPI.Get(joint, "angular").GetStiffnessAttr().Get()
+        assert stiffness == pytest.approx(17.8 * 3.141592653589793 / 180, rel=1e-6)  # per degree
+        body1 = UsdPhysics.Joint(joint).GetBody1Rel().GetTargets()[0]
+        assert stage.GetPrimAtPath(body1).HasAPI(UsdPhysics.RigidBodyAPI)
+    assert any(p.IsA(UsdPhysics.FixedJoint) for p in bodies["base"].GetChildren())
+    colliding = {p.GetParent().GetName() for p in stage.Traverse() if p.HasAPI(UsdPhysics.CollisionAPI)}
+    assert colliding == {"gripper", "moving_jaw_so101_v1"}
+    assert not [p for p in stage.Traverse() if p.GetTypeName() == "MjcActuator"]
+    assert "Apache License" in open(os.path.join(os.path.dirname(path), "LICENSE")).read()
+
+
+def test_regeneration_gives_the_same_layer(tmp_path, monkeypatch):
+    """``python -m isaaclab_suspend.assets.robots`` writes what the install wrote (the binary layer's byte order
+    may differ; its content may not)."""
+    installed = robots.robot_usd(robots.SO101)
+    monkeypatch.setattr(robots, "GENERATED_DIR", str(tmp_path))
+    again = robots.generate(robots.SO101)
+    assert again != installed
+    assert Sdf.Layer.OpenAsAnonymous(again).ExportToString() == Sdf.Layer.OpenAsAnonymous(installed).ExportToString()
+
+
+def test_asset_map_opens_isaaclab_stack_task_on_local_files():
+    """Isaac Lab's stack cfg (PhysX by default, robot, table, blocks and ground on the asset server) comes out on
+    Newton MuJoCo-Warp with local files, suspension enabled, the solver re-synced every step."""
+    cfg = make_env_cfg(STACK, 2)
+    paths = _paths(cfg)
+    assert set(paths) >= {"robot", "table", "plane", "cube_1", "cube_2", "cube_3"}
+    assert all(os.path.isfile(p) for p in paths.values()), paths
+    assert paths["cube_2"].endswith("red_block.usda") and cfg.scene.robot.spawn.variants is None
+    assert type(cfg.sim.physics.solver_cfg).__name__ == "MJWarpSolverCfg"
+    assert cfg.suspend.enabled and cfg.sim.physics.solver_cfg.update_data_interval == 1
+    # Isaac Lab seats its SO-101 turned 90 degrees about z; the converted base frame is turned back by the map
+    assert cfg.scene.robot.init_state.rot == pytest.approx((0.0, 0.0, 0.0, 1.0), abs=1e-6)
+    check_local_assets(cfg, STACK)
+    # Isaac Lab's own task id opens the same way; stock, its solver setting stays
+    stock = make_env_cfg("IsaacContrib-Stack-Cube-SO101-v0", 2)
+    assert _paths(stock) == paths and stock.sim.physics.solver_cfg.update_data_interval == 2
+
+
+def test_an_asset_without_local_counterpart_keeps_its_one_line_error():
+    cfg = make_env_cfg("Isaac-Cartpole", 2)  # Isaac Lab's cartpole robot is not in the map
+    with pytest.raises(ValueError, match=r"scene\.robot\.spawn\.usd_path from NVIDIA's asset server") as err:
+        check_local_assets(cfg, "Isaac-Cartpole")
+    assert "\n" not in str(err.value)
+    assert local_counterpart("https://host/Isaac/Props/Blocks/green_block.usd")[1].endswith("green_block.usda")
+    assert local_counterpart("https://host/Isaac/Robots/Unknown/robot.usd") is None
+    assert len({row.server for row in ASSET_MAP}) == len(ASSET_MAP)
+
+
+def test_a_solver_setting_suspension_cannot_honour_is_refused_before_the_env_is_built():
+    cfg = make_env_cfg(STACK, 2, sim__physics__solver_cfg__update_data_interval=2)
+    with pytest.raises(ValueError, match="update_data_interval == 1") as err:
+        check_suspension_settings(cfg, STACK)
+    assert "\n" not in str(err.value) and STACK in str(err.value)
+
+
+def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding():
+    """Three suspensions on the SO-101 lift, each env driven by the task's planner from its own observation: env 0
+    with its cube resting on the table, env 1 while its jaw closes on the cube, env 2 holding the cube up. Every
+    env retraces the never-suspended run bit for bit (contacts, the binary gripper, the FrameTransformer, the IK
+    term's state), and the phases are where the test says they are."""
+    windows = {0: (3, 6), 1: (29, 6), 2: (44, 6)}
+    cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=56, env=0, suspend_at=windows[0][0],
+                             suspend_steps=windows[0][1], windows=[(e, *w) for e, w in windows.items() if e])
+    planner, seen, calls = planner_actions(LIFT), {}, [0]
+
+    def actions(obs, env):
+        step = calls[0] % cfg.steps
+        calls[0] += 1
+        policy = obs["policy"]
+        for e, (at, _) in windows.items():
+            if step == at and (e, at) not in seen:  # the reference run's observation at the suspension
+                seen[(e, at)] = (policy["cube_pose_b"][e, 2].item(), policy["gripper_pos"][e, 0].item(),
+                                 policy["joint_vel"][e, -1].item())
+        return planner(obs, env)
+
+    audit = audit_suspension(cfg, actions)
+    assert audit.passed, str(audit)
+    rest_z = seen[(0, 3)][0]
+    assert seen[(0, 3)][1] > 1.6  # resting cube, open jaw
+    assert seen[(1, 29)][1] < 1.6 and abs(seen[(1, 29)][2]) > 0.1  # the jaw moving shut
+    assert seen[(2, 44)][0] > rest_z + 0.01 and seen[(2, 44)][1] < 1.0  # held between the jaws, lifted
+
+
+def test_aliased_buffers_are_restored_once():
+    """Two actuators of one articulation hold views of the same gain memory: a frozen row restored through both
+    would get its snapshot added twice (garbage bits); it must come back exactly once."""
+    from isaaclab_suspend.suspension.frozen_rows import FrozenRows
+
+    gains = torch.tensor([[400.0, 17.8], [400.0, 17.8], [400.0, 17.8]])
+    group = FrozenRows("actuators", 3, "cpu")
+    group.add("arm._stiffness", lambda: gains)
+    group.add("gripper._stiffness", lambda: gains)
+    suspended = torch.tensor([True, False, False])
+    group.capture(suspended)
+    group.set_mask(suspended)
+    gains.mul_(2.0)
+    group.restore()
+    assert torch.equal(gains, torch.tensor([[400.0, 17.8], [800.0, 35.6], [800.0, 35.6]]))
