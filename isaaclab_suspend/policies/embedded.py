@@ -12,6 +12,7 @@ import torch
 
 from isaaclab.utils.string import string_to_callable
 
+from ..tensor_tree import select_rows
 from .model import ChunkModel
 
 ENTRY_POINT = "chunk_model_entry_point"
@@ -38,17 +39,31 @@ def make_default_model(task: str, chunk_length: int) -> ChunkModel:
     return cfg.class_type(cfg)
 
 
-def planner_actions(task: str):
-    """``actions(obs, env) -> (num_envs, action_dim)``: the first action of ``task``'s embedded chunk model planned
-    for every env from its own observation (H = 1), e.g. for :func:`~isaaclab_suspend.suspension.audit_suspension`.
+def planner_actions(task: str, chunk_length: int = 16):
+    """``actions(obs, env) -> (num_envs, action_dim)``: each env runs chunks of ``task``'s embedded chunk model
+    planned from its own observation every ``chunk_length`` of its own active steps (a suspended env's count stands
+    still), so an env's actions depend on nothing but its own history, e.g. for
+    :func:`~isaaclab_suspend.suspension.audit_suspension`.
 
     Raises:
         ValueError: If the task names no chunk model.
     """
-    model = make_default_model(task, 1)
+    model = make_default_model(task, chunk_length)
+    state = {}
 
     def actions(obs: dict, env) -> torch.Tensor:
-        return model(obs, torch.arange(env.num_envs, device=env.device))[:, 0]
+        if state.get("env") is not env:  # a new env (the audit's second run) starts from scratch
+            state["env"] = env
+            state["count"] = torch.zeros(env.num_envs, dtype=torch.long, device=env.device)
+            state["chunk"] = torch.zeros(env.num_envs, chunk_length, env.action_manager.total_action_dim,
+                                         device=env.device)
+        count, chunk, active = state["count"], state["chunk"], env.active_mask
+        due = torch.nonzero(active & (count % chunk_length == 0)).flatten()
+        if due.numel():
+            chunk[due] = model(select_rows(obs, due), due).to(chunk.dtype)
+        action = chunk[torch.arange(env.num_envs, device=env.device), count % chunk_length]
+        count += active.long()
+        return action
 
     return actions
 

@@ -22,8 +22,10 @@ class FrankaLiftChunkCfg(SO101LiftChunkCfg):
     grasp_quat: tuple[float, float, float, float] = (1.0, 0.0, 0.0, 0.0)
     """The TCP pointing down: half a turn about x."""
     gripper_commands: tuple[float, float] = (1.0, -1.0)
-    reach: float = 0.8
-    """Radius about the base within which the roll starts [m]."""
+    reach: float = 0.9
+    """The Panda's reach about its base [m]."""
+    home: tuple[float, float, float] = (0.5, 0.0, 0.45)
+    """Above the workspace [m] (the TCP pose is read from the body state, never stale: kept for the contract)."""
     hold_radius: float = 0.02
     closed_jaw: float = 0.03
     """Finger position below which the fingers have closed on the cube [m] (open 0.04, on the cube 0.025)."""

@@ -79,10 +79,12 @@ class SO101LiftChunkModel:
         over = (eef[:, :2] - grasp[:, :2]).norm(dim=1) < cfg.align_radius
         phase = torch.where(over, DESCEND, APPROACH)
         phase = torch.where(closing & held, CLOSE, phase)
-        waited = torch.where(closing & held, float(cfg.settle_steps), 0.0)  # the jaw already closes
+        waited = torch.zeros_like(jaw)
         phase = torch.where(closing & held & (jaw < cfg.closed_jaw) & (jaw_vel.abs() < cfg.settled_speed), LIFT, phase)
-        # the roll starts at the gripper (its first observation after a reset can be stale: kept within reach)
-        pos = eef[:, :3] * (cfg.reach / eef[:, :3].norm(dim=1, keepdim=True).clamp(min=cfg.reach))
+        # the roll starts at the gripper, or above the workspace where its pose is out of reach (the first
+        # observation after the env's first reset comes before the frame sensor's first update)
+        home = torch.tensor(cfg.home, device=eef.device).expand(eef.shape[0], 3)
+        pos = torch.where((eef[:, :3].norm(dim=1) > cfg.reach).unsqueeze(1), home, eef[:, :3])
         if prefix is not None and prefix.shape[1] > 0:  # roll on from the last committed command
             last = prefix.gather(1, (delay - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, prefix.shape[2]))[:, 0]
             pos = torch.where((delay > 0).unsqueeze(1), last[:, :3].float(), pos)
@@ -95,8 +97,7 @@ class SO101LiftChunkModel:
             pos = pos + error * (step / error.norm(dim=1, keepdim=True).clamp(min=step))
             reached = (target - pos).norm(dim=1) < cfg.reach_tolerance
             waited = waited + (phase == CLOSE).float()
-            closed = ((phase == LIFT) | ((phase == CLOSE) & (waited > cfg.settle_steps))).unsqueeze(1)
-            closed = torch.where(closed, closed_cmd, open_cmd)
+            closed = torch.where((phase >= CLOSE).unsqueeze(1), closed_cmd, open_cmd)
             phase = torch.where((phase == APPROACH) & reached, DESCEND, torch.where(
                 (phase == DESCEND) & reached, CLOSE, torch.where((phase == CLOSE) & (waited >= cfg.close_steps), LIFT, phase)))
             action = torch.cat((pos, quat, closed), dim=1)
@@ -128,8 +129,10 @@ class SO101LiftChunkCfg:
     z axis points up)."""
     gripper_commands: tuple[float, float] = (0.0, 1.0)
     """The gripper action that opens and the one that closes (the SO-101's closedness)."""
-    reach: float = 0.35
-    """Radius about the base within which the roll starts [m] (the arm's reach)."""
+    reach: float = 0.4
+    """The arm's reach about its base [m]: a gripper pose farther away is a stale observation."""
+    home: tuple[float, float, float] = (0.15, 0.0, 0.2)
+    """Where the roll starts when the gripper's pose is stale [m]: above the workspace."""
     hover_height: float = 0.06
     """Height above the grasp pose to approach from [m]."""
     lift_height: float = 0.1
@@ -142,10 +145,9 @@ class SO101LiftChunkCfg:
     """Horizontal distance to the grasp pose under which the gripper descends [m]."""
     hold_radius: float = 0.025
     """Distance of the cube from the grasp point under which it is between the jaws [m]."""
-    settle_steps: int = 3
-    """Steps at the grasp pose before the jaw closes (the arm catches up with its command)."""
-    close_steps: int = 18
-    """Steps at the grasp pose before lifting: the settling and the jaw's closing (it closes at 2 rad/s)."""
+    close_steps: int = 16
+    """Steps the jaw is given to close at the grasp pose before lifting (it closes at 2 rad/s; the arm catches up
+    with its command meanwhile). A plan that starts while the jaw closes lifts once the jaw has stopped."""
     closed_jaw: float = 1.0
     """Jaw angle below which the jaw has closed on the cube [rad] (open 1.745, on a 4 cm cube about 0.46)."""
     settled_speed: float = 0.05
