@@ -10,7 +10,7 @@ from pxr import Usd, UsdGeom, UsdPhysics
 
 from isaaclab_suspend.assets import robots
 from isaaclab_suspend.assets.franka_panda import COLLIDER_VARIANTS, body_path
-from isaaclab_suspend.policies.embedded import make_default_model
+from isaaclab_suspend.policies.embedded import planner_actions
 from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
 from isaaclab_suspend.suspension.state_discovery import discover
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
@@ -99,37 +99,29 @@ def test_contact_buffer_scaling_and_empty_placeholders():
 
 def test_planner_driven_panda_freezes_exactly_while_resting_closing_and_holding():
     """Three suspensions on the Franka cube lift, each env driven by the task's planner from its own observation
-    (an 8-action chunk planned every 8 of its own active steps, as a chunking policy runs it): env 1 with its cube
+    (8-action chunks on its own active steps, as a chunking policy runs it): env 1 with its cube
     resting on the table, env 0 while its fingers close on the cube and again holding it up, env 2 while its
     fingers close. Every env retraces
     the never-suspended run bit for bit (the finger contact sensors, the binary gripper, the FrameTransformer, the
     differential-IK term's state), and the phases are where the test says they are."""
-    windows = [(1, 3, 6), (0, 33, 4), (0, 48, 5), (2, 55, 4)]  # (env, step, steps), from the reference timeline
-    cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=64, env=windows[0][0], suspend_at=windows[0][1],
+    windows = [(1, 3, 6), (0, 30, 4), (0, 46, 5), (2, 50, 4)]  # (env, step, steps), from the reference timeline
+    cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=60, env=windows[0][0], suspend_at=windows[0][1],
                              suspend_steps=windows[0][2], windows=windows[1:])
-    model, horizon = make_default_model(LIFT, 8), 8
-    state, seen = {}, {}
+    planner, seen, calls = planner_actions(LIFT, 8), {}, [0]
 
     def actions(obs, env):
-        if "count" not in state or state["count"].shape[0] != env.num_envs or state["env"] is not env:
-            state.update(env=env, count=torch.zeros(env.num_envs, dtype=torch.long), chunk=None, step=0)
-        active, count = env.active_mask.cpu(), state["count"]
-        plan = model(obs, torch.arange(env.num_envs))
-        replan = active & (count % horizon == 0)
-        state["chunk"] = plan if state["chunk"] is None else torch.where(replan.view(-1, 1, 1), plan, state["chunk"])
-        action = state["chunk"][torch.arange(env.num_envs), count % horizon]
+        step = calls[0] % cfg.steps
+        calls[0] += 1
         planner_obs = obs["planner"]
         for e, at, _ in windows:
-            if state["step"] == at and (e, at) not in seen:  # the reference run's observation at the suspension
+            if step == at and (e, at) not in seen:  # the reference run's observation at the suspension
                 seen[(e, at)] = (planner_obs["cube_pose_b"][e, 2].item(), planner_obs["gripper_pos"][e, 0].item(),
                                  planner_obs["joint_vel"][e, -1].item())
-        state["count"] = count + active.long()
-        state["step"] += 1
-        return action
+        return planner(obs, env)
 
     audit = audit_suspension(cfg, actions)
     assert audit.passed, str(audit)
     rest_z = seen[(1, 3)][0]
     assert rest_z < 0.285 and seen[(1, 3)][2] >= 0.0, seen  # the cube resting on the table, the fingers opening
-    assert seen[(0, 33)][2] < -0.01 and seen[(2, 55)][2] < -0.01, seen  # the fingers moving shut
-    assert seen[(0, 48)][0] > rest_z + 0.01 and seen[(0, 48)][1] < 0.03, seen  # held between the fingers, lifted
+    assert seen[(0, 30)][2] < -0.01 and seen[(2, 50)][2] < -0.01, seen  # the fingers moving shut
+    assert seen[(0, 46)][0] > rest_z + 0.01 and seen[(0, 46)][1] < 0.03, seen  # held between the fingers, lifted
