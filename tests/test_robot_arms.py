@@ -2,7 +2,11 @@
 setting suspension needs, and the exact freeze of an arm mid-grasp driven by the task's planner."""
 
 import os
+import subprocess
+import sys
 
+import h5py
+import numpy as np
 import pytest
 import torch
 from pxr import Sdf, Usd, UsdPhysics
@@ -15,7 +19,14 @@ from isaaclab_suspend.utils import check_local_assets, check_suspension_settings
 
 STACK = "IsaacContrib-Stack-Cube-SO101-Suspendable"
 LIFT = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
+CAMERA = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable"
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SO101_JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
+
+
+def _script(name: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=900)
 
 
 def _paths(cfg) -> dict[str, str]:
@@ -96,8 +107,8 @@ def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding():
     with its cube resting on the table, env 1 while its jaw closes on the cube, env 2 holding the cube up. Every
     env retraces the never-suspended run bit for bit (contacts, the binary gripper, the FrameTransformer, the IK
     term's state), and the phases are where the test says they are."""
-    windows = {0: (3, 6), 1: (29, 6), 2: (44, 6)}
-    cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=56, env=0, suspend_at=windows[0][0],
+    windows = {0: (4, 6), 1: (45, 6), 2: (51, 3)}
+    cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=60, env=0, suspend_at=windows[0][0],
                              suspend_steps=windows[0][1], windows=[(e, *w) for e, w in windows.items() if e])
     planner, seen, calls = planner_actions(LIFT), {}, [0]
 
@@ -106,17 +117,17 @@ def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding():
         calls[0] += 1
         policy = obs["policy"]
         for e, (at, _) in windows.items():
-            if step == at and (e, at) not in seen:  # the reference run's observation at the suspension
-                seen[(e, at)] = (policy["cube_pose_b"][e, 2].item(), policy["gripper_pos"][e, 0].item(),
-                                 policy["joint_vel"][e, -1].item())
+            if step in (0, at) and (e, step) not in seen:  # the reference run's observation at the suspension
+                seen[(e, step)] = (policy["cube_pose_b"][e, 2].item(), policy["gripper_pos"][e, 0].item(),
+                                   policy["joint_vel"][e, -1].item(), policy["actions"][e, 7].item())
         return planner(obs, env)
 
     audit = audit_suspension(cfg, actions)
     assert audit.passed, str(audit)
-    rest_z = seen[(0, 3)][0]
-    assert seen[(0, 3)][1] > 1.6  # resting cube, open jaw
-    assert seen[(1, 29)][1] < 1.6 and abs(seen[(1, 29)][2]) > 0.1  # the jaw moving shut
-    assert seen[(2, 44)][0] > rest_z + 0.01 and seen[(2, 44)][1] < 1.0  # held between the jaws, lifted
+    rest_z = seen[(0, 0)][0]
+    assert abs(seen[(0, 4)][0] - rest_z) < 1e-3 and seen[(0, 4)][3] == 0.0  # resting cube, jaw commanded open
+    assert seen[(1, 45)][3] == 1.0 and abs(seen[(1, 45)][2]) > 0.1  # the jaw moving shut
+    assert seen[(2, 51)][0] > rest_z + 0.01 and seen[(2, 51)][1] < 1.0  # held between the jaws, lifted
 
 
 def test_aliased_buffers_are_restored_once():
@@ -134,3 +145,19 @@ def test_aliased_buffers_are_restored_once():
     gains.mul_(2.0)
     group.restore()
     assert torch.equal(gains, torch.tensor([[400.0, 17.8], [800.0, 35.6], [800.0, 35.6]]))
+
+
+def test_camera_task_records_and_replays_pixel_exact(tmp_path):
+    """record.py then replay.py --check_images on the SO-101 camera task: the wrist and front frames (uint8,
+    96x128) re-render bit for bit, every state exact."""
+    path = tmp_path / "so101_camera.hdf5"
+    record = _script("record.py", "--task", CAMERA, "--num_envs", 2, "--episodes", 2, "--chunk", 16, "--output", path)
+    assert record.returncode == 0, record.stdout[-3000:] + record.stderr[-3000:]
+    with h5py.File(path) as f:
+        demo = f["data/demo_0"]
+        for camera in ("front_camera", "wrist_camera"):
+            images = demo[f"images/{camera}"]
+            assert images.dtype == np.uint8 and images.shape[1:] == (96, 128, 3) and images[()].std() > 0
+    replay = _script("replay.py", path, "--check_images")
+    assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
+    assert "largest state error 0 " in replay.stdout, replay.stdout[-3000:]

@@ -33,6 +33,17 @@ _ENV_DIM = {
 (num_layers, envs x joints, hidden_dim), Newton's MLP histories (history_length, envs x joints); Isaac Lab's
 flat twin of its LSTM per-env view shares the memory."""
 
+_NOT_STATE = {
+    ("RenderData", "camera_rays"),
+    ("RenderData", "camera_transforms"),
+    ("Camera", "_intrinsic_parameters"),
+    ("Camera", "_intrinsic_parameters_pending"),
+}
+"""Tensors that look per-env but hold no state to freeze: (class qualname, attribute). Newton's Warp renderer's
+camera rays (one set for all envs, (1, H, W, 2)) and camera transforms (rewritten from the camera poses before
+every render, (1, num_envs)); a camera's intrinsic parameters (constant after set-up, (params, num_envs)) and
+their scratch twin."""
+
 _RINGS = {"Delay.State": ("write_idx", ("buffer_pos", "buffer_vel", "buffer_act"))}
 """Ring buffers with slots along dim 0, envs (x joints) along dim 1 and one write index shared by all envs:
 (class qualname) -> (write index attribute, ring attributes). Newton's actuator delay is one."""
@@ -135,7 +146,8 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
     def classify(name: str, value, getter, owner: str, key: str) -> None:
         t = _as_torch(value)
         shape = tuple(t.shape)
-        if t.ndim == 0 or t.numel() == 0:  # a scalar, or an empty placeholder (a bank filled later for all envs)
+        # a scalar, a tensor known to hold no state, or an empty placeholder (a bank filled later for all envs)
+        if t.ndim == 0 or t.numel() == 0 or (owner, key) in _NOT_STATE:
             return
         if (owner, key) in _ENV_DIM:
             dim = _ENV_DIM[owner, key]

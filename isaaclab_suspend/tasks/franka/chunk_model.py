@@ -27,6 +27,10 @@ class FrankaLiftChunkCfg(SO101LiftChunkCfg):
     home: tuple[float, float, float] = (0.5, 0.0, 0.45)
     """Above the workspace [m] (the TCP pose is read from the body state, never stale: kept for the contract)."""
     hold_radius: float = 0.02
+    open_jaw: float = 0.035
+    """Finger position from which the fingers are open enough to descend over the cube [m] (7 cm apart)."""
+    jaw_speed: float = 0.015
+    """Opening speed of the fingers [m/s] (the lift cfg's damped hand)."""
     closed_jaw: float = 0.03
     """Finger position below which the fingers have closed on the cube [m] (open 0.04, on the cube 0.025)."""
     settled_speed: float = 0.01

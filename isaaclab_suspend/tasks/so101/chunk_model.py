@@ -6,8 +6,8 @@ across two faces of the cube (the cube's yaw plus a multiple of 90 degrees, the 
 so the wrist turns least). The cube's centre sits between the jaw pads at :attr:`SO101LiftChunkCfg.grasp_offset`
 in the gripper's frame.
 
-Each call derives the phase from the observation (the last gripper command is in it, as ``actions``): open and
-not over the cube -> go above it; open and over it -> descend; closing with the cube between the jaws -> wait
+Each call derives the phase from the observation (the last gripper command is in it, as ``actions``): not over
+the cube or the jaw not yet open -> go above it (and open); open and over it -> descend; closing with the cube between the jaws -> wait
 until the jaw stops, then lift; closing without the cube -> open and start again. It then rolls a commanded pose
 forward for H steps at a speed limit through the phases' waypoints and returns the poses with the gripper command
 (the chunk). Given a committed prefix (real-time chunking) the roll starts from the prefix's last command and the
@@ -77,7 +77,7 @@ class SO101LiftChunkModel:
         # the grasp point now: is the cube between the jaws?
         held = (eef[:, :3] + quat_apply(eef[:, 3:], offset) - cube[:, :3]).norm(dim=1) < cfg.hold_radius
         over = (eef[:, :2] - grasp[:, :2]).norm(dim=1) < cfg.align_radius
-        phase = torch.where(over, DESCEND, APPROACH)
+        phase = torch.where(over & (jaw >= cfg.open_jaw), DESCEND, APPROACH)
         phase = torch.where(closing & held, CLOSE, phase)
         waited = torch.zeros_like(jaw)
         phase = torch.where(closing & held & (jaw < cfg.closed_jaw) & (jaw_vel.abs() < cfg.settled_speed), LIFT, phase)
@@ -89,6 +89,7 @@ class SO101LiftChunkModel:
             last = prefix.gather(1, (delay - 1).clamp(min=0).view(-1, 1, 1).expand(-1, 1, prefix.shape[2]))[:, 0]
             pos = torch.where((delay > 0).unsqueeze(1), last[:, :3].float(), pos)
         step = cfg.max_speed * cfg.dt
+        opened = jaw.clone()  # the jaw's angle rolled forward: it opens at jaw_speed while commanded open
         actions = []
         for k in range(cfg.chunk_length):
             target = torch.where((phase == APPROACH).unsqueeze(1), hover, grasp)
@@ -98,7 +99,8 @@ class SO101LiftChunkModel:
             reached = (target - pos).norm(dim=1) < cfg.reach_tolerance
             waited = waited + (phase == CLOSE).float()
             closed = torch.where((phase >= CLOSE).unsqueeze(1), closed_cmd, open_cmd)
-            phase = torch.where((phase == APPROACH) & reached, DESCEND, torch.where(
+            opened = (opened + cfg.jaw_speed * cfg.dt * (phase < CLOSE)).clamp(max=cfg.open_jaw)
+            phase = torch.where((phase == APPROACH) & reached & (opened >= cfg.open_jaw), DESCEND, torch.where(
                 (phase == DESCEND) & reached, CLOSE, torch.where((phase == CLOSE) & (waited >= cfg.close_steps), LIFT, phase)))
             action = torch.cat((pos, quat, closed), dim=1)
             if prefix is not None:
@@ -148,6 +150,11 @@ class SO101LiftChunkCfg:
     close_steps: int = 16
     """Steps the jaw is given to close at the grasp pose before lifting (it closes at 2 rad/s; the arm catches up
     with its command meanwhile). A plan that starts while the jaw closes lifts once the jaw has stopped."""
+    open_jaw: float = 1.6
+    """Jaw angle from which the jaw counts as open: the gripper descends only then [rad] (fully open 1.745; a reset
+    starts it at 0)."""
+    jaw_speed: float = 1.55
+    """Speed at which the jaw opens [rad/s] (the task's jaw velocity limit, as measured)."""
     closed_jaw: float = 1.0
     """Jaw angle below which the jaw has closed on the cube [rad] (open 1.745, on a 4 cm cube about 0.46)."""
     settled_speed: float = 0.05
