@@ -20,7 +20,7 @@ Examples::
     tools/run.sh python scripts/audit_suspension.py --task Isaac-PushCube-Suspendable --num_envs 4 --steps 40
     tools/run.sh python scripts/audit_suspension.py --task IsaacContrib-Stack-Cube-SO101-v0 --import isaaclab_tasks
     tools/run.sh python scripts/audit_suspension.py --task IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable \
-        --planner --num_envs 3 --steps 60 --suspend_at 3 --suspend_steps 8 --windows 1:30:8 2:46:8
+        --planner --num_envs 3 --steps 53 --suspend_at 4 --suspend_steps 6 --windows 1:45:6 2:50:2
 """
 
 from __future__ import annotations

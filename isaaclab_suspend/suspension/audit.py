@@ -228,8 +228,10 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
                 if step == at + steps:
                     env.resume_envs([e])
             active = env.active_mask.cpu()
-            action = actions(obs, env) if actions is not None else 0.5 * torch.sin(0.37 * count.unsqueeze(1) + 0.9 * phase)
-            obs, _, _, _, _ = env.step(action)
+            if actions is None:
+                obs, _, _, _, _ = env.step(0.5 * torch.sin(0.37 * count.unsqueeze(1) + 0.9 * phase))
+            else:
+                obs, _, _, _, _ = env.step(actions(obs, env))
             terms = _split_obs(env, obs)
             terms.update({f"reward.{t}": rm._step_reward[:, i] for i, t in enumerate(rm.active_terms)})
             for e in torch.nonzero(active).flatten().tolist():

@@ -7,8 +7,8 @@ so the wrist turns least). The cube's centre sits between the jaw pads at :attr:
 in the gripper's frame.
 
 Each call derives the phase from the observation (the last gripper command is in it, as ``actions``): not over
-the cube or the jaw not yet open -> go above it (and open); open and over it -> descend; closing with the cube between the jaws -> wait
-until the jaw stops, then lift; closing without the cube -> open and start again. It then rolls a commanded pose
+the cube or the jaw not yet open -> go above it (and open); open and over it -> descend; closing with the cube
+between the jaws -> wait until the jaw stops, then lift; closing without the cube -> open and start again. It then rolls a commanded pose
 forward for H steps at a speed limit through the phases' waypoints and returns the poses with the gripper command
 (the chunk). Given a committed prefix (real-time chunking) the roll starts from the prefix's last command and the
 chunk's first actions are the prefix's.
@@ -100,8 +100,9 @@ class SO101LiftChunkModel:
             waited = waited + (phase == CLOSE).float()
             closed = torch.where((phase >= CLOSE).unsqueeze(1), closed_cmd, open_cmd)
             opened = (opened + cfg.jaw_speed * cfg.dt * (phase < CLOSE)).clamp(max=cfg.open_jaw)
+            lifting = (phase == CLOSE) & (waited >= cfg.close_steps)
             phase = torch.where((phase == APPROACH) & reached & (opened >= cfg.open_jaw), DESCEND, torch.where(
-                (phase == DESCEND) & reached, CLOSE, torch.where((phase == CLOSE) & (waited >= cfg.close_steps), LIFT, phase)))
+                (phase == DESCEND) & reached, CLOSE, torch.where(lifting, LIFT, phase)))
             action = torch.cat((pos, quat, closed), dim=1)
             if prefix is not None:
                 action = prefix_plan(prefix, delay, k, action)
