@@ -27,6 +27,7 @@ import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.assets.asset_map import localize_scene
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
+from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
 from isaaclab_suspend.tasks.registration import SUSPENDABLE_ENTRY_POINT
 from isaaclab_tasks.utils import parse_env_cfg
 
@@ -71,7 +72,8 @@ def make_env_cfg(
     task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
 ):
     """``parse_env_cfg`` for ``task`` with ``num_envs`` envs, made to open kitless; ``attrs`` set dotted cfg fields
-    (e.g. ``seed=3``).
+    (e.g. ``seed=3``). A total contact buffer the cfg sizes for its own number of envs is scaled to ``num_envs``
+    (:func:`~isaaclab_suspend.tasks.physics_cfg.scale_contact_buffer`).
 
     Kitless: a task whose default physics is PhysX gets :data:`KITLESS_PHYSICS_PRESET` (unless ``overrides`` pick a
     preset), and the scene's assets on NVIDIA's asset server are pointed at their local files
@@ -86,11 +88,14 @@ def make_env_cfg(
     task = resolve_task_id(task)
     overrides = list(overrides)
     with quieted():
-        cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=overrides)
+        cfg = parse_env_cfg(task, device=device, overrides=overrides)
         picks_physics = any(o.split("=")[0] in ("presets", "physics") for o in overrides)
         if not isinstance(cfg.sim.physics, NewtonCfg) and not picks_physics:
             overrides.append(f"presets={KITLESS_PHYSICS_PRESET}")
-            cfg = parse_env_cfg(task, device=device, num_envs=num_envs, overrides=overrides)
+            cfg = parse_env_cfg(task, device=device, overrides=overrides)
+    if num_envs is not None:
+        scale_contact_buffer(cfg.sim.physics, num_envs / cfg.scene.num_envs)
+        cfg.scene.num_envs = num_envs
     localize_scene(cfg.scene)
     suspendable = suspendable or gym.spec(task).entry_point == SUSPENDABLE_ENTRY_POINT
     if suspendable and not isinstance(getattr(cfg, "suspend", None), SuspendCfg):

@@ -14,7 +14,7 @@ STAMP_VERSION="7"
 
 # Bump when tools/converters.txt or the robots' layout (isaaclab_suspend/assets/robots.py) change.
 ROBOTS_STAMP="$VENV/.isaaclab_suspend_robots_stamp"
-ROBOTS_STAMP_VERSION="1"
+ROBOTS_STAMP_VERSION="2"
 
 install_robots() {
   # The converters pin MuJoCo 3.16 and bundle their own OpenUSD: they get a venv of their own.

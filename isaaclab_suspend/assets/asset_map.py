@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from . import BLOCK_USDS, GROUND_USD, TABLE_USD
-from .robots import SO101, ConvertedRobot, robot_usd
+from .robots import FRANKA_PANDA, SO101, ConvertedRobot, robot_usd
 
 
 def _plain_usd_file(asset, path: str) -> None:
@@ -35,7 +35,8 @@ def _plain_usd_file(asset, path: str) -> None:
 
 
 def _converted_robot(robot: ConvertedRobot) -> Callable[[object, str], None]:
-    """The adapt of a converted robot: spawn the file, and turn the root by the robot's
+    """The adapt of a converted robot: spawn the file, keep the cfg's selections of the variant sets the file has
+    (:attr:`~isaaclab_suspend.assets.robots.ConvertedRobot.variant_sets`), and turn the root by the robot's
     :attr:`~isaaclab_suspend.assets.robots.ConvertedRobot.frame_correction`."""
 
     def adapt(asset, path: str) -> None:
@@ -43,7 +44,9 @@ def _converted_robot(robot: ConvertedRobot) -> Callable[[object, str], None]:
 
         from isaaclab.utils.math import quat_mul
 
+        kept = {k: v for k, v in (asset.spawn.variants or {}).items() if k in robot.variant_sets}
         _plain_usd_file(asset, path)
+        asset.spawn.variants = kept or None
         rot = quat_mul(torch.tensor([asset.init_state.rot]), torch.tensor([robot.frame_correction]))
         asset.init_state.rot = tuple(rot[0].tolist())
 
@@ -66,6 +69,7 @@ class LocalAsset:
 ASSET_MAP: tuple[LocalAsset, ...] = (
     LocalAsset(r"/Robots_Multiphysics/RobotStudio/so101_new_calib_SysID/so101_new_calib\.usda$",
                lambda m: robot_usd(SO101), _converted_robot(SO101)),
+    LocalAsset(r"/Robots/FrankaEmika/franka_panda\.usda$", lambda m: robot_usd(FRANKA_PANDA), _converted_robot(FRANKA_PANDA)),
     LocalAsset(r"/Props/Mounts/SeattleLabTable/table_instanceable\.usd$", lambda m: TABLE_USD),
     LocalAsset(r"/Props/Blocks/(blue|red|green)_block\.usd$", lambda m: BLOCK_USDS[m.group(1)]),
     LocalAsset(r"/Environments/Grid/default_ground_plane_checker_v1/default_ground_plane\.usda$", lambda m: GROUND_USD),

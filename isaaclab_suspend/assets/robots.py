@@ -23,7 +23,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from .franka_panda import lay_out_panda
 
 FORMAT_VERSION = 1
 """Bump when the generated files change (layout, drives, colliders): a new version is generated beside the old."""
@@ -40,14 +43,16 @@ LICENSES_DIR = os.path.join(os.path.dirname(__file__), "licenses")
 
 @dataclass(frozen=True)
 class JointDrive:
-    """A position drive (PD) authored on revolute joints, in SI units per radian."""
+    """A position drive (PD) authored on revolute joints, in SI units per radian (on prismatic ones per metre)."""
 
     stiffness: float
-    """Proportional gain [N*m/rad]."""
+    """Proportional gain [N*m/rad] or [N/m]."""
     damping: float
-    """Derivative gain [N*m*s/rad]."""
+    """Derivative gain [N*m*s/rad] or [N*s/m]."""
     max_force: float
-    """Effort limit [N*m]."""
+    """Effort limit [N*m] or [N]."""
+    armature: float | None = None
+    """Joint armature [kg*m^2] or [kg] (``newton:armature``); None keeps the converter's."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,12 @@ class ConvertedRobot:
     the asset map composes onto a cfg's root orientation, so that the robot faces where the cfg expects it to."""
     drop_mujoco_actuators: bool = True
     """Remove the converter's ``MjcActuator`` prims: Isaac Lab drives the joints through Newton's joint targets."""
+    variant_sets: tuple[str, ...] = ()
+    """Variant sets the file has: an asset cfg's selections of them are kept, its others dropped (the server file's
+    sets)."""
+    finish: Callable | None = None
+    """Robot-specific layout steps, called with the laid-out ``Usd.Stage`` before it is saved (the Panda's merged
+    fixed link and collider variants: :func:`~isaaclab_suspend.assets.franka_panda.lay_out_panda`)."""
 
     @property
     def usd_path(self) -> str:
@@ -107,7 +118,33 @@ the joint and body names of Isaac Lab's ``SO101_CFG``. The MJCF's arm reaches al
 (the jaw pads and the jaws' convex hulls), as Isaac Lab's Newton work proposes for grippers: the arm's links never
 touch anything in the tasks, and their hulls cost contacts (the base's sit in the table top)."""
 
-ROBOTS: dict[str, ConvertedRobot] = {r.name: r for r in (SO101,)}
+_PANDA_ARM = {"stiffness": 400.0, "damping": 80.0, "armature": 0.1}
+"""``panda_joint1..7``: Isaac Lab's high-PD Franka gains (``FRANKA_PANDA_HIGH_PD_CFG``: 400 N*m/rad, 80 N*m*s/rad)
+with MuJoCo Menagerie's Panda armature (0.1 kg*m^2), which keeps them stable at the tasks' 1/120 s step on
+MuJoCo-Warp; the Reach cfg's own per-joint damping (12..60) is near critical against them. Effort limits are the
+URDF's (87 N*m shoulder, 12 N*m forearm)."""
+
+_PANDA_FINGER = JointDrive(stiffness=400.0, damping=40.0, max_force=100.0, armature=0.1)
+"""``panda_finger_joint1`` (the follower is the URDF's mimic, without a drive): closes in about 0.1 s and squeezes a
+4 cm cube with about 8 N per finger at a closed target."""
+
+FRANKA_PANDA = ConvertedRobot(
+    name="franka_panda",
+    package="example-robot-data==6.0.0",
+    source="cmeel.prefix/share/example-robot-data/robots/panda_description/urdf/panda.urdf",
+    converter="urdf_usd_converter",
+    licence="example-robot-data-panda.LICENSE",
+    drives={
+        **{f"panda_joint{i}": JointDrive(**_PANDA_ARM, max_force=87.0 if i <= 4 else 12.0) for i in range(1, 8)},
+        "panda_finger_joint1": _PANDA_FINGER,
+    },
+    variant_sets=("Colliders",),
+    finish=lay_out_panda,
+)
+"""The Franka Emika Panda of franka_description (``example-robot-data``'s URDF), laid out as Isaac Lab's
+``franka_panda.usda`` (``FRANKA_PANDA_CFG``): :mod:`~isaaclab_suspend.assets.franka_panda`."""
+
+ROBOTS: dict[str, ConvertedRobot] = {r.name: r for r in (SO101, FRANKA_PANDA)}
 """Every robot this module converts, by name."""
 
 
@@ -227,21 +264,27 @@ def _moved(path, moves):
 
 
 def _author_drives(robot: ConvertedRobot, path: str) -> None:
-    """Position drives on the named revolute joints. USD's angular gains are per degree (Newton divides by
-    pi / 180 on import), so the SI gains are multiplied by pi / 180 here."""
-    from pxr import Usd, UsdPhysics
+    """Position drives on the named revolute and prismatic joints, then the robot's own layout steps
+    (:attr:`ConvertedRobot.finish`). USD's angular gains are per degree (Newton divides by pi / 180 on import), so
+    the SI gains of revolute joints are multiplied by pi / 180 here."""
+    from pxr import Sdf, Usd, UsdPhysics
 
     stage = Usd.Stage.Open(path)
-    per_degree = math.pi / 180.0
     for prim in stage.Traverse():
         drive = robot.drives.get(prim.GetName())
-        if drive is None or not prim.IsA(UsdPhysics.RevoluteJoint):
+        if drive is None or not prim.IsA(UsdPhysics.RevoluteJoint) and not prim.IsA(UsdPhysics.PrismaticJoint):
             continue
-        api = UsdPhysics.DriveAPI.Apply(prim, "angular")
+        angular = prim.IsA(UsdPhysics.RevoluteJoint)
+        scale = math.pi / 180.0 if angular else 1.0
+        api = UsdPhysics.DriveAPI.Apply(prim, "angular" if angular else "linear")
         api.CreateTypeAttr("force")
-        api.CreateStiffnessAttr(drive.stiffness * per_degree)
-        api.CreateDampingAttr(drive.damping * per_degree)
+        api.CreateStiffnessAttr(drive.stiffness * scale)
+        api.CreateDampingAttr(drive.damping * scale)
         api.CreateMaxForceAttr(drive.max_force)
+        if drive.armature is not None:
+            prim.CreateAttribute("newton:armature", Sdf.ValueTypeNames.Float).Set(drive.armature)
+    if robot.finish is not None:
+        robot.finish(stage)
     stage.GetRootLayer().Save()
 
 

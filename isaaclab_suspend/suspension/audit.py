@@ -204,12 +204,24 @@ def _split_obs(env, obs: dict) -> dict[str, torch.Tensor]:
     return out
 
 
+def _clear_task_caches() -> None:
+    """Make a second build of a task in this process draw what the first drew: Isaac Lab's lift tasks cache the
+    object point clouds they sample at construction (drawing from the global generator), so a second build would
+    skip those draws and its startup events (actuator gains, friction, masses) would come out differently."""
+    try:
+        from isaaclab_tasks.core.lift.mdp.utils import clear_pointcloud_caches
+    except ImportError:
+        return
+    clear_pointcloud_caches()
+
+
 def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
              ) -> tuple[list[list[dict]], dict[str, int], dict[str, int]]:
     """Per env, the compared quantities of each of its active steps; the shared and the per-env generators' draws
     after suspension."""
     attrs = {"seed": args.seed, **({"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {})}
     attrs["suspend__per_env_random"] = args.per_env_random
+    _clear_task_caches()
     with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True, **attrs) as env:
         obs, _ = env.reset()
         drawn: dict[str, int] = {}

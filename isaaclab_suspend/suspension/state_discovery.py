@@ -146,7 +146,8 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
     def classify(name: str, value, getter, owner: str, key: str) -> None:
         t = _as_torch(value)
         shape = tuple(t.shape)
-        if t.ndim == 0 or (owner, key) in _NOT_STATE:
+        # a scalar, a tensor known to hold no state, or an empty placeholder (a bank filled later for all envs)
+        if t.ndim == 0 or t.numel() == 0 or (owner, key) in _NOT_STATE:
             return
         if (owner, key) in _ENV_DIM:
             dim = _ENV_DIM[owner, key]

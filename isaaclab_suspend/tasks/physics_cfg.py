@@ -2,11 +2,27 @@
 
 from __future__ import annotations
 
+import math
+
 from isaaclab_newton.physics import FeatherstoneSolverCfg, MJWarpSolverCfg, NewtonCfg, NewtonShapeCfg
 
 from isaaclab.utils import configclass
 
 from isaaclab_tasks.utils import PresetCfg
+
+
+def scale_contact_buffer(physics, ratio: float) -> None:
+    """Scale the rigid-contact buffer of a Newton cfg (``collision_cfg.rigid_contact_max``, a total over all envs)
+    by ``ratio`` (the envs built over the envs the cfg sizes it for), when it shrinks.
+
+    Isaac Lab's lift cfg allocates 4,000,000 contacts for its 4096 envs; at 4 envs on the CPU the contact sensors
+    then sweep the whole buffer every substep (0.13 s a sweep), which scaled to the same contacts per env makes
+    the task 7 times faster. Newton still grows the buffer to MuJoCo-Warp's ``nconmax`` per env if that is larger.
+    """
+    collision = getattr(physics, "collision_cfg", None)
+    total = getattr(collision, "rigid_contact_max", None)
+    if total and ratio < 1.0:
+        collision.rigid_contact_max = max(1, math.ceil(total * ratio))
 
 
 @configclass

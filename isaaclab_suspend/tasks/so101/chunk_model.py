@@ -21,7 +21,7 @@ import math
 import torch
 
 from isaaclab.utils import configclass
-from isaaclab.utils.math import quat_apply
+from isaaclab.utils.math import quat_apply, quat_mul
 
 from ...policies.model import prefix_plan
 
@@ -59,15 +59,17 @@ class SO101LiftChunkModel:
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
                  delay: torch.Tensor | None = None) -> torch.Tensor:
         """Plan H actions, continuing ``prefix`` (B, d, 8) for ``delay`` (B,) steps if given. Returns (B, H, 8)."""
-        cfg, policy = self.cfg, obs_rows["policy"]
+        cfg = self.cfg
+        policy = obs_rows[cfg.obs_group]
         eef, cube = policy["eef_pose_b"].float(), policy["cube_pose_b"].float()
         jaw, jaw_vel = policy["gripper_pos"][:, 0].float(), policy["joint_vel"][:, -1].float()
-        closing = policy["actions"][:, 7].float() > 0.5
+        open_cmd, closed_cmd = cfg.gripper_commands
+        closing = (policy["actions"][:, 7].float() - open_cmd) / (closed_cmd - open_cmd) > 0.5
         # the jaw yaw: the cube's faces' normal (every 90 degrees) nearest the gripper's yaw now
         quarter = math.pi / 2
         cube_yaw, now = _heading(cube[:, 3:]), _heading(eef[:, 3:])
         yaw = cube_yaw + quarter * torch.round((now - cube_yaw) / quarter)
-        quat = _yaw_quat(yaw)
+        quat = quat_mul(_yaw_quat(yaw), torch.tensor(cfg.grasp_quat, device=eef.device).expand(eef.shape[0], 4))
         offset = torch.tensor(cfg.grasp_offset, device=eef.device).expand(eef.shape[0], 3)
         grasp = cube[:, :3] - quat_apply(quat, offset)  # gripper origin with the cube between the pads
         up = torch.tensor([0.0, 0.0, 1.0], device=eef.device)
@@ -96,7 +98,7 @@ class SO101LiftChunkModel:
             pos = pos + error * (step / error.norm(dim=1, keepdim=True).clamp(min=step))
             reached = (target - pos).norm(dim=1) < cfg.reach_tolerance
             waited = waited + (phase == CLOSE).float()
-            closed = (phase >= CLOSE).float().unsqueeze(1)
+            closed = torch.where((phase >= CLOSE).unsqueeze(1), closed_cmd, open_cmd)
             opened = (opened + cfg.jaw_speed * cfg.dt * (phase < CLOSE)).clamp(max=cfg.open_jaw)
             lifting = (phase == CLOSE) & (waited >= cfg.close_steps)
             phase = torch.where((phase == APPROACH) & reached & (opened >= cfg.open_jaw), DESCEND, torch.where(
@@ -119,10 +121,17 @@ class SO101LiftChunkCfg:
     """The class this cfg configures."""
     chunk_length: int = 16
     """Actions per plan H."""
+    obs_group: str = "policy"
+    """The observation group holding the terms the planner reads."""
     dt: float = 0.05
     """Env step [s] (sim dt 0.01 s, decimation 5)."""
     grasp_offset: tuple[float, float, float] = (0.019, 0.0, -0.095)
     """The cube's centre between the jaw pads, in the gripper body's frame [m] (the MJCF's pads)."""
+    grasp_quat: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 1.0)
+    """The gripper's orientation (x, y, z, w) in a top-down grasp at yaw 0, in the base frame (the SO-101's gripper
+    z axis points up)."""
+    gripper_commands: tuple[float, float] = (0.0, 1.0)
+    """The gripper action that opens and the one that closes (the SO-101's closedness)."""
     reach: float = 0.4
     """The arm's reach about its base [m]: a gripper pose farther away is a stale observation."""
     home: tuple[float, float, float] = (0.15, 0.0, 0.2)
