@@ -46,3 +46,22 @@ def test_discovers_layouts_and_names_what_it_cannot_classify():
     assert next(f for f in found if f.name == "part.history._buffer").getter().shape == (3, N, 2)
     part.frames(torch.zeros(N, 4, 4, 3, dtype=torch.uint8))
     assert next(f for f in found if f.name == "part.frames._buffer._buffer").getter().shape == (N, 4, 4, 3, 3)
+
+
+def test_a_sensors_reset_mask_is_scratch_not_state():
+    """Isaac Lab's sensors refill ``_reset_mask`` from the env ids of every reset call: the last call's envs stay in
+    it, so freezing or comparing it per env would report whichever envs reset last (a never-suspended env's row
+    differs between two runs whose other envs reset at other steps)."""
+    from isaaclab.sensors import SensorBase
+
+    class _Sensor(SensorBase):
+        def __del__(self):  # never initialised: no callbacks to clear
+            pass
+
+    _Sensor.__abstractmethods__ = frozenset()  # only its attributes are walked
+    sensor = object.__new__(_Sensor)
+    sensor._reset_mask_torch = torch.zeros(N, dtype=torch.bool)
+    sensor._reset_mask = sensor._reset_mask_torch.view(N)
+    sensor._timestamp = torch.zeros(N)
+    found, unknown = discover(sensor, "sensor", N)
+    assert {f.name for f in found} == {"sensor._timestamp"} and not unknown

@@ -44,6 +44,11 @@ camera rays (one set for all envs, (1, H, W, 2)) and camera transforms (rewritte
 every render, (1, num_envs)); a camera's intrinsic parameters (constant after set-up, (params, num_envs)) and
 their scratch twin."""
 
+_SCRATCH = ((SensorBase, frozenset({"_reset_mask", "_reset_mask_torch"})),)
+"""Per-env buffers that every use rewrites first, so they carry nothing from one step to the next: (base class,
+attribute names). Isaac Lab's sensors refill ``_reset_mask`` from the env ids of each reset call (the last call's
+ids stay in it, whichever envs those were)."""
+
 _RINGS = {"Delay.State": ("write_idx", ("buffer_pos", "buffer_vel", "buffer_act"))}
 """Ring buffers with slots along dim 0, envs (x joints) along dim 1 and one write index shared by all envs:
 (class qualname) -> (write index attribute, ring attributes). Newton's actuator delay is one."""
@@ -137,7 +142,7 @@ def discover(root, prefix: str, num_envs: int, skip: tuple[str, ...] = ()) -> tu
         for name, key, value, read in children:
             child = lambda get=get, key=key, read=read: read(get(), key)  # noqa: E731  (re-resolved: owners rebind)
             if isinstance(value, (torch.Tensor, wp.array)):
-                if _is_ring(obj, name):
+                if _is_ring(obj, name) or any(isinstance(obj, base) and name in names for base, names in _SCRATCH):
                     continue
                 classify(f"{path}.{name}", value, child, type(obj).__qualname__, name)
             elif not _skip(value, root):
