@@ -125,3 +125,14 @@ def test_planner_driven_panda_freezes_exactly_while_resting_closing_and_holding(
     assert rest_z < 0.285 and seen[(1, 3)][2] >= 0.0, seen  # the cube resting on the table, the fingers opening
     assert seen[(0, 30)][2] < -0.01 and seen[(2, 50)][2] < -0.01, seen  # the fingers moving shut
     assert seen[(0, 46)][0] > rest_z + 0.01 and seen[(0, 46)][1] < 0.03, seen  # held between the fingers, lifted
+
+
+def test_isaaclab_reach_franka_with_its_observation_noise_audits_exact_on_per_env_streams():
+    """Isaac Lab's own Reach task as it is (noise corrupts the policy group on every step): with per-env random
+    streams a suspended-then-resumed env and the never-suspended ones retrace the reference bit for bit; with
+    Isaac Lab's shared generator the suspension shifts everyone's draws and the audit says so."""
+    cfg = SuspensionAuditCfg(task="Isaac-Reach-Franka", num_envs=2, steps=16, suspend_at=3, suspend_steps=6)
+    audit = audit_suspension(cfg)
+    assert audit.passed, str(audit)
+    shared = audit_suspension(cfg.replace(per_env_random=False))
+    assert not shared.passed and {c for *_, c in shared.divergences} == {"shared random generator"}, str(shared)
