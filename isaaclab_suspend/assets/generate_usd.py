@@ -144,17 +144,22 @@ def write_marker(path: str) -> None:
 
 def write_cube(path: str) -> None:
     """A free rigid cube with collision, mass and inertia."""
-    stage = _new_stage(path, "/cube")
-    prim = stage.GetPrimAtPath("/cube")
+    _write_rigid_cube(path, "/cube", CUBE.size, CUBE.mass, CUBE_COLOR)
+
+
+def _write_rigid_cube(path: str, root: str, size: float, mass: float, color: tuple[float, float, float]) -> None:
+    """A free rigid cube of ``size`` [m] and ``mass`` [kg] at ``root``, its inertia a solid cube's: the size is the
+    geometry's own (Newton drops ``xformOp:scale`` on rigid bodies' shapes)."""
+    stage = _new_stage(path, root)
+    prim = stage.GetPrimAtPath(root)
     UsdPhysics.RigidBodyAPI.Apply(prim)
     mass_api = UsdPhysics.MassAPI.Apply(prim)
-    s, m = CUBE.size, CUBE.mass
-    mass_api.CreateMassAttr(m)
-    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*(m * s * s / 6.0,) * 3))
+    mass_api.CreateMassAttr(mass)
+    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*(mass * size * size / 6.0,) * 3))
     mass_api.CreateCenterOfMassAttr(Gf.Vec3f(0.0, 0.0, 0.0))
-    geom = UsdGeom.Cube.Define(stage, "/cube/geom")
-    geom.CreateSizeAttr(s)
-    geom.CreateDisplayColorAttr([Gf.Vec3f(*CUBE_COLOR)])
+    geom = UsdGeom.Cube.Define(stage, f"{root}/geom")
+    geom.CreateSizeAttr(size)
+    geom.CreateDisplayColorAttr([Gf.Vec3f(*color)])
     UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
     stage.GetRootLayer().Save()
 
@@ -186,21 +191,8 @@ def write_table(path: str) -> None:
 
 
 def write_block(path: str, color: tuple[float, float, float]) -> None:
-    """A free rigid block (:data:`~isaaclab_suspend.assets.params.BLOCK`) of ``color``: the size is the geometry's
-    own (Newton drops ``xformOp:scale`` on rigid bodies' shapes)."""
-    stage = _new_stage(path, "/block")
-    prim = stage.GetPrimAtPath("/block")
-    UsdPhysics.RigidBodyAPI.Apply(prim)
-    mass_api = UsdPhysics.MassAPI.Apply(prim)
-    s, m = BLOCK.size, BLOCK.mass
-    mass_api.CreateMassAttr(m)
-    mass_api.CreateDiagonalInertiaAttr(Gf.Vec3f(*(m * s * s / 6.0,) * 3))
-    mass_api.CreateCenterOfMassAttr(Gf.Vec3f(0.0, 0.0, 0.0))
-    geom = UsdGeom.Cube.Define(stage, "/block/geom")
-    geom.CreateSizeAttr(s)
-    geom.CreateDisplayColorAttr([Gf.Vec3f(*color)])
-    UsdPhysics.CollisionAPI.Apply(geom.GetPrim())
-    stage.GetRootLayer().Save()
+    """A free rigid block (:data:`~isaaclab_suspend.assets.params.BLOCK`) of ``color``."""
+    _write_rigid_cube(path, "/block", BLOCK.size, BLOCK.mass, color)
 
 
 def main() -> None:
