@@ -23,9 +23,10 @@ import time
 from prettytable import PrettyTable
 
 TASK = "Isaac-PushCube-Noisy-Suspendable"
+"""The default task: push-cube with noise on every policy term, a random delay, nudges and target resampling."""
 
 
-def worker(num_envs: int, per_env_random: bool, device: str, pipe) -> None:
+def worker(task: str, num_envs: int, per_env_random: bool, device: str, pipe) -> None:
     """Build the env, then for each number of steps received time that many steps and send the seconds per step;
     for 0, send the top-level torch ops of one step; stop on None."""
     import torch
@@ -33,12 +34,12 @@ def worker(num_envs: int, per_env_random: bool, device: str, pipe) -> None:
     from isaaclab_suspend.utils import open_env, set_quiet
 
     set_quiet(True)
-    with open_env(TASK, num_envs, device, suspend__per_env_random=per_env_random, episode_length_s=1e6) as env:
+    with open_env(task, num_envs, device, suspend__per_env_random=per_env_random, episode_length_s=1e6) as env:
         env.reset()
-        gen = torch.Generator().manual_seed(0)
+        gen, width = torch.Generator().manual_seed(0), env.action_manager.total_action_dim
         pipe.send("ready")
         while (steps := pipe.recv()) is not None:
-            actions = [(2.0 * torch.rand(num_envs, 1, generator=gen) - 1.0).to(env.device) for _ in range(max(steps, 1))]
+            actions = [(2.0 * torch.rand(num_envs, width, generator=gen) - 1.0).to(env.device) for _ in range(max(steps, 1))]
             if steps == 0:
                 with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
                     with torch.profiler.record_function("env_step"):
@@ -54,13 +55,13 @@ def worker(num_envs: int, per_env_random: bool, device: str, pipe) -> None:
             pipe.send((time.perf_counter() - start) / steps)
 
 
-def measure(num_envs: int, blocks: int, steps: int, device: str) -> tuple[float, float, int, int]:
+def measure(task: str, num_envs: int, blocks: int, steps: int, device: str) -> tuple[float, float, int, int]:
     """Median seconds per step and ops per step, shared generator then per-env streams."""
     ctx = mp.get_context("spawn")
     pipes, procs = [], []
     for per_env in (False, True):
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker, args=(num_envs, per_env, device, child))
+        proc = ctx.Process(target=worker, args=(task, num_envs, per_env, device, child))
         proc.start()
         pipes.append(parent)
         procs.append(proc)
@@ -88,6 +89,7 @@ def measure(num_envs: int, blocks: int, steps: int, device: str) -> tuple[float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--task", default=TASK, help="a task with noise or random events (e.g. Isaac-Reach-Franka)")
     parser.add_argument("--num_envs", type=int, nargs="+", default=[64, 512, 4096])
     parser.add_argument("--blocks", type=int, default=5, help="timed blocks per generator")
     parser.add_argument("--steps", type=int, default=20, help="steps per block")
@@ -96,12 +98,12 @@ def main() -> None:
     table = PrettyTable(["envs", "shared [ms/step]", "per-env [ms/step]", "cost", "ops shared", "ops per-env",
                          "load average"])
     for n in args.num_envs:
-        shared, streams, ops_shared, ops_streams = measure(n, args.blocks, args.steps, args.device)
+        shared, streams, ops_shared, ops_streams = measure(args.task, n, args.blocks, args.steps, args.device)
         load = " ".join(f"{x:.1f}" for x in os.getloadavg())
         table.add_row([n, f"{1e3 * shared:.2f}", f"{1e3 * streams:.2f}", f"{100 * (streams / shared - 1):+.1f} %",
                        ops_shared, ops_streams, load])
         print(table.rows[-1], flush=True)
-    print(f"{TASK} on {args.device}, {os.cpu_count()} cores, median of {args.blocks} blocks of {args.steps} steps")
+    print(f"{args.task} on {args.device}, {os.cpu_count()} cores, median of {args.blocks} blocks of {args.steps} steps")
     print(table)
 
 
