@@ -10,7 +10,8 @@ from isaaclab_suspend.utils import open_env
 @pytest.mark.parametrize("preset", ["newton_mjwarp", "newton_featherstone"])
 def test_cube_rests_on_the_floor_and_is_pushable(preset):
     with open_env("Isaac-PushCube-Suspendable", 2, overrides=[f"presets={preset}"], events__nudge_cube=None,
-                  terminations__cube_out_of_bounds=None, terminations__success=None) as env:
+                  terminations__cube_out_of_bounds=None, terminations__success=None,
+                  rewards__success=None, rewards__out_of_bounds=None) as env:  # those rewards read the terminations
         env.reset()
         cube = env.scene["cube"].data
         start = cube.root_pos_w.torch.clone()
