@@ -105,8 +105,10 @@ def test_planner_driven_panda_freezes_exactly_while_resting_closing_and_holding(
     the never-suspended run bit for bit (the finger contact sensors, the binary gripper, the FrameTransformer, the
     differential-IK term's state), and the phases are where the test says they are."""
     windows = [(1, 3, 6), (0, 30, 4), (0, 46, 5), (2, 50, 4)]  # (env, step, steps), from the reference timeline
+    # the windows were read off the reference timeline of Isaac Lab's shared generator (the reset events draw the
+    # cube's pose from it); per-env streams on an arm: test_isaaclab_reach_franka_with_its_observation_noise_...
     cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=60, env=windows[0][0], suspend_at=windows[0][1],
-                             suspend_steps=windows[0][2], windows=windows[1:])
+                             suspend_steps=windows[0][2], windows=windows[1:], per_env_random=False)
     planner, seen, calls = planner_actions(LIFT, 8), {}, [0]
 
     def actions(obs, env):
