@@ -175,7 +175,8 @@ BAD_ARGUMENTS = {
     ("--num_envs", "99999999"): "argument --num_envs: 99999999 is out of range: must be in [1, 16384]",
     ("--device", "cuda:7"): "argument --device: 'cuda:7'",
     ("--demos", "demo_0", "demo_9"): "has no demos ['demo_9']; it holds 2 demos",
-    ("--task", "Isaac-Nope-v0"): "was recorded on task 'Isaac-Cartpole-Suspendable', not on 'Isaac-Nope-v0'",
+    ("--task", "Isaac-Nope-v0"): "Unknown task 'Isaac-Nope-v0'. Did you mean",
+    ("--task", "Isaac-PushCube-Suspendable"): "was recorded on task 'Isaac-Cartpole-Suspendable', not on 'Isaac-PushCube",
 }
 
 
