@@ -480,7 +480,9 @@ def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint
     episodes = sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda r: r["env_id"])
     assert info["overall"]["n_episodes"] == 4 and len(lengths) == 4
     assert metrics["successes"] == [r["success"] for r in episodes]
-    assert lengths == [r["length"] for r in episodes] and len(set(lengths)) > 1, (lengths, episodes)
+    # (the 2-step ACT's episodes may all run to the time-out under push-cube's at-rest success; envs frozen at
+    # different episode ends: test_lerobot_vector_env_freezes_each_env_at_its_episode_end)
+    assert lengths == [r["length"] for r in episodes], (lengths, episodes)
     assert info["overall"]["pc_success"] == 100 * sum(r["success"] for r in episodes) / 4
 
 
