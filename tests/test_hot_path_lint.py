@@ -16,6 +16,8 @@ HOT_PATH = (
     "suspension/suspension_manager.py",
     "suspension/frozen_rows.py",
     "suspension/newton_state.py",
+    "suspension/per_env_rng.py",
+    "suspension/random_streams.py",
     "policies/chunking_policy.py",
     "policies/chunk_queues.py",
     "policies/schedules.py",
