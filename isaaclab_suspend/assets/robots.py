@@ -159,7 +159,12 @@ def robot_usd(robot: ConvertedRobot) -> str:
     return robot.usd_path
 
 
-def _source_file(robot: ConvertedRobot) -> str:
+def source_file(robot: ConvertedRobot) -> str:
+    """The robot's description file in :data:`CONVERTER_VENV`.
+
+    Raises:
+        FileNotFoundError: If the converter venv or the file is missing (one line saying what to run).
+    """
     found = glob.glob(os.path.join(CONVERTER_VENV, "lib", "python3*", "site-packages", robot.source))
     if not found:
         raise FileNotFoundError(
@@ -175,7 +180,7 @@ def generate(robot: ConvertedRobot) -> str:
     Returns:
         The USD file's path.
     """
-    source = _source_file(robot)
+    source = source_file(robot)
     os.makedirs(GENERATED_DIR, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=GENERATED_DIR) as tmp:
         converted = os.path.join(tmp, "converted")
