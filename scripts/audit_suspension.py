@@ -29,10 +29,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.policies.embedded import planner_actions
-from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
-from isaaclab_suspend.utils import import_task_modules, set_quiet
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_quiet_arg(parser)
     parser.add_argument("overrides", nargs="*", help="Hydra-style cfg overrides, e.g. presets=newton_featherstone")
     args = parser.parse_args(argv)
+    from isaaclab_suspend.policies.embedded import planner_actions
+    from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
+    from isaaclab_suspend.utils import import_task_modules, set_quiet
+
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, windows=args.windows, device=args.device,
                              unfrozen=list(args.unfrozen), overrides=[*args.overrides, *cli.env_overrides(args)],

@@ -14,10 +14,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -33,6 +32,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def demo(args: argparse.Namespace) -> None:
+    import torch
+
     with cli.open_env(args) as env:
         n = env.num_envs
         chosen = torch.arange(n) % 2 == 1

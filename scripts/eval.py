@@ -40,8 +40,7 @@ import sys
 
 from tqdm import tqdm
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.policies import ChunkTimeline, plot_timelines, stats_table
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -78,8 +77,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
+def run(args: argparse.Namespace, schedule: str) -> tuple[dict, object]:
     """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
+    from isaaclab_suspend.policies import ChunkTimeline
+
     with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
         policy = cli.make_policy(args, env, schedule)  # a policy that does not fit fails before any file exists
         if args.record:
@@ -98,6 +99,8 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, ChunkTimeline]:
 
 
 def evaluate(args: argparse.Namespace) -> None:
+    from isaaclab_suspend.policies import plot_timelines, stats_table
+
     results, timelines = {}, {}
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
         results[schedule], timelines[schedule] = run(args, schedule)

@@ -25,9 +25,7 @@ import time
 
 from tqdm import tqdm
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.interop import so101
-from isaaclab_suspend.interop.lerobot_export import VCODECS, LeRobotExportCfg, export_lerobot
+from isaaclab_suspend import cli  # light: torch, Isaac Lab and LeRobot are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -36,14 +34,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", required=True, help="LeRobot dataset root (a new directory)")
     parser.add_argument("--repo_id", default="", help="LeRobot repo id (default: local/<output's name>)")
     parser.add_argument("--task", default="", help="task text of every frame (default: the recorded task id)")
-    parser.add_argument("--robot", default="", choices=("", so101.ROBOT),
+    parser.add_argument("--robot", default="", choices=("", cli.SO101_ROBOT),
                         help="write observation.state and action in a real robot's names and units (so101_follower:"
                              " the recorded obs and actions are the SO-101's six joint values in radians; out come"
                              " shoulder_pan.pos ... gripper.pos in degrees and 0-100, its robot_type and GR00T's"
                              " SO-100/SO-101 modality.json)")
     videos = parser.add_mutually_exclusive_group()
     videos.add_argument("--no_video", action="store_true", help="store frames as PNG (lossless) instead of mp4")
-    videos.add_argument("--vcodec", default="libsvtav1", choices=VCODECS, help="video codec (lossy)")
+    videos.add_argument("--vcodec", default="libsvtav1", choices=cli.VCODECS, help="video codec (lossy)")
     cli.add_quiet_arg(parser)
     args = parser.parse_args(argv)
     if not os.path.isfile(args.dataset):
@@ -57,6 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def export(args: argparse.Namespace) -> None:
     from isaaclab_suspend.datasets import DatasetReader
+    from isaaclab_suspend.interop.lerobot_export import LeRobotExportCfg, export_lerobot
 
     with DatasetReader(args.dataset) as reader:  # the totals for the bar; a bad file stops here
         total = sum(int(reader.demo_attrs(name).get("num_samples", 0)) for name in reader.demo_names)

@@ -18,9 +18,7 @@ import argparse
 import os
 import sys
 
-from isaaclab_suspend.cli.arguments import add_quiet_arg
-from isaaclab_suspend.policies import stats_table
-from isaaclab_suspend.datasets.shards import check_shard_set, merge_datasets, merge_results, read_results, same_file
+from isaaclab_suspend.cli.arguments import add_quiet_arg  # light: h5py and Isaac Lab are imported after parsing
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -33,6 +31,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         " are missing (by default a missing shard is an error)")
     add_quiet_arg(parser)  # it prints only its result
     args = parser.parse_args(argv)
+    from isaaclab_suspend.datasets.shards import check_shard_set, same_file
+
     if not args.results and not args.datasets:
         parser.error("nothing to merge: pass --results and/or --datasets")
     if args.datasets and not args.output:
@@ -56,12 +56,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def merged_report(paths: list[str]) -> str:
     """The table of the shards' figures merged per schedule, under the shards' headers."""
+    from isaaclab_suspend.datasets.shards import merge_results, read_results
+    from isaaclab_suspend.policies import stats_table
+
     merged = merge_results([read_results(path) for path in paths])
     return f"{merged['header']}\n{stats_table(merged['schedules'])}"
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    from isaaclab_suspend.datasets.shards import merge_datasets
+
     try:
         if args.results:
             print(merged_report(args.results))

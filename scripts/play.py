@@ -19,9 +19,7 @@ import time
 
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.policies.evaluation import EpisodeOutcomes, format_figure
-from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -38,6 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def play(args: argparse.Namespace) -> dict:
     """Run the checkpoint for ``args.steps`` steps; returns :meth:`EpisodeOutcomes.as_dict` and the wall time."""
+    from isaaclab_suspend.policies.evaluation import EpisodeOutcomes, format_figure
+    from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
+
     args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
     read_checkpoint(args.checkpoint)  # a bad file stops the script before the env is built
     with cli.open_env(args) as env:

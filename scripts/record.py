@@ -17,7 +17,6 @@ Examples::
 
     # random actions on Cartpole, successes and failures in two files
     tools/run.sh python scripts/record.py --policy random --episodes 20 --export separate
-
     # expert demos from an rsl_rl checkpoint (default: the task's shipped expert), successes only
     tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy checkpoint \\
         --num_envs 16 --episodes 100 --desync --export succeeded --output datasets/push_cube_expert.hdf5
@@ -42,11 +41,9 @@ import os
 import sys
 import time
 
-import torch
 from tqdm import tqdm
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.utils import StopAfterStep
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -59,7 +56,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=cli.positive_int, default=None,
                         help="episodes to write, exactly (successes only with --export succeeded; default 32)")
     parser.add_argument("--output", default=None, help="dataset file (default: outputs/datasets/<task>.hdf5)")
-    parser.add_argument("--export", default="all", choices=sorted(cli.EXPORT_MODES),
+    parser.add_argument("--export", default="all", choices=cli.EXPORT_MODE_NAMES,
                         help="'all' episodes, 'succeeded' only, or succeeded and failed in 'separate' files")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset file")
     parser.add_argument("--max_steps", type=cli.positive_int, default=100_000,
@@ -81,6 +78,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def record(args: argparse.Namespace) -> None:
+    import torch
+    from isaaclab_suspend.utils import StopAfterStep
+
     start, steps = time.perf_counter(), 0
     with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
         generator = torch.Generator(device=env.device).manual_seed(args.seed)

@@ -28,43 +28,34 @@ import sys
 
 from tqdm import tqdm
 
-from isaaclab_suspend.cli import add_import_arg, add_quiet_arg, device, existing_file, float_in, gather_replay, int_in
-from isaaclab_suspend.cli import is_other_rank, rank_device, resolve_task, run_ranks, share
-from isaaclab_suspend.datasets import (
-    MAX_REPLAY_ENVS,
-    DatasetError,
-    DatasetReader,
-    DatasetReplayer,
-    check_replay_fits,
-    check_replay_task,
-    make_replay_env_cfg,
-    replay_table,
-    replay_warnings,
-)
-from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
-from isaaclab_suspend.utils import open_env, set_quiet
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("dataset", type=existing_file, help="HDF5 dataset file")
+    parser.add_argument("dataset", type=cli.existing_file, help="HDF5 dataset file")
     parser.add_argument("--task", default=None, help="task id, for a dataset that does not name one (else it must be the recorded one)")
-    parser.add_argument("--num_envs", type=int_in(1, MAX_REPLAY_ENVS), default=None,
+    parser.add_argument("--num_envs", type=cli.int_in(1, cli.MAX_REPLAY_ENVS), default=None,
                         help="replay envs (default: as many as the recording had, so every demo finds its origin)")
     parser.add_argument("--demos", nargs="+", default=None, help="demo names to replay (default: all)")
-    parser.add_argument("--tolerance", type=float_in(0.0), default=1e-5, help="largest state error allowed (>= 0)")
-    parser.add_argument("--device", type=device, default="cpu")
+    parser.add_argument("--tolerance", type=cli.float_in(0.0), default=1e-5, help="largest state error allowed (>= 0)")
+    parser.add_argument("--device", type=cli.device, default="cpu")
     parser.add_argument("--shared_rng", action="store_true", help="Isaac Lab's one generator, not per-env streams")
     parser.add_argument("--check_images", action="store_true",
                         help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
-    add_import_arg(parser)
-    add_quiet_arg(parser)
+    cli.add_import_arg(parser)
+    cli.add_quiet_arg(parser)
     args = parser.parse_args(argv)
-    resolve_task(args, default=None)  # the project's tasks are registered by now, another package's by --import
+    cli.resolve_task(args, default=None)  # the project's tasks are registered by now, another package's by --import
     return args
 
 
 def replay(args: argparse.Namespace) -> int:
+    from isaaclab_suspend.datasets import DatasetError, DatasetReader, DatasetReplayer, check_replay_fits, replay_table
+    from isaaclab_suspend.datasets import check_replay_task, make_replay_env_cfg, replay_warnings
+    from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
+    from isaaclab_suspend.utils import open_env, set_quiet
+
     set_quiet(args.quiet)
     with DatasetReader(args.dataset) as reader:
         task = args.task or reader.env_name
@@ -74,7 +65,7 @@ def replay(args: argparse.Namespace) -> int:
         if unknown := sorted(set(args.demos or ()) - set(reader.demo_names)):
             raise DatasetError(f"'{reader.path}' has no demos {unknown}; it holds {len(reader.demo_names)} demos.")
         # every demo loaded and checked, and the size checked, before the env is built
-        names = share(args.demos or reader.demo_names)  # under torchrun: every WORLD_SIZE-th demo from RANK
+        names = cli.share(args.demos or reader.demo_names)  # under torchrun: every WORLD_SIZE-th demo from RANK
         if not names:
             raise DatasetError(f"'{reader.path}' holds fewer demos than torchrun's ranks: start fewer processes.")
         demos = {name: reader.load(name, "cpu") for name in names}
@@ -86,9 +77,9 @@ def replay(args: argparse.Namespace) -> int:
             for warning in replay_warnings(replayer, reader, num_envs):
                 print(f"[WARN] {warning}")
             with tqdm(total=len(replayer.demos), desc="demos", unit="demo",
-                      disable=args.quiet or is_other_rank()) as progress:
+                      disable=args.quiet or cli.is_other_rank()) as progress:
                 results = replayer.run(on_done=lambda _: progress.update())
-    results = gather_replay(results)  # under torchrun rank 0 reports every rank's demos
+    results = cli.gather_replay(results)  # under torchrun rank 0 reports every rank's demos
     print(replay_table(results, args.check_images))
     # NaN (a diverged state) fails; with --check_images any pixel difference fails
     failed = [r.demo for r in results if not r.max_state_error <= args.tolerance or (r.max_image_error or 0) > 0]
@@ -100,12 +91,14 @@ def replay(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    args.device = rank_device(args.device)  # torchrun: cuda:LOCAL_RANK where CUDA is there
-    return run_ranks(lambda: checked_replay(args))
+    args.device = cli.rank_device(args.device)  # torchrun: cuda:LOCAL_RANK where CUDA is there
+    return cli.run_ranks(lambda: checked_replay(args))
 
 
 def checked_replay(args: argparse.Namespace) -> int:
     """:func:`replay` with the exit status of a bad file (2) or Ctrl-C (130) and one line."""
+    from isaaclab_suspend.datasets import DatasetError
+
     try:
         return replay(args)
     except (DatasetError, FileNotFoundError) as err:

@@ -28,9 +28,8 @@ import logging
 import signal
 import sys
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.cli import app, serving
-from isaaclab_suspend.utils import set_quiet
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
+from isaaclab_suspend.cli import serving
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -47,6 +46,8 @@ def _interrupt(signum, frame) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
+    from isaaclab_suspend.utils import set_quiet
+
     set_quiet(args.quiet)
     level = logging.WARNING if args.quiet else logging.INFO  # --quiet: no line per connection
     logging.basicConfig(format="%(asctime)s %(message)s", level=level, stream=sys.stderr)
@@ -63,7 +64,7 @@ def serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    return app.run(serve, parse_args(argv))
+    return cli.run(serve, parse_args(argv))
 
 
 if __name__ == "__main__":

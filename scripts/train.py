@@ -22,23 +22,22 @@ import argparse
 import sys
 import time
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.rl import LIBRARIES, load_agent_cfg, make_log_dir, train
-from isaaclab_suspend.rl.runners import agent_seed
-from isaaclab_suspend.utils import make_env_cfg, open_env, quieted, set_quiet
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser, num_envs=256, seed=None, desync=False, per_env_random=False)
     cli.add_quiet_arg(parser)
-    parser.add_argument("--rl_library", default="rsl_rl", choices=LIBRARIES)
+    parser.add_argument("--rl_library", default="rsl_rl", choices=cli.RL_LIBRARIES)
     parser.add_argument("--max_iterations", type=cli.positive_int, default=None,
                         help="PPO updates (default: the agent cfg's)")
     parser.add_argument("--log_root", default="logs", help="runs go to <log_root>/<library>/<task>/<date>/")
     parser.add_argument("--distributed", action="store_true",
                         help="under torchrun: train on several GPUs or nodes (one process per GPU, NCCL)")
     args = parser.parse_args(argv)
+    from isaaclab_suspend.rl import make_log_dir
+
     cli.apply_distributed_training(args)
     cli.resolve_task(args)
     try:
@@ -50,6 +49,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train_agent(args: argparse.Namespace) -> int:
+    from isaaclab_suspend.rl import load_agent_cfg, train
+    from isaaclab_suspend.rl.runners import agent_seed
+    from isaaclab_suspend.utils import make_env_cfg, open_env, quieted, set_quiet
+
     set_quiet(args.quiet)  # --quiet: no set-up tables and no per-iteration log of the library, only the result
     with quieted():
         agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device, args.rank)

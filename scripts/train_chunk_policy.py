@@ -28,12 +28,7 @@ import os
 import sys
 import time
 
-from torch.utils.tensorboard import SummaryWriter
-
-from isaaclab_suspend import cli
-from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, save_chunk_policy, train_bc
-from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
-from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
+from isaaclab_suspend import cli  # light: torch is imported after parsing, where it is used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -74,6 +69,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def train(args: argparse.Namespace) -> None:
+    from torch.utils.tensorboard import SummaryWriter
+
+    from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, save_chunk_policy, train_bc
+    from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
+    from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
+
     # a DatasetError is a ValueError: one line, exit 2
     if args.camera:
         dataset = ImageChunkDataset(args.dataset, args.chunk, args.camera)

@@ -19,10 +19,7 @@ import argparse
 import os
 import sys
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.datasets import DatasetError, DatasetReader
-from isaaclab_suspend.datasets.image_frames import check_tileable, load_images, mark_chunk_starts, still_steps, tile
-from isaaclab_suspend.datasets.image_frames import write_gif, write_stills
+from isaaclab_suspend import cli  # light: h5py and Isaac Lab are imported after parsing, where they are used
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -57,6 +54,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def view(args: argparse.Namespace) -> None:
+    from isaaclab_suspend.datasets import DatasetError, DatasetReader
+    from isaaclab_suspend.datasets.image_frames import check_tileable, load_images, mark_chunk_starts, still_steps
+    from isaaclab_suspend.datasets.image_frames import tile, write_gif, write_stills
+
     with DatasetReader(args.dataset) as reader:
         demos = args.demos or reader.demo_names[: args.max_demos]
         if not demos:

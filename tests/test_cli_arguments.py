@@ -146,6 +146,8 @@ def test_run_time_failure_is_one_stderr_line_and_exit_2(argv, message):
 
 SCRIPTS = ["audit_suspension", "demo_suspend", "eval", "export_lerobot", "merge_shards", "play", "record", "replay",
            "serve_policy", "train", "train_chunk_policy", "view_dataset"]
+LIGHT_BENCHMARKS = ["benchmarks/bench_baselines", "benchmarks/bench_fair_eval"]
+"""Benchmarks that, like the scripts, parse their arguments before they import torch or Isaac Lab."""
 
 
 def test_every_script_takes_quiet_and_every_task_script_takes_import(monkeypatch, capsys):
@@ -158,3 +160,48 @@ def test_every_script_takes_quiet_and_every_task_script_takes_import(monkeypatch
         assert exit_info.value.code == 0 and "--quiet" in usage, (name, usage)
         if "--task TASK" in usage and name != "export_lerobot":  # export_lerobot's --task is the frames' text
             assert "--import MODULE" in usage, (name, usage)
+
+
+HEAVY = ("torch", "warp", "newton", "isaaclab", "lerobot", "h5py")
+"""Modules that take seconds to import: a script imports them after parsing, so ``--help`` and a malformed argument
+answer at once (they took about 8 s while they were imported first)."""
+_PARSE_ONLY = """
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("script", sys.argv[1])
+script = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(script)
+for argv in (["--help"], ["--no_such_argument"]):
+    try:
+        (getattr(script, "parse_args", None) or script.main)(argv)
+    except SystemExit as exit_:
+        print("exit", exit_.code)
+print("heavy", sorted({name.split(".")[0] for name in sys.modules} & set(sys.argv[2:])))
+"""
+
+
+@pytest.mark.parametrize("script", [*SCRIPTS, *LIGHT_BENCHMARKS])
+def test_help_and_a_malformed_argument_import_nothing_heavy(script):
+    run = subprocess.run([sys.executable, "-c", _PARSE_ONLY, os.path.join(ROOT, "scripts", f"{script}.py"), *HEAVY],
+                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert run.stdout.splitlines()[-3:] == ["exit 0", "exit 2", "heavy []"], run.stdout[-2000:] + run.stderr[-2000:]
+    assert "error:" in run.stderr and "Traceback" not in run.stderr, run.stderr[-2000:]
+
+
+def test_the_names_scripts_list_are_those_of_their_registries():
+    from isaaclab_suspend import names
+    from isaaclab_suspend.cli.outputs import EXPORT_MODES
+    from isaaclab_suspend.cli.serving import protocols
+    from isaaclab_suspend.policies import AGGREGATORS, SCHEDULES
+
+    for listed, registry in ((names.SCHEDULE_NAMES, SCHEDULES), (names.AGGREGATOR_NAMES, AGGREGATORS),
+                             (names.EXPORT_MODE_NAMES, EXPORT_MODES), (names.SERVER_PROTOCOLS, protocols())):
+        assert listed == tuple(sorted(registry)), (listed, sorted(registry))
+
+
+def test_no_name_of_the_cli_package_is_one_of_its_submodules():
+    """A submodule, once imported, would shadow the lazily imported name (``cli.rollout`` the module, not the loop)."""
+    import pkgutil
+
+    from isaaclab_suspend import cli
+
+    assert not set(cli.__all__) & {module.name for module in pkgutil.iter_modules(cli.__path__)}

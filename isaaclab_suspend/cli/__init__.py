@@ -1,138 +1,51 @@
 """What the scripts share: argument types with ranges, env and policy arguments, the chunk-model factory, the
 rollout loop, the episodes counted (quotas, episode log), output checks, shards and how a script ends (the policy
-server's arguments: :mod:`.serving`). A script is then: parse, build, run, report."""
+server's arguments: :mod:`.serving`). A script is then: parse, build, run, report.
 
-from .app import run
-from .errors import USER_ERRORS, fail, user_errors
-from .arguments import (
-    add_env_args,
-    add_import_arg,
-    add_quiet_arg,
-    address,
-    device,
-    env_overrides,
-    existing_file,
-    float_in,
-    fraction,
-    int_in,
-    key_pair,
-    latency,
-    non_negative_float,
-    non_negative_int,
-    positive_int,
-    schedules,
-    shard,
-    suspension_window,
-)
-from .distributed import (
-    apply_distributed_training,
-    gather_datasets,
-    gather_replay,
-    gather_results,
-    is_other_rank,
-    rank_device,
-    run_ranks,
-    share,
-)
-from .episodes import (
-    add_episode_args,
-    apply_episode_args,
-    describe_scoring,
-    episode_figures,
-    make_ledger,
-    recording_summary,
-    write_episode_log,
-)
-from .outputs import (
-    EXPORT_MODES,
-    check_new_datasets,
-    check_output_args,
-    check_space,
-    check_writable,
-    dataset_recorder_cfg,
-    dataset_table,
-    written_count,
-)
-from .policy import (
-    DEFAULT_TASK,
-    ConstantPolicy,
-    POLICIES,
-    RandomPolicy,
-    add_policy_args,
-    describe_policy,
-    describe_run,
-    make_chunk_model,
-    make_policy,
-    resolve_policy,
-    resolve_task,
-)
-from .rollout import Transition, desync_episodes, open_env, rollout, start_episodes
-from .sharding import add_shard_args, apply_shard, describe_shard, write_results
+The names below are imported from their modules on first use: ``from isaaclab_suspend import cli`` and building a
+parser with :mod:`.arguments` import no torch, Warp or Isaac Lab, so ``--help`` and a malformed argument answer at
+once; the first call that needs an env or a policy imports them.
+"""
 
-__all__ = [
-    "ConstantPolicy",
-    "DEFAULT_TASK",
-    "EXPORT_MODES",
-    "POLICIES",
-    "RandomPolicy",
-    "Transition",
-    "USER_ERRORS",
-    "add_env_args",
-    "add_import_arg",
-    "add_quiet_arg",
-    "add_episode_args",
-    "apply_distributed_training",
-    "add_policy_args",
-    "add_shard_args",
-    "address",
-    "apply_episode_args",
-    "apply_shard",
-    "check_new_datasets",
-    "check_output_args",
-    "check_space",
-    "check_writable",
-    "dataset_recorder_cfg",
-    "dataset_table",
-    "describe_policy",
-    "describe_run",
-    "describe_scoring",
-    "describe_shard",
-    "desync_episodes",
-    "device",
-    "env_overrides",
-    "episode_figures",
-    "existing_file",
-    "fail",
-    "float_in",
-    "fraction",
-    "gather_datasets",
-    "gather_replay",
-    "gather_results",
-    "int_in",
-    "is_other_rank",
-    "key_pair",
-    "latency",
-    "make_chunk_model",
-    "make_policy",
-    "make_ledger",
-    "recording_summary",
-    "non_negative_float",
-    "non_negative_int",
-    "open_env",
-    "positive_int",
-    "rank_device",
-    "resolve_policy",
-    "resolve_task",
-    "rollout",
-    "run",
-    "run_ranks",
-    "schedules",
-    "shard",
-    "share",
-    "start_episodes",
-    "suspension_window",
-    "user_errors",
-    "write_episode_log",
-    "write_results",
-    "written_count",
-]
+from __future__ import annotations
+
+import importlib
+
+_MODULES = {
+    ".app": ("run",),
+    ".arguments": ("add_env_args", "add_episode_args", "add_import_arg", "add_policy_args", "add_quiet_arg",
+        "add_shard_args", "address", "DEFAULT_TASK", "device", "env_overrides", "existing_file", "float_in",
+        "fraction", "int_in", "key_pair", "latency", "non_negative_float", "non_negative_int", "POLICIES",
+        "positive_int", "schedules", "shard", "suspension_window"),
+    ".distributed": ("apply_distributed_training", "gather_datasets", "gather_replay", "gather_results",
+        "is_other_rank", "rank_device", "run_ranks", "share"),
+    ".episodes": ("apply_episode_args", "describe_scoring", "episode_figures", "make_ledger", "recording_summary",
+        "write_episode_log"),
+    ".errors": ("fail", "USER_ERRORS", "user_errors"),
+    ".outputs": ("check_new_datasets", "check_output_args", "check_space", "check_writable", "dataset_recorder_cfg",
+        "dataset_table", "EXPORT_MODES", "written_count"),
+    ".policy": ("ConstantPolicy", "describe_policy", "describe_run", "make_chunk_model", "make_policy",
+        "RandomPolicy", "resolve_policy", "resolve_task"),
+    "..names": ("AGGREGATOR_NAMES", "EXPORT_MODE_NAMES", "MAX_REPLAY_ENVS", "RL_LIBRARIES", "SCHEDULE_NAMES",
+        "SERVER_PROTOCOLS", "SO101_ROBOT", "TOKEN_ENV", "VCODECS"),
+    ".rollouts": ("desync_episodes", "open_env", "rollout", "start_episodes", "Transition"),
+    ".sharding": ("apply_shard", "describe_shard", "write_results"),
+}
+"""The module of each name this package exports (no name is also a submodule's: importing the submodule would
+shadow it)."""
+_WHERE = {name: module for module, names in _MODULES.items() for name in names}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name], __name__), name)
+    globals()[name] = value  # found once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])
+
+
+__all__ = sorted(_WHERE)

@@ -1,5 +1,10 @@
-"""The scripts' argument types (ranges, files, devices, addresses, shards) and the env arguments every script
-shares: a bad value stops ``parse_args`` with exit status 2 and one line, before any env is built."""
+"""The scripts' argument types (ranges, files, devices, addresses, shards) and the arguments the scripts share
+(env, policy, episodes, shards): a bad value stops ``parse_args`` with exit status 2 and one line, before any env
+is built.
+
+Nothing heavy is imported here (no torch, Warp or Isaac Lab): a script builds its parser and answers ``--help`` or
+a malformed argument at once. A type that needs a heavy module (a device, a latency, an address, a shard) imports
+it when a value is given; the names the choices list come from :mod:`isaaclab_suspend.names`."""
 
 from __future__ import annotations
 
@@ -8,12 +13,14 @@ import math
 import os
 from collections.abc import Callable
 
-import torch
+from ..names import AGGREGATOR_NAMES, SCHEDULE_NAMES
 
-from ..policies.latency import LatencyCfg
-from ..policies.schedules import SCHEDULES
-from ..serving.remote_address import parse_address
-from ..datasets.shards import Shard
+DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
+"""The task when neither ``--task`` nor the policy names one."""
+DEFAULT_CHUNK = 16
+"""H of the embedded planners when ``--chunk`` is not given."""
+POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
+"""``--policy`` choices (see :mod:`.policy`); ``random`` is for recording only."""
 
 
 def _bound(value: float) -> str:
@@ -82,6 +89,10 @@ def existing_checkpoint(text: str) -> str:
 
 def device(text: str) -> str:
     """An argparse type: a torch device this machine has (``cpu``, ``cuda``, ``cuda:1``)."""
+    if text == "cpu":  # the default: no torch import to build a parser
+        return text
+    import torch
+
     try:
         parsed = torch.device(text)
     except RuntimeError:
@@ -122,13 +133,31 @@ def _suspension_window(text: str) -> tuple[int, int, int]:
     return tuple(int(p) for p in parts)
 
 
-latency = _parsed_by(LatencyCfg.parse, "latency", keep_text=True)
+def _latency(text: str) -> object:
+    from ..policies.latency import LatencyCfg  # torch and Isaac Lab: imported when a latency is given
+
+    return LatencyCfg.parse(text)
+
+
+def _address(text: str) -> object:
+    from ..serving.remote_address import parse_address  # the clients: imported when an address is given
+
+    return parse_address(text)
+
+
+def _shard(text: str) -> object:
+    from ..datasets.shards import Shard  # h5py and Isaac Lab's file handler: imported when a shard is given
+
+    return Shard.parse(text)
+
+
+latency = _parsed_by(_latency, "latency", keep_text=True)
 """An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
-address = _parsed_by(parse_address, "address", keep_text=True)
+address = _parsed_by(_address, "address", keep_text=True)
 """A policy server address: ``host:port``, ``openpi://host:port`` or ``gr00t://host:port``."""
 key_pair = _parsed_by(_key_pair, "key pair")
 """``KEY=PATH`` as ``(key, path)``: an openpi or GR00T request key and the env's observation path it holds."""
-shard = _parsed_by(Shard.parse, "shard")
+shard = _parsed_by(_shard, "shard")
 """``I/K`` as a :class:`~isaaclab_suspend.datasets.shards.Shard`."""
 suspension_window = _parsed_by(_suspension_window, "suspension window")
 """``ENV:STEP:STEPS`` as ``(env, step, steps)``: a suspension of the audit."""
@@ -177,6 +206,71 @@ def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
                         help="print only the result and errors: no set-up tables, info log or progress bars")
 
 
+def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
+                    latency_args: bool = False) -> None:
+    """``--policy --checkpoint --remote --openpi_keys --prompt --chunk --schedule --aggregator --refill_threshold
+    --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
+    parser.add_argument("--policy", default=None, choices=policies,
+                        help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
+                             " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")
+    parser.add_argument("--checkpoint", default=None,
+                        help="'bc': chunk policy checkpoint of scripts/train_chunk_policy.py or a LeRobot"
+                             " pretrained_model directory; 'checkpoint': rsl_rl or"
+                             " skrl checkpoint (default: the task's shipped expert)")
+    parser.add_argument("--remote", default=None, type=address, metavar="HOST:PORT",
+                        help="'remote': address of a scripts/serve_policy.py server, or openpi://HOST:PORT of an"
+                             " openpi server (openpi's serve_policy.py, or ours with --protocol openpi)")
+    parser.add_argument("--openpi_keys", nargs="+", type=key_pair, default=None, metavar="OPENPI_KEY=PATH",
+                        help="--remote openpi://: observation paths (group or group/term) sent under openpi keys,"
+                             " e.g. observation/state=policy (default: the paths themselves)")
+    parser.add_argument("--gr00t_keys", nargs="+", type=key_pair, default=None, metavar="GR00T_KEY=OBS_PATH",
+                        help="--remote gr00t://: observation paths sent under GR00T keys, e.g. state.cartpole=policy"
+                             " video.scene=images/scene_camera (default: state.<name> takes the path <name>)")
+    parser.add_argument("--gr00t_form", default="flat", choices=("flat", "nested"),
+                        help="--remote gr00t://: observation keys flat (state.x, GR00T's sim wrapper) or nested"
+                             " ({'state': {'x': ...}}, GR00T's policy)")
+    parser.add_argument("--gr00t_rtc", action="store_true",
+                        help="--remote gr00t:// with --schedule rtc: send the committed prefix as GR00T N1.7's"
+                             " real-time chunking options (action_horizon, rtc_frozen_steps, ..., previous_action)")
+    parser.add_argument("--prompt", default=None,
+                        help="--remote openpi:// or gr00t://: text sent with every observation")
+    parser.add_argument("--chunk", type=positive_int, default=None,
+                        help=f"actions per chunk H (default {DEFAULT_CHUNK}; a trained or served policy's own H)")
+    parser.add_argument("--schedule", default="global_clock", choices=SCHEDULE_NAMES, help="chunk schedule")
+    parser.add_argument("--aggregator", default="replace", choices=AGGREGATOR_NAMES)
+    parser.add_argument("--refill_threshold", type=fraction, default=0.0,
+                        help="any/partial_batch: request a chunk at <= g*H actions left, g in [0, 1]")
+    parser.add_argument("--overlap_steps", type=non_negative_int, default=0,
+                        help="rtc: leftover actions a new chunk meets when it lands, merged by the aggregator"
+                             " (soft_mask: RTC's soft masking)")
+    if latency_args:
+        parser.add_argument("--latency", default=None, type=latency,
+                            help="emulated inference latency: '0.2', '0.05+0.002n', 'gr1' or 'droid'")
+        parser.add_argument("--virtual_latency", action="store_true", help="account the latency without sleeping")
+
+
+def add_episode_args(parser: argparse.ArgumentParser) -> None:
+    """``--episodes_per_env --episode_log``."""
+    parser.add_argument("--episodes_per_env", type=positive_int, default=None, metavar="K",
+                        help="every env runs exactly K episodes from its first reset (with --desync the cut-short"
+                             " first one is not among them); an env that has run its K waits suspended (holding under"
+                             " 'hold'/'any', its steps not counted) until all have, then the run ends by itself:"
+                             " figures over num_envs x K episodes, not over the first to finish")
+    parser.add_argument("--episode_log", default=None, metavar="PATH",
+                        help="JSON lines file, one record per counted episode: env_id, episode (index within the"
+                             " env), seed, success, length, suspended_steps, calls and, when recording, demo")
+
+
+def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:
+    """``--shard`` and, if ``results``, ``--results``."""
+    parser.add_argument("--shard", type=shard, default=None, metavar="I/K",
+                        help="run shard I of K (0 <= I < K): seed + I, files <stem>-shardIofK.* (merge them with"
+                             " scripts/merge_shards.py)")
+    if results:
+        parser.add_argument("--results", default=None,
+                            help="JSON file of the figures per schedule (scripts/merge_shards.py merges the shards')")
+
+
 def env_overrides(args: argparse.Namespace) -> list[str]:
     """The Hydra-style overrides of ``--presets`` for :func:`~isaaclab_suspend.utils.open_env`."""
     return [f"presets={args.presets}"] if args.presets else []
@@ -184,9 +278,9 @@ def env_overrides(args: argparse.Namespace) -> list[str]:
 
 def _schedules(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in SCHEDULES]
+    unknown = [name for name in names if name not in SCHEDULE_NAMES]
     if not names or unknown:
-        raise ValueError(f"unknown schedules {unknown or [text]}; choose from {sorted(SCHEDULES)}")
+        raise ValueError(f"unknown schedules {unknown or [text]}; choose from {list(SCHEDULE_NAMES)}")
     return names
 
 

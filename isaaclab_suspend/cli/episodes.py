@@ -1,5 +1,6 @@
 """Which episodes a script counts: ``--episodes_per_env`` (the same number from every env), the run's
-:class:`~isaaclab_suspend.policies.EpisodeLedger` and ``--episode_log`` (one JSON line per counted episode)."""
+:class:`~isaaclab_suspend.policies.EpisodeLedger` and ``--episode_log`` (one JSON line per counted episode); the
+arguments: :func:`~.arguments.add_episode_args`."""
 
 from __future__ import annotations
 
@@ -10,23 +11,10 @@ from typing import TYPE_CHECKING
 
 from ..policies import EpisodeLedger
 from ..policies.evaluation import format_figure
-from .arguments import positive_int
 from .outputs import check_writable
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
-
-
-def add_episode_args(parser: argparse.ArgumentParser) -> None:
-    """``--episodes_per_env --episode_log``."""
-    parser.add_argument("--episodes_per_env", type=positive_int, default=None, metavar="K",
-                        help="every env runs exactly K episodes from its first reset (with --desync the cut-short"
-                             " first one is not among them); an env that has run its K waits suspended (holding under"
-                             " 'hold'/'any', its steps not counted) until all have, then the run ends by itself:"
-                             " figures over num_envs x K episodes, not over the first to finish")
-    parser.add_argument("--episode_log", default=None, metavar="PATH",
-                        help="JSON lines file, one record per counted episode: env_id, episode (index within the"
-                             " env), seed, success, length, suspended_steps, calls and, when recording, demo")
 
 
 def apply_episode_args(parser: argparse.ArgumentParser, args: argparse.Namespace, other: str, default: int) -> None:

@@ -12,7 +12,7 @@ from prettytable import PrettyTable
 
 from ..policies import ActionChunkingPolicy, ChunkModel, EpisodeOutcomes
 from ..utils import open_env
-from .rollout import rollout, start_episodes
+from .rollouts import rollout, start_episodes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 """The checkout, whose scripts/record.py records the expert."""

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..learning import load_chunk_policy
-from ..policies import AGGREGATORS, SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
+from ..policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, connect_remote
 from ..serving.remote import check_observation_paths
 from ..policies.embedded import make_default_model, tasks_with_chunk_model
@@ -39,61 +39,11 @@ from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 from ..utils import import_task_modules, quieted, resolve_task_id
 from .errors import prog, user_errors
-from .arguments import address, fraction, key_pair, latency, non_negative_int, positive_int
+from .arguments import DEFAULT_CHUNK, DEFAULT_TASK
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
     from ..policies import ChunkModel
-
-DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
-"""The task when neither ``--task`` nor the policy names one."""
-DEFAULT_CHUNK = 16
-"""H of the embedded planners when ``--chunk`` is not given."""
-POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
-"""``--policy`` choices (see the module docstring); ``random`` is for recording only."""
-
-
-def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
-                    latency_args: bool = False) -> None:
-    """``--policy --checkpoint --remote --openpi_keys --prompt --chunk --schedule --aggregator --refill_threshold
-    --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
-    parser.add_argument("--policy", default=None, choices=policies,
-                        help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
-                             " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")
-    parser.add_argument("--checkpoint", default=None,
-                        help="'bc': chunk policy checkpoint of scripts/train_chunk_policy.py or a LeRobot"
-                             " pretrained_model directory; 'checkpoint': rsl_rl or"
-                             " skrl checkpoint (default: the task's shipped expert)")
-    parser.add_argument("--remote", default=None, type=address, metavar="HOST:PORT",
-                        help="'remote': address of a scripts/serve_policy.py server, or openpi://HOST:PORT of an"
-                             " openpi server (openpi's serve_policy.py, or ours with --protocol openpi)")
-    parser.add_argument("--openpi_keys", nargs="+", type=key_pair, default=None, metavar="OPENPI_KEY=PATH",
-                        help="--remote openpi://: observation paths (group or group/term) sent under openpi keys,"
-                             " e.g. observation/state=policy (default: the paths themselves)")
-    parser.add_argument("--gr00t_keys", nargs="+", type=key_pair, default=None, metavar="GR00T_KEY=OBS_PATH",
-                        help="--remote gr00t://: observation paths sent under GR00T keys, e.g. state.cartpole=policy"
-                             " video.scene=images/scene_camera (default: state.<name> takes the path <name>)")
-    parser.add_argument("--gr00t_form", default="flat", choices=("flat", "nested"),
-                        help="--remote gr00t://: observation keys flat (state.x, GR00T's sim wrapper) or nested"
-                             " ({'state': {'x': ...}}, GR00T's policy)")
-    parser.add_argument("--gr00t_rtc", action="store_true",
-                        help="--remote gr00t:// with --schedule rtc: send the committed prefix as GR00T N1.7's"
-                             " real-time chunking options (action_horizon, rtc_frozen_steps, ..., previous_action)")
-    parser.add_argument("--prompt", default=None,
-                        help="--remote openpi:// or gr00t://: text sent with every observation")
-    parser.add_argument("--chunk", type=positive_int, default=None,
-                        help=f"actions per chunk H (default {DEFAULT_CHUNK}; a trained or served policy's own H)")
-    parser.add_argument("--schedule", default="global_clock", choices=sorted(SCHEDULES), help="chunk schedule")
-    parser.add_argument("--aggregator", default="replace", choices=sorted(AGGREGATORS))
-    parser.add_argument("--refill_threshold", type=fraction, default=0.0,
-                        help="any/partial_batch: request a chunk at <= g*H actions left, g in [0, 1]")
-    parser.add_argument("--overlap_steps", type=non_negative_int, default=0,
-                        help="rtc: leftover actions a new chunk meets when it lands, merged by the aggregator"
-                             " (soft_mask: RTC's soft masking)")
-    if latency_args:
-        parser.add_argument("--latency", default=None, type=latency,
-                            help="emulated inference latency: '0.2', '0.05+0.002n', 'gr1' or 'droid'")
-        parser.add_argument("--virtual_latency", action="store_true", help="account the latency without sleeping")
 
 
 def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -14,7 +14,7 @@ from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManager
 from isaaclab.managers import RecorderManager
 
 from ..utils import open_env
-from .rollout import desync_episodes
+from .rollouts import desync_episodes
 from .step_timing import random_actions, synchronize
 
 STEP_HOOKS = ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")

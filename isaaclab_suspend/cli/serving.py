@@ -1,40 +1,37 @@
 """The policy server's arguments (``scripts/serve_policy.py``) and the server they name.
 
-Both protocols share the wire limits, time-outs and token of :class:`~isaaclab_suspend.policies.PolicyServerCfg`;
-options left unset take the defaults of the protocol's cfg (openpi: port 8000, 256 connections, 600 s idle).
+The protocols share the wire limits, time-outs and token of :class:`~isaaclab_suspend.serving.PolicyServerCfg`;
+options left unset take the defaults of the protocol's cfg (:class:`~isaaclab_suspend.serving.PolicyServerCfg`,
+:class:`~isaaclab_suspend.serving.OpenpiPolicyServerCfg`, :class:`~isaaclab_suspend.serving.Gr00tPolicyServerCfg`),
+which the server's first line shows. Building the parser imports nothing heavy; the servers are imported when one
+is made.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+from typing import TYPE_CHECKING
 
-from ..learning import load_chunk_policy
-from ..policies import LatencyCfg, LatencyEmulator
-from ..serving import (
-    BatchingCfg,
-    Gr00tPolicyServer,
-    Gr00tPolicyServerCfg,
-    OpenpiPolicyServer,
-    OpenpiPolicyServerCfg,
-    PolicyServer,
-    PolicyServerCfg,
-    WireLimitsCfg,
-)
-from ..policies.embedded import make_default_model, tasks_with_chunk_model
-from ..serving.remote import TOKEN_ENV
+from ..names import SERVER_PROTOCOLS, TOKEN_ENV
 from .errors import user_errors
-from .policy import resolve_task
 from .arguments import add_import_arg, device, existing_checkpoint, existing_file, float_in, int_in, key_pair, latency
 
-PROTOCOLS = {"project": PolicyServerCfg, "openpi": OpenpiPolicyServerCfg, "gr00t": Gr00tPolicyServerCfg}
-"""``--protocol`` choices: the cfg of each protocol's server."""
+if TYPE_CHECKING:
+    from ..serving import Gr00tPolicyServer, OpenpiPolicyServer, PolicyServer
+
+
+def protocols() -> dict[str, type]:
+    """``--protocol`` choices (:data:`~isaaclab_suspend.names.SERVER_PROTOCOLS`): the cfg of each protocol's
+    server."""
+    from ..serving import Gr00tPolicyServerCfg, OpenpiPolicyServerCfg, PolicyServerCfg
+
+    return {"gr00t": Gr00tPolicyServerCfg, "openpi": OpenpiPolicyServerCfg, "project": PolicyServerCfg}
 
 
 def add_server_args(parser: argparse.ArgumentParser) -> None:
     """The served model (``--task --checkpoint --expert --chunk --latency``), the protocol, address, batching, wire
-    limits, time-outs and token."""
-    project, openpi = PolicyServerCfg(), OpenpiPolicyServerCfg()
+    limits, time-outs and token (unset: the protocol cfg's)."""
     parser.add_argument("--task", default="Isaac-Cartpole-Suspendable",
                         help="task of the embedded model or the expert (ignored with --checkpoint)")
     add_import_arg(parser)
@@ -47,7 +44,7 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk", type=int_in(1, 4096), default=16, help="H of the embedded model")
     parser.add_argument("--latency", default=None, type=latency,
                         help="emulated inference latency per model call: '0.2', '0.05+0.002n', 'gr1' or 'droid'")
-    parser.add_argument("--protocol", default="project", choices=sorted(PROTOCOLS),
+    parser.add_argument("--protocol", default="project", choices=SERVER_PROTOCOLS,
                         help="'project': RemoteChunkModel's TCP protocol; 'openpi': openpi's websocket protocol;"
                              " 'gr00t': GR00T's ZeroMQ protocol (its PolicyClient, or --remote gr00t://)")
     parser.add_argument("--keys", nargs="+", type=key_pair, default=None, metavar="KEY=PATH",
@@ -55,27 +52,27 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
                              " gr00t: the state/video keys of the modality config, e.g. state.cartpole=policy"
                              " (default state.policy=policy)")
     parser.add_argument("--allow_kill", action="store_true", help="gr00t: let a client stop the server ('kill')")
-    parser.add_argument("--host", default=project.host,
-                        help="interface to listen on (0.0.0.0: all; beyond loopback a token is needed)")
+    parser.add_argument("--host", default=None,
+                        help="interface to listen on (default: loopback, 127.0.0.1; 0.0.0.0: all; beyond loopback a"
+                             " token is needed)")
     parser.add_argument("--port", type=int_in(0, 65535), default=None,
-                        help=f"TCP port (default {project.port}, openpi: {openpi.port}; 0: a free one)")
+                        help="TCP port (default: the protocol's; 0: a free one)")
     parser.add_argument("--device", type=device, default="cpu", help="device the model runs on")
     parser.add_argument("--batch_wait_ms", type=float_in(0.0, 60_000.0), default=None,
                         help="merge concurrent requests into one model call, waiting at most this long for more"
-                             f" (default: project: off, openpi: {openpi.batching.max_wait_s * 1e3:g} ms)")
-    parser.add_argument("--max_batch_rows", type=int_in(1), default=openpi.batching.max_rows,
-                        help="most env rows in one batched model call")
+                             " (default: the protocol's: openpi batches, project and gr00t do not)")
+    parser.add_argument("--max_batch_rows", type=int_in(1), default=None,
+                        help="most env rows in one batched model call (default: BatchingCfg's)")
     parser.add_argument("--max_connections", type=int_in(1, 1024), default=None,
-                        help=f"clients served at once, more are refused (default {project.max_connections}, openpi:"
-                             f" {openpi.max_connections})")
-    parser.add_argument("--max_message_mb", type=float_in(0.0, 65536.0, low_open=True),
-                        default=WireLimitsCfg().max_message_bytes / 2**20,
-                        help="largest request [MiB]; the server holds at most this per connection")
-    parser.add_argument("--read_timeout", type=float_in(0.0, 3600.0, low_open=True), default=project.read_timeout_s,
-                        help="longest time for a request to arrive whole, and for a new client's hello [s]")
+                        help="clients served at once, more are refused (default: the protocol's)")
+    parser.add_argument("--max_message_mb", type=float_in(0.0, 65536.0, low_open=True), default=None,
+                        help="largest request [MiB]; the server holds at most this per connection (default:"
+                             " WireLimitsCfg's)")
+    parser.add_argument("--read_timeout", type=float_in(0.0, 3600.0, low_open=True), default=None,
+                        help="longest time for a request to arrive whole, and for a new client's hello [s] (default:"
+                             " the protocol's)")
     parser.add_argument("--idle_timeout", type=float_in(0.0, 86400.0, low_open=True), default=None,
-                        help=f"close a connection idle this long [s] (default {project.idle_timeout_s:g}, openpi:"
-                             f" {openpi.idle_timeout_s:g})")
+                        help="close a connection idle this long [s] (default: the protocol's)")
     parser.add_argument("--token_file", type=existing_file, default=None,
                         help=f"file holding the shared token clients must send (default: ${TOKEN_ENV} if set;"
                              " openpi clients send it as their api_key)")
@@ -92,6 +89,9 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error("--keys needs --protocol openpi or gr00t")
     if args.allow_kill and args.protocol != "gr00t":
         parser.error("--allow_kill needs --protocol gr00t")
+    from ..policies.embedded import tasks_with_chunk_model
+    from .policy import resolve_task
+
     args.keys = dict(args.keys or ())
     resolve_task(args)
     with user_errors():  # a task without a planner or a bad file stops the server before its env is built
@@ -129,7 +129,11 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer |
     Raises:
         ValueError, OSError: If the model cannot be loaded, the cfg is invalid or the address cannot be bound.
     """
-    cfg = PROTOCOLS[args.protocol]()
+    from ..learning import load_chunk_policy
+    from ..policies import LatencyCfg, LatencyEmulator, make_default_model
+    from ..serving import BatchingCfg
+
+    cfg = protocols()[args.protocol]()
     if args.checkpoint:
         model = load_chunk_policy(args.checkpoint, args.device)
         cfg.chunk_length, cfg.action_dim, cfg.task = model.chunk_length, model.action_dim, model.task or None
@@ -142,19 +146,20 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer |
     if args.latency:
         model = LatencyEmulator(model, LatencyCfg.parse(args.latency))
     if args.batch_wait_ms is not None:
-        cfg.batching = BatchingCfg(max_wait_s=args.batch_wait_ms / 1e3, max_rows=args.max_batch_rows)
-    elif cfg.batching is not None:
+        cfg.batching = BatchingCfg(max_wait_s=args.batch_wait_ms / 1e3)
+    if cfg.batching is not None and args.max_batch_rows is not None:
         cfg.batching.max_rows = args.max_batch_rows
     if args.keys:
         cfg.keys = args.keys
     if args.allow_kill:
         cfg.allow_kill = True
-    cfg.host, cfg.device, cfg.read_timeout_s = args.host, args.device, args.read_timeout
-    for name, value in (("port", args.port), ("max_connections", args.max_connections),
-                        ("idle_timeout_s", args.idle_timeout)):
+    cfg.device = args.device
+    for name, value in (("host", args.host), ("port", args.port), ("max_connections", args.max_connections),
+                        ("read_timeout_s", args.read_timeout), ("idle_timeout_s", args.idle_timeout)):
         if value is not None:
             setattr(cfg, name, value)
-    cfg.limits.max_message_bytes = max(1, int(args.max_message_mb * 2**20))
+    if args.max_message_mb is not None:
+        cfg.limits.max_message_bytes = max(1, int(args.max_message_mb * 2**20))
     cfg.token, cfg.insecure_no_token = args.token, args.insecure_no_token
     return cfg.class_type(model, cfg)
 

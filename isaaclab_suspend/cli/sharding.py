@@ -1,5 +1,6 @@
-"""``--shard I/K`` (and ``--results``): one run split into K processes, merged by ``scripts/merge_shards.py``
-(under torchrun the rank is the shard and rank 0 merges: :mod:`.distributed`).
+"""``--shard I/K`` (and ``--results``; the arguments: :func:`~.arguments.add_shard_args`): one run split into K
+processes, merged by ``scripts/merge_shards.py`` (under torchrun the rank is the shard and rank 0 merges:
+:mod:`.distributed`).
 
 Shard ``i/K`` runs with seed ``seed + i`` and writes ``<stem>-shard<i>of<K><ext>`` files; a recording shard writes
 its part of ``--episodes`` (see :mod:`isaaclab_suspend.datasets.shards`).
@@ -12,25 +13,15 @@ import json
 import os
 
 from ..datasets.shards import Shard
-from .arguments import shard
 from .distributed import apply_launch
-
-
-def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:
-    """``--shard`` and, if ``results``, ``--results``."""
-    parser.add_argument("--shard", type=shard, default=Shard(), metavar="I/K",
-                        help="run shard I of K (0 <= I < K): seed + I, files <stem>-shardIofK.* (merge them with"
-                             " scripts/merge_shards.py)")
-    if results:
-        parser.add_argument("--results", default=None,
-                            help="JSON file of the figures per schedule (scripts/merge_shards.py merges the shards')")
 
 
 def apply_shard(parser: argparse.ArgumentParser, args: argparse.Namespace, files: tuple[str, ...] = (),
                 episodes: bool = False) -> None:
     """Give ``args`` the shard's seed, its name of each file argument in ``files`` and, if ``episodes``, its part
     of ``args.episodes`` (``parser.error`` if that is none). Under torchrun the shard is the rank's
-    (:func:`~.distributed.apply_launch`)."""
+    (:func:`~.distributed.apply_launch`); no ``--shard`` is shard 0/1."""
+    args.shard = args.shard or Shard()
     apply_launch(parser, args)
     if args.seed is not None:
         args.seed = args.shard.seed(args.seed)

@@ -12,6 +12,7 @@ from prettytable import PrettyTable
 
 from isaaclab.managers import EventTermCfg
 
+from ..names import MAX_REPLAY_ENVS
 from ..tensor_tree import flatten_tree, unflatten_tree
 from ..utils import make_env_cfg
 from .reader import DatasetError, DatasetReader, Demo, StatePath, available_memory_bytes
@@ -43,9 +44,6 @@ def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_r
             setattr(cfg.events, name, None)
     return cfg
 
-
-MAX_REPLAY_ENVS = 16384
-"""Most envs a replay builds."""
 
 ENV_BYTES = 256 * 1024
 """Memory one replay env is assumed to take beyond the demos' buffers [bytes]: push-cube on the CPU measured

@@ -22,6 +22,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..datasets import DatasetError, DatasetReader
+from ..names import VCODECS
 from . import so101
 from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, STATE_FEATURE, STATE_GROUP, ExportSidecar, VectorLayout
 
@@ -29,8 +30,6 @@ IMAGE_GROUP = "images"
 """HDF5 group of the camera frames (``images/<cam>``, uint8 (N, H, W, 3))."""
 NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin")
 """Demo members that describe the scene for a replay, not a frame: left out."""
-VCODECS = ("libsvtav1", "h264")
-"""Video codecs of ``--vcodec`` (LeRobot's default AV1 and h264; both lossy)."""
 MIN_STEP_DT, MAX_STEP_DT = 1e-4, 60.0
 """Control periods a dataset's ``env_args.step_dt`` may state [s]: 10 kHz to one step a minute (its inverse is
 LeRobot's fps)."""

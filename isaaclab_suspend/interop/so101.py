@@ -15,7 +15,9 @@ import math
 
 import torch
 
-ROBOT = "so101_follower"
+from ..names import SO101_ROBOT
+
+ROBOT = SO101_ROBOT
 """``--robot`` value (LeRobot's robot config type)."""
 JOINTS = ("shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper")
 """The follower's motors, in its order (the sim's joint names too)."""

@@ -25,7 +25,9 @@ from isaaclab_tasks.utils import load_cfg_from_registry
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 
-LIBRARIES = ("rsl_rl", "skrl")
+from ..names import RL_LIBRARIES
+
+LIBRARIES = RL_LIBRARIES
 """RL libraries that :func:`train` supports."""
 
 

@@ -34,6 +34,7 @@ import torch
 
 from isaaclab.utils import configclass
 
+from ..names import TOKEN_ENV
 from .batching import BatchingCfg, BatchingChunkModel
 from ..policies.model import ChunkModel, accepts_prefix, prefix_problem
 from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
@@ -47,9 +48,6 @@ PROTOCOL_VERSION = 1
 PREFIX_ARRAYS = ("prefix", "delay")
 """Optional arrays of an ``infer`` request: the committed prefix and each row's delay (real-time chunking)."""
 
-TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
-"""Environment variable a :class:`RemoteChunkModel` (and ``serve_policy.py``) reads the shared token from when
-its cfg names none."""
 
 logger = logging.getLogger(__name__)
 

@@ -15,23 +15,25 @@ from __future__ import annotations
 import argparse
 import time
 
-import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes, make_default_model
-from isaaclab_suspend.policies.evaluation import format_figure
-from isaaclab_suspend.utils import open_env, set_quiet
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing
 
 TASK = "Isaac-PushCube-Suspendable"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--num_envs", type=cli.positive_int, default=16)
     parser.add_argument("--steps", type=cli.positive_int, default=900, help="env steps per policy")
     parser.add_argument("--seed", type=cli.non_negative_int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    import torch
+
+    from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes, make_default_model
+    from isaaclab_suspend.policies.evaluation import format_figure
+    from isaaclab_suspend.utils import open_env, set_quiet
+
     set_quiet()
     table = PrettyTable(["policy", "episodes scored", "success rate", "mean episode length", "wall time (s)"])
     with open_env(TASK, args.num_envs) as env:

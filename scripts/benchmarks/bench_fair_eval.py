@@ -24,14 +24,15 @@ import statistics
 
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeLedger, make_default_model
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 TASK = "Isaac-PushCube-Suspendable"
 
 
 def run(env, args: argparse.Namespace, seed: int, per_env: int | None, first: int | None) -> dict:
     """One protocol on ``env`` from a fresh reset: ``per_env`` episodes from every env, or the ``first`` to end."""
+    from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeLedger, make_default_model
+
     policy = ActionChunkingPolicy(make_default_model(TASK, args.chunk), env, chunk_length=args.chunk,
                                   schedule="global_clock")
     obs = cli.start_episodes(env, seed, desync=False)  # a full reset also resumes the envs a previous run retired
@@ -48,7 +49,7 @@ def run(env, args: argparse.Namespace, seed: int, per_env: int | None, first: in
             "max_per_env": max(per_env_counts)}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--num_envs", type=cli.positive_int, default=16)
     parser.add_argument("--episodes_per_env", type=cli.positive_int, default=1, help="K")
@@ -58,7 +59,7 @@ def main() -> None:
     parser.add_argument("--chunk", type=cli.positive_int, default=16)
     parser.add_argument("--seeds", type=cli.non_negative_int, nargs="+", default=[42])
     parser.add_argument("--max_steps", type=cli.positive_int, default=20_000)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     k, n = args.episodes_per_env, args.num_envs * args.episodes_per_env
     protocols = {f"first {n} to finish": (None, n), f"{k} per env": (k, None),
                  f"reference ({args.reference_per_env} per env)": (args.reference_per_env, None)}

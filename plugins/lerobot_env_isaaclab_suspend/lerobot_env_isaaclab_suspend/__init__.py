@@ -4,10 +4,15 @@ LeRobot imports this package (its distribution name starts with ``lerobot_env_``
 The B envs of ``--eval.batch_size`` are one Isaac Lab env in the ``lerobot-eval`` process, each suspended once its
 episode ends (:class:`isaaclab_suspend.interop.lerobot_env.LeRobotVectorEnv`). Isaac Lab is imported only when
 the env is made.
+
+LeRobot imports it in ``lerobot-train`` too, before it reads its config: where torchcodec cannot load its FFmpeg
+libraries, LeRobot logs the loader's error (a traceback per FFmpeg version tried) each time it picks a video
+decoder, then decodes with PyAV. That is said once, in one line (:class:`OneLineVideoDecoderFallback`).
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 from dataclasses import dataclass
 
@@ -15,6 +20,28 @@ from lerobot.configs import parser
 from lerobot.envs.configs import EnvConfig
 
 ENV_TYPE = "isaaclab_suspend"
+
+
+class OneLineVideoDecoderFallback(logging.Filter):
+    """Turns LeRobot's warning that torchcodec cannot be loaded into one line, said once per process."""
+
+    SAID = ("torchcodec cannot load its FFmpeg libraries here; LeRobot decodes videos with PyAV instead (harmless:"
+            " pass --dataset.video_backend=pyav to choose it yourself).")
+
+    def __init__(self):
+        super().__init__()
+        self.said = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "'torchcodec' is installed but cannot be loaded" not in str(record.msg):
+            return True
+        if self.said:
+            return False
+        self.said, record.msg, record.args = True, self.SAID, ()
+        return True
+
+
+logging.getLogger("lerobot.utils.import_utils").addFilter(OneLineVideoDecoderFallback())
 
 
 @EnvConfig.register_subclass(ENV_TYPE)

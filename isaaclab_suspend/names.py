@@ -1,0 +1,27 @@
+"""The names and limits a user types (schedules, aggregators, export modes, RL libraries, codecs, robots, server
+protocols, the token's environment variable), in a module that imports nothing.
+
+Scripts build their parsers from these, so ``--help`` and a malformed argument answer before torch, Warp or Isaac
+Lab are imported. Constants are defined here and imported by the modules that use them; the names of a registry
+(a dict of classes or functions) are kept beside it and checked against it (``tests/test_cli_arguments.py``).
+"""
+
+SCHEDULE_NAMES = ("any", "async", "auto", "global_clock", "hold", "partial_batch", "rtc")
+"""The chunk schedules' names, sorted (:data:`~isaaclab_suspend.policies.SCHEDULES`)."""
+AGGREGATOR_NAMES = ("blend", "replace", "soft_mask", "temporal_ensemble")
+"""The aggregators' names, sorted (:data:`~isaaclab_suspend.policies.AGGREGATORS`)."""
+EXPORT_MODE_NAMES = ("all", "separate", "succeeded")
+"""``record.py --export`` choices, sorted (:data:`~isaaclab_suspend.cli.outputs.EXPORT_MODES`)."""
+SERVER_PROTOCOLS = ("gr00t", "openpi", "project")
+"""``serve_policy.py --protocol`` choices, sorted (:func:`~isaaclab_suspend.cli.serving.protocols`)."""
+RL_LIBRARIES = ("rsl_rl", "skrl")
+"""RL libraries that :func:`isaaclab_suspend.rl.train` supports."""
+VCODECS = ("libsvtav1", "h264")
+"""Video codecs of ``export_lerobot.py --vcodec`` (LeRobot's default AV1 and h264; both lossy)."""
+SO101_ROBOT = "so101_follower"
+"""``export_lerobot.py --robot`` value for the SO-101 (LeRobot's robot config type)."""
+MAX_REPLAY_ENVS = 16384
+"""Most envs a replay builds."""
+TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
+"""Environment variable a :class:`~isaaclab_suspend.serving.RemoteChunkModel` (and ``serve_policy.py``) reads the
+shared token from when its cfg names none."""
