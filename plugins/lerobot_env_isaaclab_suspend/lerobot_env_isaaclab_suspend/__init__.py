@@ -25,8 +25,7 @@ ENV_TYPE = "isaaclab_suspend"
 class OneLineVideoDecoderFallback(logging.Filter):
     """Turns LeRobot's warning that torchcodec cannot be loaded into one line, said once per process."""
 
-    SAID = ("torchcodec cannot load its FFmpeg libraries here; LeRobot decodes videos with PyAV instead (harmless:"
-            " pass --dataset.video_backend=pyav to choose it yourself).")
+    SAID = "torchcodec cannot load its FFmpeg libraries here (harmless): LeRobot decodes videos with PyAV."
 
     def __init__(self):
         super().__init__()
