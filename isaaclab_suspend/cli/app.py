@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 
-from .distributed import run_ranks
 from .errors import user_errors
 
 
@@ -16,6 +15,8 @@ def run(body: Callable[[argparse.Namespace], object], args: argparse.Namespace) 
     user error, 130 on Ctrl-C with the one line ``args.on_interrupt`` (e.g. where the results so far are), if the
     script set it, else ``Interrupted.``. Under torchrun a sharded script (one with ``args.shard``) hands its
     status to rank 0 and returns the run's (:mod:`.distributed`); training leaves torch.distributed to its library."""
+    from .distributed import run_ranks  # torch: imported once the script has parsed its arguments
+
     return run_ranks(lambda: _run(body, args)) if hasattr(args, "shard") else _run(body, args)
 
 
