@@ -3,8 +3,8 @@ rollout loop, the episodes counted (quotas, episode log), output checks, shards 
 server's arguments: :mod:`.serving`). A script is then: parse, build, run, report.
 
 The names below are imported from their modules on first use: ``from isaaclab_suspend import cli`` and building a
-parser with :mod:`.arguments` import no torch, Warp or Isaac Lab, so ``--help`` and a malformed argument answer at
-once; the first call that needs an env or a policy imports them.
+parser with :mod:`.arguments` (and the choices of :mod:`isaaclab_suspend.names`) import no torch, Warp or Isaac Lab,
+so ``--help`` and a malformed argument answer at once; the first call that needs an env or a policy imports them.
 """
 
 from __future__ import annotations

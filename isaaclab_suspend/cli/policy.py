@@ -1,4 +1,5 @@
-"""The policy arguments every script shares and the one factory of the chunk model they name.
+"""The policy every script runs: the policy arguments checked together and the one factory of the chunk model they
+name (the arguments themselves: :func:`~.arguments.add_policy_args`).
 
 ``--policy`` picks the source; by default it follows from the other arguments (``--remote``: remote,
 ``--checkpoint``: bc, else the task's embedded planner):
