@@ -146,7 +146,8 @@ def test_run_time_failure_is_one_stderr_line_and_exit_2(argv, message):
 
 SCRIPTS = ["audit_suspension", "demo_suspend", "eval", "export_lerobot", "merge_shards", "play", "record", "replay",
            "serve_policy", "train", "train_chunk_policy", "view_dataset"]
-LIGHT_BENCHMARKS = ["benchmarks/bench_baselines", "benchmarks/bench_fair_eval"]
+LIGHT_BENCHMARKS = ["benchmarks/bench_baselines", "benchmarks/bench_fair_eval", "benchmarks/bench_junk_bc",
+                    "benchmarks/bench_lerobot_bc"]
 """Benchmarks that, like the scripts, parse their arguments before they import torch or Isaac Lab."""
 
 
@@ -166,8 +167,9 @@ HEAVY = ("torch", "warp", "newton", "isaaclab", "lerobot", "h5py")
 """Modules that take seconds to import: a script imports them after parsing, so ``--help`` and a malformed argument
 answer at once (they took about 8 s while they were imported first)."""
 _AS_RUN = """
-import runpy, sys
+import os, runpy, sys
 path, heavy = sys.argv[1], set(sys.argv[2:])
+sys.path.insert(0, os.path.dirname(path))  # as python does for a script: its folder first
 for argv in (["--help"], ["--no_such_argument"]):  # as a user runs it: the script's __main__ block
     sys.argv = [path, *argv]
     try:

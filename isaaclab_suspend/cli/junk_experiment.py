@@ -1,5 +1,6 @@
 """The steps of the junk experiment that its benchmarks share: an expert recorded under a schedule with
-``scripts/record.py``, and a chunk model evaluated under the global clock on a fresh env."""
+``scripts/record.py``, and a chunk model evaluated under the global clock on a fresh env. Importing it imports
+nothing heavy (its benchmarks parse their arguments first); the evaluation imports the env and the policy."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from prettytable import PrettyTable
 
-from ..policies import ActionChunkingPolicy, ChunkModel, EpisodeOutcomes
-from ..utils import open_env
-from .rollouts import rollout, start_episodes
+if TYPE_CHECKING:
+    from ..policies import ChunkModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 """The checkout, whose scripts/record.py records the expert."""
@@ -37,6 +38,10 @@ def evaluate_under_global_clock(task: str, model: ChunkModel, chunk: int, num_en
                                 label: str) -> dict:
     """Run ``model`` under ``global_clock`` on a fresh env (seeded, desynchronised starts): the scored episodes'
     figures, the cube's final distance to its target on push-cube (NaN elsewhere), and the inference calls."""
+    from ..policies import ActionChunkingPolicy, EpisodeOutcomes
+    from ..utils import open_env
+    from .rollouts import rollout, start_episodes
+
     with open_env(task, num_envs, seed=seed) as env:
         if hasattr(model, "check_env"):
             model.check_env(env)

@@ -30,18 +30,12 @@ import os
 
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, load_chunk_policy, save_chunk_policy
-from isaaclab_suspend.learning import train_bc
-from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
-from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
+from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 from isaaclab_suspend.cli.junk_experiment import SCHEDULES, evaluate_under_global_clock, means_table, record_expert
-from isaaclab_suspend.policies.evaluation.runs_plot import plot_runs
-from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--task", default="Isaac-PushCube-Suspendable", choices=tasks_with_chunk_model())
+    parser.add_argument("--task", default="Isaac-PushCube-Suspendable", help="a task with an embedded chunk model")
     parser.add_argument("--num_envs", type=cli.positive_int, default=16, help="envs of the recordings")
     parser.add_argument("--episodes", type=cli.positive_int, default=64, help="demos kept in each dataset (held equal)")
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the expert and of the trained policy")
@@ -60,6 +54,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out_dir", default="outputs/bench_junk_bc", help="datasets and checkpoints")
     parser.add_argument("--plot", default="outputs/bench_junk_bc/bc_junk.png", help="PNG path ('' for none)")
     args = parser.parse_args(argv)
+    from isaaclab_suspend.learning import load_chunk_policy
+    from isaaclab_suspend.policies.embedded import tasks_with_chunk_model
+
+    if args.task not in tasks_with_chunk_model():
+        parser.error(f"--task '{args.task}' has no embedded chunk model; tasks with one: {tasks_with_chunk_model()}")
     args.expert = None
     if args.expert_checkpoint is not None:
         try:
@@ -76,11 +75,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def evaluate(args: argparse.Namespace, model, label: str) -> dict:
+    """``model`` evaluated under ``global_clock`` on the experiment's evaluation set-up."""
     return evaluate_under_global_clock(args.task, model, args.chunk, args.eval_envs, args.eval_steps, args.seed, label)
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    from isaaclab_suspend.learning import BCTrainerCfg, ChunkDataset, ChunkPolicyCfg, load_chunk_policy
+    from isaaclab_suspend.learning import save_chunk_policy, train_bc
+    from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
+    from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
+    from isaaclab_suspend.policies.embedded import make_default_model
+
     datasets, figures = {}, {}
     for schedule in SCHEDULES:
         expert = ["--policy", "bc", "--checkpoint", args.expert.path] if args.expert else ["--policy", "chunk"]
@@ -112,6 +118,8 @@ def main() -> None:
 
 def report(args: argparse.Namespace, figures: dict, rows: list[dict], expert: dict) -> None:
     """The runs as a table, the means per dataset as a second one, and the plot."""
+    from isaaclab_suspend.policies.evaluation.runs_plot import plot_runs
+
     table = PrettyTable(["policy", "demos", "samples", "junk samples", "junk episodes", "train seed", "val loss",
                          "episodes scored", "success rate", "mean episode length", "final distance [m]",
                          "inference calls"])

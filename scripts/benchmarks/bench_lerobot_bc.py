@@ -24,10 +24,9 @@ import sys
 
 from prettytable import PrettyTable
 
-from bench_junk_bc import SCHEDULES, evaluate, record  # the recording and evaluation of the project's experiment
-from isaaclab_suspend import cli
-from isaaclab_suspend.interop.lerobot_export import LeRobotExportCfg, export_lerobot
-from isaaclab_suspend.learning import ChunkDataset, load_chunk_policy
+from bench_junk_bc import evaluate  # the evaluation of the project's experiment
+from isaaclab_suspend import cli  # light: torch, Isaac Lab and LeRobot are imported after parsing
+from isaaclab_suspend.cli.junk_experiment import SCHEDULES, record_expert
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
 
@@ -50,6 +49,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--eval_steps", type=cli.positive_int, default=600)
     parser.add_argument("--out_dir", default="outputs/bench_lerobot_bc", help="datasets, exports and checkpoints")
     args = parser.parse_args(argv)
+    from isaaclab_suspend.learning import load_chunk_policy
+
     args.task = TASK
     try:
         args.expert = load_chunk_policy(args.expert_checkpoint)
@@ -71,14 +72,18 @@ def train_command(args: argparse.Namespace, schedule: str, root: str, output: st
             "--num_workers=0", "--wandb.enable=false", f"--output_dir={output}", "--seed=0"]
 
 
-def main() -> None:
-    args = parse_args()
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    from isaaclab_suspend.interop.lerobot_export import LeRobotExportCfg, export_lerobot
+    from isaaclab_suspend.learning import ChunkDataset, load_chunk_policy
+
     base = os.path.abspath(os.path.join(args.out_dir, TASK))
     runs, figures = {}, {}
     for schedule in SCHEDULES:
         path, root = os.path.join(base, f"{schedule}.hdf5"), os.path.join(base, f"lr_{schedule}")
         if not os.path.exists(path):
-            record(args, schedule)
+            record_expert(TASK, schedule, ["--policy", "bc", "--checkpoint", args.expert.path], path, args.chunk,
+                          args.num_envs, args.episodes, args.seed)
         if not os.path.exists(root):
             export_lerobot(path, LeRobotExportCfg(output=root, repo_id=f"local/{schedule}", use_videos=False,
                                                   task="push the cube to the target"))
