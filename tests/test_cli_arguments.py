@@ -100,6 +100,7 @@ CASES = [
     ("view_dataset", ["d.hdf5", "--output", "frames"], "--output 'frames' must end with .gif"),
     ("view_dataset", ["d.hdf5", "--png_steps", "0"], "argument --png_steps: 0 is out of range"),
     ("benchmarks/bench_schedules", ["--chunks", "8", "0"], "argument --chunks: 0 is out of range"),
+    ("benchmarks/bench_junk_bc", ["--task", "Isaac-Cartpole"], "--task 'Isaac-Cartpole' has no embedded chunk model"),
 ]
 
 
