@@ -36,8 +36,9 @@ from .lerobot_layout import (
 
 IMAGE_GROUP = "images"
 """HDF5 group of the camera frames (``images/<cam>``, uint8 (N, H, W, 3))."""
-NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin")
-"""Demo members that describe the scene for a replay, not a frame: left out."""
+NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin", "joint_targets")
+"""Demo members left out: those that describe the scene for a replay, not a frame, and the joint targets (the
+action in joint space: the ``action`` of a robot's export)."""
 VCODECS = ("libsvtav1", "h264")
 """Video codecs of ``--vcodec`` (LeRobot's default AV1 and h264; both lossy)."""
 MIN_STEP_DT, MAX_STEP_DT = 1e-4, 60.0
