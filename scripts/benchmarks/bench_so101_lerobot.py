@@ -11,7 +11,7 @@ Stages (one whose output exists is not run again: delete it to redo):
 3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
 4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task),
    each ACT (joint-target task); then, on the joint-target task, zero targets, the start pose held and uniform random
-   targets in [-1, 1] rad, over as many env steps.
+   targets in [-1, 1] rad, for as many env steps as one evaluation's episodes can take.
 
 Example (the figures of docs/lerobot.rst): ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
 """
@@ -94,12 +94,12 @@ class HoldPose(cli.ConstantPolicy):
 
 
 def baselines(args: argparse.Namespace) -> dict[str, dict]:
-    """Zero targets, the start pose held and random targets on the joint-target task, each for as many steps as the
-    evaluations' episodes could take."""
+    """Zero targets, the start pose held and random targets on the joint-target task, each for as many steps as one
+    evaluation's episodes could take (first eval seed)."""
     set_quiet()
     rows = {}
     with open_env(JOINT_TASK, args.eval_envs) as env:
-        steps = int(env.max_episode_length) * args.episodes_per_env * len(args.eval_seeds)
+        steps = int(env.max_episode_length) * args.episodes_per_env
         generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
         for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose(env, 0.0)),
                              ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
