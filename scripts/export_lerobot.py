@@ -36,9 +36,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--task", default="", help="task text of every frame (default: the recorded task id)")
     parser.add_argument("--robot", default="", choices=("", cli.SO101_ROBOT),
                         help="write observation.state and action in a real robot's names and units (so101_follower:"
-                             " the recorded obs and actions are the SO-101's six joint values in radians; out come"
-                             " shoulder_pan.pos ... gripper.pos in degrees and 0-100, its robot_type and GR00T's"
-                             " SO-100/SO-101 modality.json)")
+                             " the SO-101's joint positions and joint targets, recorded in radians, come out as"
+                             " shoulder_pan.pos ... gripper.pos in degrees and 0-100, with its robot_type and GR00T's"
+                             " SO-100/SO-101 modality.json, and no other features)")
+    parser.add_argument("--environment_state", nargs="+", default=[], metavar="TERM",
+                        help="policy observation terms written as observation.environment_state (e.g. cube_pose_b:"
+                             " what a state-only policy needs to know of the scene)")
     videos = parser.add_mutually_exclusive_group()
     videos.add_argument("--no_video", action="store_true", help="store frames as PNG (lossless) instead of mp4")
     videos.add_argument("--vcodec", default="libsvtav1", choices=cli.VCODECS, help="video codec (lossy)")
@@ -60,7 +63,8 @@ def export(args: argparse.Namespace) -> None:
     with DatasetReader(args.dataset) as reader:  # the totals for the bar; a bad file stops here
         total = sum(int(reader.demo_attrs(name).get("num_samples", 0)) for name in reader.demo_names)
     cfg = LeRobotExportCfg(output=args.output, repo_id=args.repo_id, task=args.task, use_videos=not args.no_video,
-                           vcodec=args.vcodec, robot=args.robot)
+                           vcodec=args.vcodec, robot=args.robot,
+                           environment_state=tuple(args.environment_state))
     start = time.perf_counter()
     done = [0]  # frames exported (a disabled bar counts none)
 

@@ -4,6 +4,7 @@ back, its joint ranges against the MJCF they come from, and the export sidecar t
 import math
 import xml.etree.ElementTree as ET
 
+import numpy as np
 import pytest
 import torch
 
@@ -49,19 +50,26 @@ def test_sidecar_in_follower_terms(tmp_path):
     """The export's sidecar for ``--robot so101_follower``: the follower's column names, the env's joint values out
     in its units and the policy's actions back in radians, GR00T's SO-100/SO-101 modality layout; kept when read."""
     layout = VectorLayout(dict.fromkeys(so101.NAMES, 1))
-    sidecar = ExportSidecar(state=layout, action=layout, cameras=["front", "wrist"], task="lift", robot=so101.ROBOT)
+    sidecar = ExportSidecar(state=layout, action=layout, cameras=["front", "wrist"], task="lift", robot=so101.ROBOT,
+                            environment_state=VectorLayout({"cube_pose_b": 7}))
     assert layout.names() == ["shoulder_pan.pos", "shoulder_lift.pos", "elbow_flex.pos", "wrist_flex.pos",
                               "wrist_roll.pos", "gripper.pos"]
     q = _random_joints(5)
     assert torch.equal(sidecar.lerobot_state(q), so101.to_follower(q))
     assert torch.allclose(sidecar.env_action(sidecar.lerobot_state(q)), q, atol=1e-6)
+    cube = torch.rand(5, 7)
+    features = sidecar.lerobot_observation({so101.STATE_TERM: q, "cube_pose_b": cube, "joint_vel": q})
+    assert features.keys() == {"observation.state", "observation.environment_state"}  # by name, nothing else
+    assert torch.equal(features["observation.state"], so101.to_follower(q))
+    assert torch.equal(features["observation.environment_state"], cube)
     modality = sidecar.modality()
     assert modality["state"] == modality["action"] == {"single_arm": {"start": 0, "end": 5},
                                                       "gripper": {"start": 5, "end": 6}}
     assert modality["video"]["wrist"] == {"original_key": "observation.images.wrist"}
     (tmp_path / "meta").mkdir()
     sidecar.write(str(tmp_path))
-    assert ExportSidecar.read(str(tmp_path / "meta" / "isaaclab_suspend.json")).robot == so101.ROBOT
+    read = ExportSidecar.read(str(tmp_path / "meta" / "isaaclab_suspend.json"))
+    assert read.robot == so101.ROBOT and read.environment_state == sidecar.environment_state
     assert so101.robot_type() == "so_follower"  # what LeRobot 0.6.1's lerobot-record writes for an SO-101
     plain = ExportSidecar(state=VectorLayout({"x": 6}), action=VectorLayout({"a": 6}))
     assert torch.equal(plain.lerobot_state(q), q) and torch.equal(plain.env_action(q), q)  # no robot: as recorded
@@ -74,8 +82,9 @@ def test_mapping_keeps_leading_dims(shape):
 
 
 def _so101_file(path, lengths=(4, 3), width=6) -> str:
-    """A recording of SO-101 joint values as ``record.py`` writes one: per demo ``obs`` (joint positions) and
-    ``actions`` (joint targets) in radians, the control period in ``env_args``."""
+    """A recording of SO-101 joint values as ``record.py`` writes one: per demo the policy term ``joint_pos_abs``
+    (joint positions) and ``joint_targets/robot`` in radians beside the task's own ``actions`` (a pose command), the
+    control period in ``env_args``."""
     import json
 
     import h5py
@@ -90,8 +99,9 @@ def _so101_file(path, lengths=(4, 3), width=6) -> str:
         for i, n in enumerate(lengths):
             demo = data.create_group(f"demo_{i}")
             demo.attrs["num_samples"] = n
-            demo["obs"] = joints[start: start + n, :width]
-            demo["actions"] = joints[sum(lengths) + start: sum(lengths) + start + n, :width]
+            demo[f"obs/{so101.STATE_TERM}"] = joints[start: start + n, :width]
+            demo[so101.TARGETS_KEY] = joints[sum(lengths) + start: sum(lengths) + start + n, :width]
+            demo["actions"] = np.zeros((n, 8), np.float32)
             start += n
     return str(path)
 
@@ -113,13 +123,14 @@ def test_export_in_the_followers_terms_reads_back_with_lerobot(tmp_path, capsys)
         assert ds.meta.features[feature]["names"] == list(so101.NAMES)
     with h5py.File(path) as f:
         recorded = {key: torch.cat([torch.from_numpy(f["data"][d][key][()]) for d in ("demo_0", "demo_1")])
-                    for key in ("obs", "actions")}
+                    for key in (f"obs/{so101.STATE_TERM}", so101.TARGETS_KEY)}
     state = torch.stack([ds[i]["observation.state"] for i in range(7)])
     action = torch.stack([ds[i]["action"] for i in range(7)])
-    assert torch.equal(state, so101.to_follower(recorded["obs"]))
-    assert torch.allclose(so101.from_follower(action), recorded["actions"], atol=1e-6)
+    assert torch.equal(state, so101.to_follower(recorded[f"obs/{so101.STATE_TERM}"]))
+    targets = recorded[so101.TARGETS_KEY]
+    assert torch.allclose(so101.from_follower(action), targets, atol=1e-6)  # the targets, not the pose command
     sidecar = ExportSidecar.read(str(tmp_path / "out" / "meta" / "isaaclab_suspend.json"))
-    assert sidecar.robot == so101.ROBOT and torch.allclose(sidecar.env_action(action), recorded["actions"], atol=1e-6)
+    assert sidecar.robot == so101.ROBOT and torch.allclose(sidecar.env_action(action), targets, atol=1e-6)
     wide = _so101_file(tmp_path / "wide.hdf5", width=5)
     check_usage_errors(export, {(wide, "--output", str(tmp_path / "w"), "--robot", so101.ROBOT):
-                                "exports the six joint values of the SO-101"}, capsys)
+                                "exports the SO-101's six joint positions"}, capsys)

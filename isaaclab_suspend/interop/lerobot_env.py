@@ -10,7 +10,8 @@ neither stepped on nor replayed, its reward 0 and no further done while the othe
 The observations and actions are mapped by the sidecar of the export the policy was trained on
 (:class:`~.lerobot_layout.ExportSidecar`), as for ``eval.py --checkpoint``: ``agent_pos`` (LeRobot's
 ``observation.state``) is the ``policy`` group padded as exported, ``pixels/<cam>`` the uint8 frames of the
-``images`` group, and the policy's ``action`` rows lose their pad before they reach the env.
+``images`` group, ``environment_state`` the exported ``policy`` terms (LeRobot's
+``observation.environment_state``), and the policy's ``action`` rows lose their pad before they reach the env.
 
 Seeds: a rollout resets the Isaac Lab env with the first of its B seeds (``start_seed + batch index x B``; one
 Isaac Lab env has one random generator). A rollout is therefore ``eval.py --seed <that seed> --num_envs B
@@ -30,7 +31,7 @@ import torch
 
 from ..envs import SuspendableManagerBasedRLEnv
 from ..utils import make_env_cfg, open_env
-from .lerobot_layout import STATE_GROUP, ExportSidecar
+from .lerobot_layout import ENV_STATE_FEATURE, STATE_FEATURE, STATE_GROUP, ExportSidecar
 
 VIDEO_CAMERA = "lerobot_video_camera"
 """Scene entity of the camera added for LeRobot's videos to a task without an ``images`` group."""
@@ -95,6 +96,9 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         """Gym spaces of one env and of the batch: ``agent_pos``, ``pixels/<cam>``, ``action`` (padded widths)."""
         obs = self.env.observation_manager
         single = {"agent_pos": gym.spaces.Box(-np.inf, np.inf, (self.sidecar.state.padded_to,), np.float32)}
+        if self.sidecar.environment_state is not None:
+            single["environment_state"] = gym.spaces.Box(
+                -np.inf, np.inf, (self.sidecar.environment_state.padded_to,), np.float32)
         if self.sidecar.cameras:
             terms = obs.active_terms["images"]
             single["pixels"] = gym.spaces.Dict({
@@ -177,6 +181,10 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         features = {"action": PolicyFeature(FeatureType.ACTION, self.single_action_space.shape),
                     "agent_pos": PolicyFeature(FeatureType.STATE, self.single_observation_space["agent_pos"].shape)}
         names = {"action": "action", "agent_pos": "observation.state"}
+        if "environment_state" in self.single_observation_space.spaces:
+            shape = self.single_observation_space["environment_state"].shape
+            features["environment_state"] = PolicyFeature(FeatureType.ENV, shape)
+            names["environment_state"] = ENV_STATE_FEATURE
         for cam in self.sidecar.cameras:
             shape = self.single_observation_space["pixels"][cam].shape
             features[f"pixels/{cam}"] = PolicyFeature(FeatureType.VISUAL, shape)
@@ -188,9 +196,13 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         self._stack.close()
 
     def _lerobot_obs(self, obs: dict) -> dict:
-        """LeRobot's raw observation: ``agent_pos`` (B, padded state) and ``pixels`` {cam: (B, H, W, 3) uint8}, host
-        copies (the env's buffers are overwritten by the next step)."""
-        out = {"agent_pos": _host(self.sidecar.lerobot_state(obs[STATE_GROUP]))}
+        """LeRobot's raw observation: ``agent_pos`` (B, padded state), ``environment_state`` (B, padded width) if
+        exported and ``pixels`` {cam: (B, H, W, 3) uint8}, host copies (the env's buffers are overwritten by the next
+        step)."""
+        vectors = self.sidecar.lerobot_observation(obs[STATE_GROUP])
+        out = {"agent_pos": _host(vectors[STATE_FEATURE])}
+        if ENV_STATE_FEATURE in vectors:
+            out["environment_state"] = _host(vectors[ENV_STATE_FEATURE])
         if self.sidecar.cameras:
             out["pixels"] = {cam: _host(obs["images"][cam]) for cam in self.sidecar.cameras}
         return out

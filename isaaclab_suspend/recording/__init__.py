@@ -10,11 +10,17 @@
 from .episode_buffers import EpisodeBuffers, EpisodeRows
 from .episode_writer import CompressionCfg, EpisodeBatch, EpisodeWriter, EpisodeWriterCfg
 from .recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
-from .recorders import ChunkProvenanceRecorder, InitialEnvOriginRecorder, PreStepStatesRecorder
+from .recorders import (
+    ChunkProvenanceRecorder,
+    InitialEnvOriginRecorder,
+    PostStepJointTargetsRecorder,
+    PreStepStatesRecorder,
+)
 from .recorders_cfg import (
     ChunkProvenanceRecorderCfg,
     DatasetRecorderManagerCfg,
     InitialEnvOriginRecorderCfg,
+    PostStepJointTargetsRecorderCfg,
     PreStepStatesRecorderCfg,
 )
 
@@ -30,6 +36,8 @@ __all__ = [
     "EpisodeWriterCfg",
     "InitialEnvOriginRecorder",
     "InitialEnvOriginRecorderCfg",
+    "PostStepJointTargetsRecorder",
+    "PostStepJointTargetsRecorderCfg",
     "PreStepStatesRecorder",
     "PreStepStatesRecorderCfg",
     "SuspendableRecorderManager",

@@ -35,6 +35,22 @@ class InitialEnvOriginRecorder(RecorderTerm):
         return "env_origin", (origins if env_ids is None else origins[env_ids]).clone()
 
 
+class PostStepJointTargetsRecorder(RecorderTerm):
+    """Records the joint position targets each articulation's actuators were left with after the step, under
+    ``joint_targets/<articulation>``. Shape per episode: (num_samples, num_joints) each.
+
+    They are the action in joint space whatever the task's action space is: with an IK or operational-space
+    action term the targets are what the controller made of the command, the values a real arm's motors are
+    sent (the goal positions of a LeRobot follower). Isaac Lab's own terms record the task-space command only.
+    """
+
+    def record_post_step(self) -> tuple[str | None, dict | None]:
+        articulations = self._env.scene.articulations
+        if not articulations:
+            return None, None
+        return "joint_targets", {name: art.data.joint_pos_target.torch.clone() for name, art in articulations.items()}
+
+
 class ChunkProvenanceRecorder(RecorderTerm):
     """Records where each action came from when a chunking policy feeds the env, under ``chunk``: ``chunk/call``
     (the id of the model call whose chunk it is, increasing over the run), ``chunk/index`` (its position in that

@@ -14,7 +14,12 @@ from isaaclab.utils import configclass
 
 from .recorder_manager import SuspendableRecorderManagerCfg
 from .image_recorders import PreStepImageObservationsRecorder
-from .recorders import ChunkProvenanceRecorder, InitialEnvOriginRecorder, PreStepStatesRecorder
+from .recorders import (
+    ChunkProvenanceRecorder,
+    InitialEnvOriginRecorder,
+    PostStepJointTargetsRecorder,
+    PreStepStatesRecorder,
+)
 
 
 @configclass
@@ -39,6 +44,13 @@ class PreStepImageObservationsRecorderCfg(RecorderTermCfg):
 
 
 @configclass
+class PostStepJointTargetsRecorderCfg(RecorderTermCfg):
+    """Configuration of :class:`PostStepJointTargetsRecorder`."""
+
+    class_type: type = PostStepJointTargetsRecorder
+
+
+@configclass
 class ChunkProvenanceRecorderCfg(RecorderTermCfg):
     """Configuration of :class:`ChunkProvenanceRecorder`."""
 
@@ -49,8 +61,9 @@ class ChunkProvenanceRecorderCfg(RecorderTermCfg):
 class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
     """Isaac Lab's action-state terms (as in :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.
     ActionStateRecorderManagerCfg`), plus what a state-exact replay needs: the pre-step states (interval
-    events) and the env origin of each episode, the camera images of tasks that have an ``images`` group, and
-    the chunk provenance of each action when a chunking policy feeds the env. Set a term to None to leave it out."""
+    events) and the env origin of each episode, the camera images of tasks that have an ``images`` group,
+    the chunk provenance of each action when a chunking policy feeds the env, and the joint targets each step
+    left the actuators with (the action in joint space of an IK or OSC task). Set a term to None to leave it out."""
 
     record_initial_state = InitialStateRecorderCfg()
     record_post_step_states = PostStepStatesRecorderCfg()
@@ -61,3 +74,4 @@ class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
     record_initial_env_origin = InitialEnvOriginRecorderCfg()
     record_pre_step_images = PreStepImageObservationsRecorderCfg()
     record_chunk_provenance = ChunkProvenanceRecorderCfg()
+    record_post_step_joint_targets = PostStepJointTargetsRecorderCfg()

@@ -30,3 +30,14 @@ gym.register(
         "chunk_model_entry_point": f"{__name__}.chunk_model:SO101LiftChunkCfg",
     },
 )
+
+for _id, _cfg in (
+    ("IsaacContrib-Lift-Cube-SO101-Joint-Suspendable", "SO101LiftCubeJointEnvCfg"),
+    ("IsaacContrib-Lift-Cube-SO101-Joint-Camera-Suspendable", "SO101LiftCubeJointCameraEnvCfg"),
+):
+    gym.register(  # no embedded policy: the follower's action space is for learned ones (--checkpoint)
+        id=_id,
+        entry_point=SUSPENDABLE_ENTRY_POINT,
+        disable_env_checker=True,
+        kwargs={"env_cfg_entry_point": f"{__name__}.lift_cube_joint_env_cfg:{_cfg}"},
+    )

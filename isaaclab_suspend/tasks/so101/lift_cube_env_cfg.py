@@ -2,7 +2,8 @@
 
 A subclass of Isaac Lab's ``IsaacContrib-Stack-Cube-SO101-IK-Abs-v0`` cfg (its scene, its pose-IK action term and
 analog gripper, its reset events), not a copy: it adds the end effector's and the red cube's poses in the robot's
-base frame to the policy observations (the planner works in that frame, as the IK command does), a ``success``
+base frame to the policy observations (the planner works in that frame, as the IK command does), the joints'
+absolute positions (``joint_pos_abs``: the follower's state, :mod:`isaaclab_suspend.interop.so101`), a ``success``
 termination when the red cube is 5 cm up, and a shorter episode.
 """
 
@@ -36,6 +37,7 @@ class SO101LiftCubeEnvCfg(SO101CubeStackEnvCfg):
         super().__post_init__()
         self.episode_length_s = 6.0
         policy = self.observations.policy
+        policy.joint_pos_abs = ObsTerm(func=mdp.joint_pos)
         policy.eef_pose_b = ObsTerm(func=stack_mdp.ee_frame_pose_in_base_frame)
         policy.cube_pose_b = ObsTerm(func=mdp.object_pose_in_base, params={"object_cfg": SceneEntityCfg(LIFT_CUBE)})
         self.terminations.success = DoneTerm(

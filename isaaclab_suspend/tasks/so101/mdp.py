@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from isaaclab.envs.mdp import joint_pos  # noqa: F401  (the absolute joint positions: the follower's state)
 from isaaclab.managers import SceneEntityCfg
 from isaaclab.utils.math import subtract_frame_transforms
 

@@ -1,0 +1,159 @@
+"""Clean against junk demos on the SO-101, with LeRobot's trainer: ACT trained by ``lerobot-train`` on planner demos
+recorded under ``hold`` and under ``global_clock``, evaluated in the follower's action space under suspension, beside
+the planner and trivial baselines.
+
+Stages (one whose output exists is not run again: delete it to redo):
+
+1. ``record.py``: the planner on the pose-IK lift, ``--episodes`` successful demos per schedule (same seed,
+   desynchronised starts; the joint targets the IK made of each command are recorded with them);
+2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b``: the follower's joints in degrees
+   and 0-100, the cube's pose as environment state (a state-only ACT: the task has no cameras);
+3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
+4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task),
+   each ACT (joint-target task); then, on the joint-target task, zero targets, the start pose held and uniform random
+   targets in [-1, 1] rad, for as many env steps as one evaluation's episodes can take.
+
+Example (the figures of docs/lerobot.rst): ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import torch
+from prettytable import PrettyTable
+
+from isaaclab_suspend import cli
+from isaaclab_suspend.interop import so101
+from isaaclab_suspend.policies import EpisodeOutcomes
+from isaaclab_suspend.utils import open_env, set_quiet
+
+TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
+JOINT_TASK = so101.follower_task(TASK)
+SCHEDULES = ("hold", "global_clock")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--episodes", type=cli.positive_int, default=100, help="successful demos per schedule")
+    parser.add_argument("--num_envs", type=cli.positive_int, default=10, help="envs of the recordings")
+    parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the planner and of ACT")
+    parser.add_argument("--seed", type=cli.non_negative_int, default=1, help="seed of the recordings")
+    parser.add_argument("--steps", type=cli.positive_int, default=2000, help="lerobot-train steps per run")
+    parser.add_argument("--act", nargs="*", help="further lerobot-train arguments, the same for both runs",
+                        default=["--batch_size=64", "--policy.dim_model=256", "--policy.dim_feedforward=1024",
+                                 "--policy.n_encoder_layers=2", "--policy.optimizer_lr=1e-4"])
+    parser.add_argument("--eval_envs", type=cli.positive_int, default=8)
+    parser.add_argument("--episodes_per_env", type=cli.positive_int, default=2)
+    parser.add_argument("--eval_seeds", type=cli.non_negative_int, nargs="+", default=[0, 1])
+    parser.add_argument("--out_dir", default="outputs/bench_so101", help="datasets, exports, checkpoints, logs")
+    return parser.parse_args()
+
+
+def _run(command: list[str], log: str, wait: bool = True):
+    """Run ``command`` from the repository root, its output to ``log``; raise if it fails."""
+    with open(log, "w") as out:
+        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT,
+                                   env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"})
+    if wait and process.wait() != 0:
+        raise RuntimeError(f"{' '.join(command[:3])} ... failed: see {log}")
+    return process
+
+
+def script(name: str, *args) -> list[str]:
+    """The command line of ``scripts/<name>``."""
+    return [sys.executable, os.path.join(ROOT, "scripts", name), *map(str, args)]
+
+
+def evaluate(args: argparse.Namespace, base: str, label: str, policy: list[str]) -> dict:
+    """Success rate and mean length over the ``--eval_seeds`` runs of ``eval.py`` (their episode logs)."""
+    records = []
+    for seed in args.eval_seeds:
+        log = os.path.join(base, f"eval_{label}_{seed}.jsonl")
+        if not os.path.exists(log):
+            _run(script("eval.py", *policy, "--num_envs", args.eval_envs, "--episodes_per_env", args.episodes_per_env,
+                        "--seed", seed, "--desync", "--schedule", "global_clock", "--chunk", args.chunk,
+                        "--episode_log", log + ".tmp", "--timeline", "", "--quiet"), log + ".out")
+            os.replace(log + ".tmp", log)
+        with open(log) as f:
+            records += [json.loads(line) for line in f]
+    return {"episodes": len(records), "success": sum(r["success"] for r in records) / max(len(records), 1),
+            "length": sum(r["length"] for r in records) / max(len(records), 1)}
+
+
+class HoldPose(cli.ConstantPolicy):
+    """Joint targets = the joints' positions now: the arm stays where it starts."""
+
+    def act(self, obs: dict) -> torch.Tensor:
+        return obs["policy"][so101.STATE_TERM].clone()
+
+
+def baselines(args: argparse.Namespace) -> dict[str, dict]:
+    """Zero targets, the start pose held and random targets on the joint-target task, each for as many steps as one
+    evaluation's episodes could take (first eval seed)."""
+    set_quiet()
+    rows = {}
+    with open_env(JOINT_TASK, args.eval_envs) as env:
+        steps = int(env.max_episode_length) * args.episodes_per_env
+        generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
+        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose(env, 0.0)),
+                             ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
+            outcomes = EpisodeOutcomes(env)
+            for t in cli.rollout(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps):
+                outcomes.update(t.dones, ~env.suspended_mask)
+            f = outcomes.as_dict()
+            rows[name] = {"episodes": f["episodes_scored"], "success": f["success_rate"] or 0.0,
+                          "length": f["mean_episode_length"] or 0.0}
+    return rows
+
+
+def main() -> None:
+    args = parse_args()
+    base = os.path.abspath(os.path.join(args.out_dir, TASK))
+    os.makedirs(base, exist_ok=True)
+    runs = {}
+    for schedule in SCHEDULES:
+        path, root = os.path.join(base, f"so101_{schedule}.hdf5"), os.path.join(base, f"lr_{schedule}")
+        if not os.path.exists(path):
+            _run(script("record.py", "--task", TASK, "--num_envs", args.num_envs, "--episodes", args.episodes,
+                        "--export", "succeeded", "--schedule", schedule, "--chunk", args.chunk, "--desync", "--seed",
+                        args.seed, "--output", path, "--quiet"), os.path.join(base, f"record_{schedule}.log"))
+        if not os.path.exists(root):
+            _run(script("export_lerobot.py", path, "--output", root, "--robot", so101.ROBOT, "--environment_state",
+                        "cube_pose_b", "--repo_id", f"local/so101_{schedule}", "--quiet"),
+                 os.path.join(base, f"export_{schedule}.log"))
+        output = os.path.join(base, f"act_{schedule}")
+        if not os.path.exists(os.path.join(output, "checkpoints", "last")):
+            runs[schedule] = _run([os.path.join(os.path.dirname(sys.executable), "lerobot-train"),
+                                   f"--dataset.repo_id=local/so101_{schedule}", f"--dataset.root={root}",
+                                   "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
+                                   f"--policy.chunk_size={args.chunk}", f"--policy.n_action_steps={args.chunk}",
+                                   *args.act, f"--steps={args.steps}", "--log_freq=100", "--save_freq=500",
+                                   "--num_workers=0", "--wandb.enable=false", f"--output_dir={output}", "--seed=0"],
+                                  os.path.join(base, f"train_{schedule}.log"), wait=False)
+    for schedule, run in runs.items():  # side by side, one thread each
+        if run.wait() != 0:
+            raise RuntimeError(f"lerobot-train on {schedule} data failed: see {base}/train_{schedule}.log")
+    rows = {"planner (pose IK, embedded)": evaluate(args, base, "planner", ["--task", TASK])}
+    for schedule in SCHEDULES:
+        checkpoint = os.path.join(base, f"act_{schedule}", "checkpoints", "last", "pretrained_model")
+        rows[f"ACT on {schedule} demos"] = evaluate(args, base, f"act_{schedule}", ["--checkpoint", checkpoint])
+    rows.update(baselines(args))
+    table = PrettyTable(["policy", "episodes scored", "success rate", "mean episode length", "vs planner"])
+    planner = rows["planner (pose IK, embedded)"]["success"]
+    for name, r in rows.items():
+        table.add_row([name, r["episodes"], f"{r['success']:.3f}", f"{r['length']:.1f}",
+                       f"{r['success'] / planner:.2f}" if planner else "-"])
+    print(f"\n{TASK}: {args.episodes} successful planner demos per schedule ({args.num_envs} envs, H = {args.chunk},"
+          f" seed {args.seed}); ACT by lerobot-train, {args.steps} steps, {' '.join(args.act)}; evaluated under"
+          f" global_clock, {args.eval_envs} envs x {args.episodes_per_env} episodes, seeds {args.eval_seeds}, on"
+          f" {JOINT_TASK} (ACT, baselines) and {TASK} (planner).\n{table}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""The SO-101 user's LeRobot loop on the real arm: a planner recording of the SO-101 camera lift, exported in the
+follower's own names and units, reads back through LeRobot's reader equal to the HDF5 file; a short
+``lerobot-train`` run on it acts in the follower's action space (the joint-target task) through ``eval.py`` and
+through the ``lerobot-eval`` env, whose joint targets are then exactly the policy's goal positions."""
+
+import os
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+import torch
+
+from helpers import ROOT, check_usage_errors, load_script
+
+from isaaclab_suspend.interop import so101
+from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+from isaaclab_suspend.learning import load_chunk_policy
+from isaaclab_suspend.recording import PostStepJointTargetsRecorder, PostStepJointTargetsRecorderCfg
+
+JOINT_TASK = "IsaacContrib-Lift-Cube-SO101-Joint-Camera-Suspendable"
+CAMERAS = ("front_camera", "wrist_camera")
+LEROBOT_BIN = os.path.dirname(sys.executable)
+
+
+@pytest.fixture(scope="module")
+def exported(so101_camera_dataset, tmp_path_factory) -> str:
+    """The lossless export (PNG frames) in the follower's terms, the cube's pose as environment state."""
+    output = tmp_path_factory.mktemp("so101_export") / "so101"
+    status = load_script("export_lerobot").main([so101_camera_dataset, "--output", str(output), "--no_video",
+                                                 "--robot", so101.ROBOT, "--environment_state", "cube_pose_b",
+                                                 "--repo_id", "local/so101", "--quiet"])
+    assert status == 0
+    return str(output)
+
+
+def test_export_is_what_a_real_followers_recording_holds(so101_camera_dataset, exported):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    ds = LeRobotDataset("local/so101", root=exported)
+    assert ds.meta.robot_type == "so_follower" and ds.fps == 20  # sim dt 0.01 s x decimation 5
+    own = {"timestamp", "frame_index", "episode_index", "index", "task_index"}
+    assert set(ds.meta.features) - own == {"observation.state", "action", "observation.environment_state",
+                                           *(f"observation.images.{cam}" for cam in CAMERAS)}  # no sim extras
+    assert ds.meta.features["observation.state"]["names"] == ds.meta.features["action"]["names"] == list(so101.NAMES)
+    with h5py.File(so101_camera_dataset) as f:
+        demos = [f["data"][f"demo_{i}"] for i in range(len(f["data"]))]
+        recorded = {key: np.concatenate([d[key][()] for d in demos])
+                    for key in ("obs/joint_pos_abs", "obs/cube_pose_b", so101.TARGETS_KEY,
+                                *(f"images/{cam}" for cam in CAMERAS))}
+    assert ds.num_frames == len(recorded["obs/joint_pos_abs"]) and ds.num_episodes == len(demos)
+    frames = [ds[i] for i in range(ds.num_frames)]
+    state, action, scene = (torch.stack([fr[key] for fr in frames]) for key in
+                            ("observation.state", "action", "observation.environment_state"))
+    assert torch.equal(state, so101.to_follower(torch.from_numpy(recorded["obs/joint_pos_abs"])))
+    assert torch.allclose(so101.from_follower(action), torch.from_numpy(recorded[so101.TARGETS_KEY]), atol=1e-6)
+    assert torch.equal(scene, torch.from_numpy(recorded["obs/cube_pose_b"]))
+    # the targets are the IK's joint-space command: the jaw is told to close before it has closed
+    assert (action[:, 5] < state[:, 5] - 1.0).any()
+    for cam in CAMERAS:
+        pixels = torch.stack([fr[f"observation.images.{cam}"] for fr in frames])  # (N, 3, H, W) in [0, 1]
+        assert torch.equal((pixels * 255).round().byte().permute(0, 2, 3, 1),
+                           torch.from_numpy(recorded[f"images/{cam}"]))
+
+
+def test_environment_state_term_that_was_not_recorded_is_one_line(so101_camera_dataset, tmp_path, capsys):
+    check_usage_errors(load_script("export_lerobot"), {
+        (so101_camera_dataset, "--output", str(tmp_path / "a"), "--robot", so101.ROBOT, "--environment_state",
+         "cube_pose"):
+            "no policy term ['cube_pose'] to export as environment state; the recorded terms are ['actions',"}, capsys)
+    assert not os.path.exists(tmp_path / "a")
+
+
+@pytest.fixture(scope="module")
+def checkpoint(exported, tmp_path_factory) -> str:
+    """A tiny ACT trained for 2 steps by lerobot-train on the export (CPU, offline)."""
+    output = tmp_path_factory.mktemp("so101_act") / "run"
+    run = subprocess.run(
+        [os.path.join(LEROBOT_BIN, "lerobot-train"), "--dataset.repo_id=local/so101", f"--dataset.root={exported}",
+         "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
+         "--policy.pretrained_backbone_weights=null", "--policy.chunk_size=8", "--policy.n_action_steps=8",
+         "--policy.dim_model=32", "--policy.dim_feedforward=64", "--policy.n_heads=2", "--policy.n_encoder_layers=1",
+         "--policy.n_vae_encoder_layers=1", "--batch_size=4", "--steps=2", "--save_freq=2", "--num_workers=0",
+         "--dataset.video_backend=pyav", "--wandb.enable=false", f"--output_dir={output}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return str(output / "checkpoints" / "last" / "pretrained_model")
+
+
+def test_checkpoint_acts_in_the_followers_action_space(checkpoint):
+    model = load_chunk_policy(checkpoint)
+    assert model.task == JOINT_TASK and model.action_dim == 6  # recorded in task space, acts in joint space
+    run = subprocess.run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--num_envs", "2", "--steps",
+                          "8", "--timeline", "", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"{JOINT_TASK}, chunk policy {checkpoint}: 2 envs, 8 steps, H = 8" in run.stdout
+    task_space = subprocess.run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--task",
+                                 "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable", "--num_envs", "1", "--steps",
+                                 "1", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=900)
+    lines = task_space.stderr.strip().splitlines()
+    assert task_space.returncode == 2 and len(lines) == 1 and f"acts in '{JOINT_TASK}'" in lines[0], task_space.stderr
+
+
+def test_lerobot_eval_env_gives_the_cube_pose_and_sets_the_goal_positions(checkpoint):
+    env = LeRobotVectorEnv.from_checkpoint(JOINT_TASK, 2, checkpoint)
+    try:
+        features, names = env.lerobot_features()
+        assert names["environment_state"] == "observation.environment_state"
+        assert features["environment_state"].shape == (7,)
+        obs, _ = env.reset(seed=3)
+        policy = env.env.obs_buf["policy"]
+        assert np.array_equal(obs["environment_state"], policy["cube_pose_b"].numpy())
+        assert np.array_equal(obs["agent_pos"], so101.to_follower(policy[so101.STATE_TERM]).numpy())
+        goal = np.tile(np.array([[10.0, -20.0, 30.0, 40.0, 0.0, 80.0]], np.float32), (2, 1))  # degrees, 0-100
+        env.step(goal)
+        targets = env.env.scene["robot"].data.joint_pos_target.torch
+        assert torch.allclose(targets, so101.from_follower(torch.from_numpy(goal)), atol=1e-6)
+        term = PostStepJointTargetsRecorder(PostStepJointTargetsRecorderCfg(), env.env)
+        key, value = term.record_post_step()
+        assert key == "joint_targets" and torch.equal(value["robot"], targets) and value["robot"] is not targets
+    finally:
+        env.close()
