@@ -26,6 +26,7 @@ from isaaclab_newton.physics import NewtonCfg
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.assets.asset_map import localize_scene
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
+from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_linesearch_notice
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
 from isaaclab_suspend.tasks.registration import SUSPENDABLE_ENTRY_POINT
@@ -42,7 +43,9 @@ _QUIET = False
 def set_quiet(quiet: bool = True) -> None:
     """A script's ``--quiet``: silence what building an env prints (Isaac Lab's configuration and manager tables,
     its info and warning log and Python warnings of the set-up, the suspension manager's report of what it
-    freezes). Errors still reach stderr; the script itself drops its progress bars."""
+    freezes) and MuJoCo-Warp's per-step linesearch notice, said once instead when the env closes
+    (:mod:`isaaclab_suspend.solver_notices`). Errors still reach stderr; the script itself drops its progress
+    bars."""
     global _QUIET
     _QUIET = quiet
 
@@ -243,7 +246,7 @@ def open_env(
     check_local_assets(cfg, task)
     check_suspension_settings(cfg, task)
     error = None
-    with launch_simulation(cfg, {}):
+    with launch_simulation(cfg, {}), without_linesearch_notice() if _QUIET else contextlib.nullcontext():
         with quieted():
             env = SuspendableManagerBasedRLEnv(cfg) if suspendable else gym.make(task, cfg=cfg).unwrapped
         try:
@@ -251,6 +254,8 @@ def open_env(
         except Exception as err:  # re-raised below, unchanged
             error = err
         finally:
+            if _QUIET:
+                say_linesearch_notice_once()
             env.close()
     if error is not None:
         raise error

@@ -62,6 +62,20 @@ def test_audit_passes_the_camera_task_and_names_uncompared_scratch():
     assert "Not compared: " in result.stdout and "scene_camera._intrinsic_pending" in result.stdout
 
 
+def test_a_reset_after_a_suspension_counts_the_envs_own_steps():
+    """Env 0, suspended for 6 steps, ends its 12-step episodes at global steps 18 and 30 (the reference: 12 and
+    24). Its cube's reset term fires at most every 15 steps: in its own steps it skips the first episode end (12
+    since the start) and fires at the second (24), as in the never-suspended run, not at 18 global steps; the
+    event manager's stamps compare bit for bit in the env's own time across the reset."""
+    cfg = SuspensionAuditCfg(task="Isaac-PushCube-Suspendable", num_envs=2, steps=30, suspend_at=3, suspend_steps=6,
+                             overrides=["env.episode_length_s=0.2",
+                                        "env.events.reset_cube.min_step_count_between_reset=15"])
+    audit = audit_suspension(cfg)
+    assert audit.passed, str(audit)
+    # the gate is exercised: of the four resets after the suspension began, two skipped the cube's term
+    assert audit.drawn_per_env["event.reset_cube"] == 2 and audit.drawn_per_env["event.reset_cart"] == 4, str(audit)
+
+
 @pytest.mark.parametrize("bad", [["--suspend_at", "20"], ["--unfrozen", "gearbox"]])
 def test_audit_rejects_bad_input(bad):
     result = _run(*bad)

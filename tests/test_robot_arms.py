@@ -1,6 +1,7 @@
 """Isaac Lab's own SO-101 tasks kitless on local assets: the converted robot's layout, the asset map, the solver
 setting suspension needs, and the exact freeze of an arm mid-grasp driven by the task's planner."""
 
+import ctypes
 import os
 import subprocess
 import sys
@@ -14,8 +15,9 @@ from pxr import Sdf, Usd, UsdPhysics
 from isaaclab_suspend.assets import robots
 from isaaclab_suspend.assets.asset_map import ASSET_MAP, local_counterpart
 from isaaclab_suspend.policies.embedded import planner_actions
+from isaaclab_suspend.solver_notices import NOTICE
 from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
-from isaaclab_suspend.utils import check_local_assets, check_suspension_settings, make_env_cfg
+from isaaclab_suspend.utils import check_local_assets, check_suspension_settings, make_env_cfg, set_quiet
 
 STACK = "IsaacContrib-Stack-Cube-SO101-Suspendable"
 LIFT = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
@@ -102,11 +104,12 @@ def test_a_solver_setting_suspension_cannot_honour_is_refused_before_the_env_is_
     assert "\n" not in str(err.value) and STACK in str(err.value)
 
 
-def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding():
+def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding(capfd):
     """Three suspensions on the SO-101 lift, each env driven by the task's planner from its own observation: env 0
     with its cube resting on the table, env 1 while its jaw closes on the cube, env 2 holding the cube up. Every
     env retraces the never-suspended run bit for bit (contacts, the binary gripper, the FrameTransformer, the IK
-    term's state), and the phases are where the test says they are."""
+    term's state), and the phases are where the test says they are. Run quiet (as ``--quiet``): MuJoCo-Warp's
+    linesearch notice, printed per world and solver iteration otherwise, is one line per env at most."""
     windows = {0: (4, 6), 1: (45, 6), 2: (50, 2)}  # env 2 lifts its cube to success at step 53: the run ends first
     # the windows were read off the reference timeline of Isaac Lab's shared generator (the reset events draw the
     # cube's pose from it); per-env streams on an arm: test_franka.py's Reach audit
@@ -125,8 +128,17 @@ def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding():
                                    policy["joint_vel"][e, -1].item(), policy["actions"][e, 7].item())
         return planner(obs, env)
 
-    audit = audit_suspension(cfg, actions)
+    set_quiet(True)
+    try:
+        audit = audit_suspension(cfg, actions)
+    finally:
+        set_quiet(False)
+        ctypes.CDLL(None).fflush(None)  # the notice is a native printf: libc's buffer into the capture
     assert audit.passed, str(audit)
+    console = capfd.readouterr()
+    notices = [line for line in (console.out + console.err).splitlines() if NOTICE in line]
+    assert 1 <= len(notices) <= 2 and all(line.startswith("note: MuJoCo-Warp's linesearch") for line in notices), (
+        f"{len(notices)} lines, e.g. {notices[:3]}")
     rest_z = seen[(0, 0)][0]
     assert abs(seen[(0, 4)][0] - rest_z) < 1e-3 and seen[(0, 4)][3] == 0.0  # resting cube, jaw commanded open
     assert seen[(1, 45)][3] == 1.0 and abs(seen[(1, 45)][2]) > 0.1  # the jaw moving shut

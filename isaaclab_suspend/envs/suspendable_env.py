@@ -282,6 +282,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
 
         self.episode_length_buf += sm.active  # suspended envs do not age
         self.common_step_counter += 1
+        sm.after_global_step()
         self.termination_manager.compute()
         sm.after_terminations()
         self.reset_buf = self.termination_manager.terminated | self.termination_manager.time_outs

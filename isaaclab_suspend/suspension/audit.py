@@ -3,7 +3,7 @@
 The task runs twice in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` (never suspended; one env
 suspended for a while, then resumed), each env's action a function of its own active-step count, and every
 observation term, reward term and per-env buffer the suspension manager froze (physics, actuators, sensors,
-manager terms) is compared per env and active step. By default each env draws from its own random stream
+manager terms; the event manager's global-step stamps in the env's own time) is compared per env and active step. By default each env draws from its own random stream
 (:attr:`SuspendCfg.per_env_random`): every divergence is a leak, and the audit names the terms that drew after
 the suspension began. With Isaac Lab's one shared generator a suspended env that skips a draw shifts the others'
 draws, so the audit records which managers drew from it after the suspension began; a divergence after such a

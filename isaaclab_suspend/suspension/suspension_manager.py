@@ -36,6 +36,12 @@ _HELD = {
 """Buffers whose suspended rows hold a value rather than their state at suspension: a suspended env cannot
 terminate and earns 0."""
 
+_GLOBAL_CLOCK_STAMPS = ("event_manager._reset_term_last_triggered_step_id.",)
+"""Per-env stamps of the global env-step count (Isaac Lab's event manager stamps each reset term's last firing
+with ``_sim_step_counter // decimation`` and compares it with the count at the next reset for
+``min_step_count_between_reset``). They are not frozen but advance by one per global step an env spends
+suspended, so that the global count minus a stamp is the env's own active steps since it."""
+
 
 def _torch(obj) -> torch.Tensor | None:
     return wp.to_torch(obj) if isinstance(obj, wp.array) else obj
@@ -70,6 +76,11 @@ class SuspensionManager:
         """Complement of :attr:`suspended`, kept in step with it. Shape: (num_envs,)."""
         self.maybe_suspended = False
         """Host mirror: False guarantees that no env is suspended (the stock step runs)."""
+        self.suspended_steps = torch.zeros(n, dtype=torch.int32, device=device)
+        """Global steps each env has spent suspended: its global-clock stamps minus this are in its own time.
+        Shape: (num_envs,)."""
+        self._suspended_int = torch.zeros(n, dtype=torch.int32, device=device)
+        self._clocks: list[tuple[str, object]] = []
         self._num_suspended: int | None = 0
         self._rows: list[tuple] = []
         self.unclassified: list[str] = []
@@ -129,6 +140,7 @@ class SuspensionManager:
     def _set(self, suspended: torch.Tensor) -> None:
         self.suspended = suspended
         self.active = ~suspended
+        self._suspended_int = suspended.to(torch.int32)
         for group in self.groups.values():
             group.set_mask(suspended)
         self.maybe_suspended = True
@@ -141,6 +153,12 @@ class SuspensionManager:
     def after_process_action(self) -> None:
         """Suspended rows keep their action, previous action and every action term's state."""
         self.groups["action"].restore()
+
+    def after_global_step(self) -> None:
+        """The global step count advanced: so do the global-clock stamps of suspended envs (one fused add), so
+        that the count minus a stamp still counts the env's own active steps."""
+        clocks = [self.suspended_steps, *(_torch(getter()) for _, getter in self._clocks)]
+        torch._foreach_add_(clocks, [self._suspended_int] * len(clocks))
 
     def after_physics_step(self) -> None:
         """Suspended worlds get their frozen physics state, solver warm start and actuator state back."""
@@ -231,6 +249,11 @@ class SuspensionManager:
                         self._add_returned(f"obs.{g}.{term}", lambda g=g, t=term: env.obs_buf.get(g, {}).get(t))
 
     def _add(self, part: str, group: str, f: FoundTensor, held: float | bool | None) -> None:
+        if f.name.startswith(_GLOBAL_CLOCK_STAMPS):
+            self._clocks.append((f.name, f.getter))
+            self._rows.append((part, "global step", f.name, "rows, advanced while suspended (global-step stamp)",
+                               f.shape))
+            return
         row_env = None
         if f.rows_per_env > 1:
             row_env = torch.arange(self.num_envs, device=self._env.device).repeat_interleave(f.rows_per_env)
@@ -252,9 +275,11 @@ class SuspensionManager:
     def env_state(self, env_id: int) -> dict[str, torch.Tensor]:
         """A copy of every frozen tensor's rows of one env, by name (rings rotated to start at their write index).
         Buffers held at a value while suspended (rewards, termination flags) are outputs, not state, and left out.
+        Global-clock stamps are given in the env's own time (minus :attr:`suspended_steps`).
 
         What an audit compares: two runs at the same active step of an env hold equal rows."""
-        out = {}
+        out = {name: (_torch(getter())[env_id:env_id + 1] - self.suspended_steps[env_id:env_id + 1])
+               for name, getter in self._clocks}
         for group in self.groups.values():
             for t in group.tensors:
                 value = group.value(t) if t.fill is None else None
