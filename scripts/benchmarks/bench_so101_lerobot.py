@@ -1,18 +1,15 @@
 """Clean against junk demos on the SO-101, with LeRobot's trainer: ACT trained by ``lerobot-train`` on planner demos
 recorded under ``hold`` and under ``global_clock``, evaluated in the follower's action space under suspension, beside
-the planner and trivial baselines.
-
-Stages (one whose output exists is not run again: delete it to redo):
+the planner and trivial baselines. Stages (one whose output exists is not run again: delete it to redo):
 
 1. ``record.py``: the planner on the pose-IK lift, ``--episodes`` successful demos per schedule (same seed,
-   desynchronised starts; the joint targets the IK made of each command are recorded with them);
-2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b``: the follower's joints in degrees
-   and 0-100, the cube's pose as environment state (a state-only ACT: the task has no cameras);
+   desynchronised starts), with the joint targets the IK made of each command;
+2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b``: joints in degrees and 0-100, the
+   cube's pose as environment state (a state-only ACT: the task has no cameras);
 3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
 4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task),
-   each ACT (joint-target task); then, on the joint-target task, zero targets, the start pose held and uniform random
-   targets in [-1, 1] rad, for as many env steps as one evaluation's episodes can take.
-
+   each ACT (joint-target task); then zero targets, the start pose held and uniform random targets in [-1, 1] rad
+   on the joint-target task, for as many steps as one evaluation's episodes can take.
 Example (the figures of docs/lerobot.rst): ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
 """
 
@@ -65,8 +62,7 @@ def _run(command: list[str], log: str, wait: bool = True):
     return process
 
 
-def script(name: str, *args) -> list[str]:
-    """The command line of ``scripts/<name>``."""
+def script(name: str, *args) -> list[str]:  # the command line of scripts/<name>
     return [sys.executable, os.path.join(ROOT, "scripts", name), *map(str, args)]
 
 
@@ -93,9 +89,12 @@ class HoldPose(cli.ConstantPolicy):
         return obs["policy"][so101.STATE_TERM].clone()
 
 
-def baselines(args: argparse.Namespace) -> dict[str, dict]:
+def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     """Zero targets, the start pose held and random targets on the joint-target task, each for as many steps as one
-    evaluation's episodes could take (first eval seed)."""
+    evaluation's episodes could take (first eval seed); kept in ``path`` (JSON)."""
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
     set_quiet()
     rows = {}
     with open_env(JOINT_TASK, args.eval_envs) as env:
@@ -109,6 +108,8 @@ def baselines(args: argparse.Namespace) -> dict[str, dict]:
             f = outcomes.as_dict()
             rows[name] = {"episodes": f["episodes_scored"], "success": f["success_rate"] or 0.0,
                           "length": f["mean_episode_length"] or 0.0}
+    with open(path, "w") as f:
+        json.dump(rows, f)
     return rows
 
 
@@ -143,7 +144,7 @@ def main() -> None:
     for schedule in SCHEDULES:
         checkpoint = os.path.join(base, f"act_{schedule}", "checkpoints", "last", "pretrained_model")
         rows[f"ACT on {schedule} demos"] = evaluate(args, base, f"act_{schedule}", ["--checkpoint", checkpoint])
-    rows.update(baselines(args))
+    rows.update(baselines(args, os.path.join(base, "baselines.json")))
     table = PrettyTable(["policy", "episodes scored", "success rate", "mean episode length", "vs planner"])
     planner = rows["planner (pose IK, embedded)"]["success"]
     for name, r in rows.items():
