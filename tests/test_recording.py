@@ -176,6 +176,20 @@ def test_export_refuses_bad_env_ids_and_keeps_recording(tmp_path):
         assert list(f["data"]) == ["demo_0"] and f["data/demo_0"].attrs["num_samples"] == 1
 
 
+def test_an_unbounded_episode_length_starts_small_buffers(tmp_path):
+    """``episode_length_s=1e6`` (a benchmark's, a teleoperation session's) must not size the buffers by it: that
+    asked for gigabytes per recorded tensor and the process was killed; they start at 4096 samples and grow."""
+    recorders = ActionStateRecorderManagerCfg(dataset_export_dir_path=str(tmp_path), dataset_filename="long")
+    with open_env(TASK, 1, episode_length_s=1e6, recorders=recorders) as env:
+        assert env.max_episode_length > 10**6 and env.recorder_manager.buffers.capacity == 4096
+        env.reset()
+        for _ in range(3):
+            env.step(torch.zeros(1, 1))
+        env.recorder_manager.export_episodes([0])
+    with h5py.File(tmp_path / "long.hdf5") as f:
+        assert f["data/demo_0"].attrs["num_samples"] == 3
+
+
 class SyncSpy:
     """Records the tensor methods that copy a value to the host on the main thread while it is armed."""
 

@@ -444,7 +444,8 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
 
     buffer_length: int | None = None
     """Samples per slot the per-step buffers hold before they grow (they double when full). None: the env's
-    max episode length plus a quarter (at least 16), so that the device is read about once every
+    max episode length plus a quarter (at least 16, at most 4096: an unbounded episode, e.g.
+    ``episode_length_s=1e6``, starts small and grows), so that the device is read about once every
     ``max_episode_length / 4`` steps to check the room left."""
 
     min_free_space_mb: float = 64.0
@@ -490,7 +491,7 @@ def _has_terms(cfg: RecorderManagerBaseCfg) -> bool:
 
 def _default_capacity(env: ManagerBasedRLEnv) -> int:
     length = int(getattr(env, "max_episode_length", 0)) or 1000
-    return length + max(16, length // 4)
+    return min(length + max(16, length // 4), 4096)
 
 
 def _check_output_dir(path: str, min_free_space_mb: float) -> None:

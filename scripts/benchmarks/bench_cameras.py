@@ -68,7 +68,7 @@ def env_steps_per_s(num_envs: int, size: int, steps: int, out_dir: str | None) -
             env.step(2.0 * torch.rand(num_envs, 1, generator=gen) - 1.0)
         if out_dir:
             env.recorder_manager.export_episodes()
-            env.recorder_manager.writer.close()  # waits until the writer has written everything
+            env.recorder_manager.close()  # hands every episode over and waits until it is written
         return num_envs * steps / (time.perf_counter() - start)
 
 

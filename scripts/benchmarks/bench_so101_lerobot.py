@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import subprocess
 import sys
 
@@ -42,9 +43,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the planner and of ACT")
     parser.add_argument("--seed", type=cli.non_negative_int, default=1, help="seed of the recordings")
     parser.add_argument("--steps", type=cli.positive_int, default=2000, help="lerobot-train steps per run")
-    parser.add_argument("--act", nargs="*", help="further lerobot-train arguments, the same for both runs",
-                        default=["--batch_size=64", "--policy.dim_model=256", "--policy.dim_feedforward=1024",
-                                 "--policy.n_encoder_layers=2", "--policy.optimizer_lr=1e-4"])
+    parser.add_argument("--act", type=shlex.split, metavar="'ARGS'",
+                        help="further lerobot-train arguments, the same for both runs, as one quoted string",
+                        default="--batch_size=64 --policy.dim_model=256 --policy.dim_feedforward=1024"
+                                " --policy.n_encoder_layers=2 --policy.optimizer_lr=1e-4 --policy.use_vae=false")
     parser.add_argument("--eval_envs", type=cli.positive_int, default=8)
     parser.add_argument("--episodes_per_env", type=cli.positive_int, default=2)
     parser.add_argument("--eval_seeds", type=cli.non_negative_int, nargs="+", default=[0, 1])
@@ -82,11 +84,14 @@ def evaluate(args: argparse.Namespace, base: str, label: str, policy: list[str])
             "length": sum(r["length"] for r in records) / max(len(records), 1)}
 
 
-class HoldPose(cli.ConstantPolicy):
+class HoldPose:
     """Joint targets = the joints' positions now: the arm stays where it starts."""
 
     def act(self, obs: dict) -> torch.Tensor:
         return obs["policy"][so101.STATE_TERM].clone()
+
+    def observe(self, dones: torch.Tensor) -> None:
+        """Nothing to drop."""
 
 
 def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
@@ -100,7 +105,7 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     with open_env(JOINT_TASK, args.eval_envs) as env:
         steps = int(env.max_episode_length) * args.episodes_per_env
         generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
-        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose(env, 0.0)),
+        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose()),
                              ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
             outcomes = EpisodeOutcomes(env)
             for t in cli.rollout(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps):
