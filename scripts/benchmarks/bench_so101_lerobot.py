@@ -8,9 +8,8 @@ the planner and trivial baselines. Stages (one whose output exists is not run ag
    cube's pose as environment state (a state-only ACT: the task has no cameras);
 3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
 4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task),
-   each ACT (joint-target task); then zero targets, the start pose held and uniform random targets in [-1, 1] rad
-   on the joint-target task, for as many steps as one evaluation's episodes can take.
-Example (the figures of docs/lerobot.rst): ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
+   each ACT (joint-target task), and zero, start-pose and random joint targets in [-1, 1] rad for one evaluation's
+   steps. The figures of docs/lerobot.rst: ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
 """
 
 from __future__ import annotations
@@ -42,9 +41,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--num_envs", type=cli.positive_int, default=10, help="envs of the recordings")
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the planner and of ACT")
     parser.add_argument("--seed", type=cli.non_negative_int, default=1, help="seed of the recordings")
-    parser.add_argument("--steps", type=cli.positive_int, default=2000, help="lerobot-train steps per run")
-    parser.add_argument("--act", type=shlex.split, metavar="'ARGS'",
-                        help="further lerobot-train arguments, the same for both runs, as one quoted string",
+    parser.add_argument("--steps", type=cli.positive_int, default=12000, help="lerobot-train steps per run")
+    parser.add_argument("--act", type=shlex.split, help="further lerobot-train arguments, one quoted string",
                         default="--batch_size=64 --policy.dim_model=256 --policy.dim_feedforward=1024"
                                 " --policy.n_encoder_layers=2 --policy.optimizer_lr=1e-4 --policy.use_vae=false")
     parser.add_argument("--eval_envs", type=cli.positive_int, default=8)
@@ -84,14 +82,11 @@ def evaluate(args: argparse.Namespace, base: str, label: str, policy: list[str])
             "length": sum(r["length"] for r in records) / max(len(records), 1)}
 
 
-class HoldPose:
-    """Joint targets = the joints' positions now: the arm stays where it starts."""
+class HoldPose(cli.ConstantPolicy):
+    """Joint targets = the joints' positions now: the arm stays where it starts (the constant is not used)."""
 
     def act(self, obs: dict) -> torch.Tensor:
         return obs["policy"][so101.STATE_TERM].clone()
-
-    def observe(self, dones: torch.Tensor) -> None:
-        """Nothing to drop."""
 
 
 def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
@@ -105,7 +100,7 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     with open_env(JOINT_TASK, args.eval_envs) as env:
         steps = int(env.max_episode_length) * args.episodes_per_env
         generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
-        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose()),
+        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose(env, 0.0)),
                              ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
             outcomes = EpisodeOutcomes(env)
             for t in cli.rollout(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps):
