@@ -71,6 +71,17 @@ KITLESS_PHYSICS_PRESET = "newton_mjwarp"
 """The physics preset chosen for a task whose default physics is PhysX (which needs Isaac Sim) when no
 ``presets=`` / ``physics=`` override names one."""
 
+def _parse_env_cfg(task: str, device: str, overrides: list[str]):
+    """Isaac Lab's ``parse_env_cfg``; an override that does not fit the task's cfg is a ``ValueError`` naming it."""
+    try:
+        return parse_env_cfg(task, device=device, overrides=overrides)
+    except Exception as err:  # Hydra's errors for a key the cfg lacks or a value it cannot take vary in type
+        if not overrides:
+            raise
+        raise ValueError(f"{task}: the cfg overrides {' '.join(overrides)} do not apply ({type(err).__name__}: {err})."
+                         " Each is env.<field of the task's cfg>=VALUE or presets=NAME.") from None
+
+
 def make_env_cfg(
     task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
 ):
@@ -86,16 +97,16 @@ def make_env_cfg(
     value set through ``attrs`` is kept, and :func:`open_env` refuses it before building the env).
 
     Raises:
-        ValueError: If ``task`` is not a registered gym id.
+        ValueError: If ``task`` is not a registered gym id, or an override does not fit its cfg.
     """
     task = resolve_task_id(task)
     overrides = list(overrides)
     with quieted():
-        cfg = parse_env_cfg(task, device=device, overrides=overrides)
+        cfg = _parse_env_cfg(task, device, overrides)
         picks_physics = any(o.split("=")[0] in ("presets", "physics") for o in overrides)
         if not isinstance(cfg.sim.physics, NewtonCfg) and not picks_physics:
             overrides.append(f"presets={KITLESS_PHYSICS_PRESET}")
-            cfg = parse_env_cfg(task, device=device, overrides=overrides)
+            cfg = _parse_env_cfg(task, device, overrides)
     if num_envs is not None:
         scale_contact_buffer(cfg.sim.physics, num_envs / cfg.scene.num_envs)
         cfg.scene.num_envs = num_envs

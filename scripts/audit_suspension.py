@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shared_rng", action="store_true",
                         help="draw from Isaac Lab's one shared generator instead of per-env random streams")
     cli.add_quiet_arg(parser)
-    parser.add_argument("overrides", nargs="*", help="Hydra-style cfg overrides, e.g. presets=newton_featherstone")
+    parser.add_argument("overrides", nargs="*", type=cli.cfg_override, metavar="env.KEY=VALUE",
+                        help="Hydra overrides of the task cfg, e.g. env.events.randomize_joint_state.params.std=0.2")
     args = parser.parse_args(argv)
     from isaaclab_suspend.policies.embedded import planner_actions
     from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, windows=args.windows, device=args.device,
-                             unfrozen=list(args.unfrozen), overrides=[*args.overrides, *cli.env_overrides(args)],
+                             unfrozen=list(args.unfrozen), overrides=cli.env_overrides(args),
                              per_env_random=not args.shared_rng)
     try:
         cfg.check()

@@ -95,6 +95,7 @@ CASES = [
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--camera", "c", "--arch", "transformer"], "MLP chunk head only"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--device", "gpu"], "argument --device: 'gpu' is not a torch device"),
     ("eval", ["--device", "cuda:7"], "argument --device: 'cuda:7': this machine has"),
+    ("eval", ["episode_length_s"], "'episode_length_s' is not a cfg override KEY=VALUE"),
     ("merge_shards", ["--datasets", "a.hdf5", "b.hdf5", "--output", "b"], "--output 'b.hdf5' is one of the --datasets"),
     ("demo_suspend", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
     ("view_dataset", ["d.hdf5", "--output", "frames"], "--output 'frames' must end with .gif"),
@@ -136,7 +137,9 @@ def _free_port() -> int:
     (["--remote", "127.0.0.1:{port}"], "eval.py: error: No policy server at 127.0.0.1:{port}"),
     (["--task", "Isaac-Cartpol-Suspendable"],
      "eval.py: error: Unknown task 'Isaac-Cartpol-Suspendable'. Did you mean 'Isaac-Cartpole-Suspendable'?"),
-], ids=["dead server", "unknown task"])
+    (["--num_envs", "2", "env.events.nope.params.std=1"], "eval.py: error: Isaac-Cartpole-Suspendable: the cfg overrides"
+     " env.events.nope.params.std=1 do not apply (AttributeError: 'EventCfg' object has no attribute 'nope')"),
+], ids=["dead server", "unknown task", "override of no cfg field"])
 def test_run_time_failure_is_one_stderr_line_and_exit_2(argv, message):
     port = _free_port()
     run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"),

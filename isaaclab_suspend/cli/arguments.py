@@ -126,6 +126,14 @@ def _key_pair(text: str) -> tuple[str, str]:
     return key, path
 
 
+def _cfg_override(text: str) -> str:
+    key, _, value = text.partition("=")
+    if not key or not value or key.startswith("-"):
+        raise ValueError(f"'{text}' is not a cfg override KEY=VALUE (e.g. env.episode_length_s=4.0 or"
+                         " env.events.randomize_joint_state.params.std=0.2)")
+    return text
+
+
 def _suspension_window(text: str) -> tuple[int, int, int]:
     parts = text.split(":")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
@@ -165,7 +173,8 @@ suspension_window = _parsed_by(_suspension_window, "suspension window")
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,
                  tasks: list[str] | None = None, per_env_random: bool | None = None) -> None:
-    """``--task --import --num_envs --device --seed --presets``, if ``desync`` ``--desync``, and with
+    """``--task --import --num_envs --device --seed --presets``, Hydra overrides of the task cfg as trailing
+    ``env.KEY=VALUE`` arguments (as Isaac Lab's own scripts take them), if ``desync`` ``--desync``, and with
     ``per_env_random`` True ``--shared_rng`` (per-env random streams by default), False ``--per_env_rng``
     (Isaac Lab's generator by default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`).
 
@@ -179,6 +188,9 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
     parser.add_argument("--seed", type=non_negative_int, default=seed, help="env (and policy) seed")
     parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
                         help="Isaac Lab cfg presets, e.g. newton_featherstone (default: the task's, newton_mjwarp)")
+    parser.add_argument("overrides", nargs="*", type=cfg_override, metavar="env.KEY=VALUE",
+                        help="Hydra overrides of the task cfg, as Isaac Lab's scripts take them, e.g."
+                             " env.events.randomize_joint_state.params.std=0.2")
     if desync:
         parser.add_argument("--desync", action="store_true",
                             help="start every env at a random point of its episode (Isaac Lab's init_at_random_ep_len),"
@@ -272,8 +284,9 @@ def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> No
 
 
 def env_overrides(args: argparse.Namespace) -> list[str]:
-    """The Hydra-style overrides of ``--presets`` for :func:`~isaaclab_suspend.utils.open_env`."""
-    return [f"presets={args.presets}"] if args.presets else []
+    """The Hydra-style overrides (``env.KEY=VALUE`` arguments, ``--presets``) for
+    :func:`~isaaclab_suspend.utils.open_env`."""
+    return [*getattr(args, "overrides", []), *([f"presets={args.presets}"] if args.presets else [])]
 
 
 def _schedules(text: str) -> list[str]:
@@ -284,5 +297,7 @@ def _schedules(text: str) -> list[str]:
     return names
 
 
+cfg_override = _parsed_by(_cfg_override, "cfg override", keep_text=True)
+"""``KEY=VALUE``: a Hydra override of the task cfg."""
 schedules = _parsed_by(_schedules, "comma-separated schedules", keep_text=False)
 """A comma-separated list of known chunk schedules."""
