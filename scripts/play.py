@@ -36,18 +36,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def play(args: argparse.Namespace) -> dict:
     """Run the checkpoint for ``args.steps`` steps; returns :meth:`EpisodeOutcomes.as_dict` and the wall time."""
-    from isaaclab_suspend.policies.evaluation import EpisodeOutcomes, format_figure
+    from isaaclab_suspend.policies.evaluation import format_figure
     from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 
     args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
     read_checkpoint(args.checkpoint)  # a bad file stops the script before the env is built
     with cli.open_env(args) as env:
         policy = cli.make_chunk_model(args, env)
-        outcomes = EpisodeOutcomes(env)
         start = time.perf_counter()
-        for t in cli.rollout(env, policy, cli.start_episodes(env, None, desync=False), args.steps):
-            outcomes.update(t.dones, ~env.suspended_mask)
-        results = {"checkpoint": args.checkpoint, **outcomes.as_dict(), "seconds": time.perf_counter() - start}
+        figures = cli.score(env, policy, cli.start_episodes(env, None, desync=False), args.steps)
+        results = {"checkpoint": args.checkpoint, **figures, "seconds": time.perf_counter() - start}
     table = PrettyTable(["checkpoint", "episodes", "mean episode length", "success rate", "wall time (s)"])
     table.add_row([results["checkpoint"], results["episodes_scored"], f"{results['mean_episode_length']:.1f}",
                    format_figure("{:.3f}", results["success_rate"]), f"{results['seconds']:.1f}"])

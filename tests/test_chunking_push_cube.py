@@ -17,9 +17,8 @@ from isaaclab_suspend.policies import (
     PushCubeChunkCfg,
     PushCubeChunkModel,
 )
-from isaaclab_suspend.cli import ConstantPolicy, RandomPolicy, rollout
+from isaaclab_suspend.cli import ConstantPolicy, RandomPolicy, score
 from isaaclab_suspend.policies.embedded import make_default_model
-from isaaclab_suspend.policies.evaluation import EpisodeOutcomes
 from isaaclab_suspend.utils import open_env
 
 TASK = "Isaac-PushCube-Suspendable"
@@ -78,11 +77,8 @@ def test_zero_constant_and_random_actions_do_not_succeed_the_planner_does(env):
                                                  schedule="global_clock")}
     rates = {}
     for name, policy in baselines.items():
-        outcomes = EpisodeOutcomes(env)
         obs, _ = env.reset(seed=3)
-        for t in rollout(env, policy, obs, EPISODE_STEPS + 30):
-            outcomes.update(t.dones, ~env.suspended_mask)
-        figures = outcomes.as_dict()
+        figures = score(env, policy, obs, EPISODE_STEPS + 30)
         assert figures["episodes_scored"] >= N, (name, figures)
         rates[name] = figures["success_rate"]
     assert max(rate for name, rate in rates.items() if name != "planner") <= 0.1, rates

@@ -115,3 +115,15 @@ def rollout(env: SuspendableManagerBasedRLEnv, policy: StepPolicy, obs: dict, st
         yield Transition(step, obs, next_obs, dones)
         obs = next_obs
         step += 1
+
+
+def score(env: SuspendableManagerBasedRLEnv, policy: StepPolicy, obs: dict, steps: int) -> dict:
+    """Run ``policy`` from ``obs`` for ``steps`` steps; the figures of the episodes it ended
+    (:meth:`~isaaclab_suspend.policies.EpisodeOutcomes.as_dict`: ``episodes_scored``, ``success_rate``,
+    ``mean_episode_length``, ...), suspended steps not counted."""
+    from ..policies import EpisodeOutcomes
+
+    outcomes = EpisodeOutcomes(env)
+    for t in rollout(env, policy, obs, steps):
+        outcomes.update(t.dones, ~env.suspended_mask)
+    return outcomes.as_dict()

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     import torch
 
-    from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes, make_default_model
+    from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
     from isaaclab_suspend.policies.evaluation import format_figure
     from isaaclab_suspend.utils import open_env, set_quiet
 
@@ -46,10 +46,8 @@ def main(argv: list[str] | None = None) -> None:
                 make_default_model(TASK, 16), env, chunk_length=16, schedule="global_clock"),
         }
         for name, make in policies.items():
-            outcomes, start = EpisodeOutcomes(env), time.perf_counter()
-            for t in cli.rollout(env, make(), cli.start_episodes(env, args.seed, desync=False), args.steps):
-                outcomes.update(t.dones, ~env.suspended_mask)
-            figures = outcomes.as_dict()
+            start = time.perf_counter()
+            figures = cli.score(env, make(), cli.start_episodes(env, args.seed, desync=False), args.steps)
             table.add_row([name, figures["episodes_scored"], format_figure("{:.3f}", figures["success_rate"]),
                            format_figure("{:.1f}", figures["mean_episode_length"]),
                            f"{time.perf_counter() - start:.1f}"])

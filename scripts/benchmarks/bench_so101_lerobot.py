@@ -1,15 +1,16 @@
 """Clean against junk demos on the SO-101, with LeRobot's trainer: ACT trained by ``lerobot-train`` on planner demos
-recorded under ``hold`` and under ``global_clock``, evaluated in the follower's action space under suspension, beside
-the planner and trivial baselines. Stages (one whose output exists is not run again: delete it to redo):
+recorded under ``hold`` and under ``global_clock`` (with ``--start_std RAD`` also ``global_clock`` demos whose arm
+starts at that joint noise, not the task's 0.02 rad: ``_varied``), evaluated in the follower's action space under
+suspension, beside the planner and trivial baselines. Stages (one whose output exists is not run again):
 
-1. ``record.py``: the planner on the pose-IK lift, ``--episodes`` successful demos per schedule (same seed,
-   desynchronised starts), with the joint targets the IK made of each command;
+1. ``record.py``: the planner on the pose-IK lift, ``--episodes`` successful demos per set (same seed, desynchronised
+   starts), with the joint targets the IK made of each command;
 2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b``: joints in degrees and 0-100, the
    cube's pose as environment state (a state-only ACT: the task has no cameras);
 3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
-4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task),
-   each ACT (joint-target task), and zero, start-pose and random joint targets in [-1, 1] rad for one evaluation's
-   steps. The figures of docs/lerobot.rst: ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
+4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task), each
+   ACT (joint-target task), and zero, start-pose and random joint targets in [-1, 1] rad for one evaluation's steps.
+The figures of docs/lerobot.rst: ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.interop import so101
-from isaaclab_suspend.policies import EpisodeOutcomes
 from isaaclab_suspend.utils import open_env, set_quiet
 
 TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
 JOINT_TASK = so101.follower_task(TASK)
-SCHEDULES = ("hold", "global_clock")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -41,6 +40,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--num_envs", type=cli.positive_int, default=10, help="envs of the recordings")
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the planner and of ACT")
     parser.add_argument("--seed", type=cli.non_negative_int, default=1, help="seed of the recordings")
+    parser.add_argument("--start_std", type=cli.non_negative_float, default=0.0, help="see above (0: none) [rad]")
     parser.add_argument("--steps", type=cli.positive_int, default=12000, help="lerobot-train steps per run")
     parser.add_argument("--act", type=shlex.split, help="further lerobot-train arguments, one quoted string",
                         default="--batch_size=64 --policy.dim_model=256 --policy.dim_feedforward=1024"
@@ -102,10 +102,7 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
         generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
         for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose(env, 0.0)),
                              ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
-            outcomes = EpisodeOutcomes(env)
-            for t in cli.rollout(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps):
-                outcomes.update(t.dones, ~env.suspended_mask)
-            f = outcomes.as_dict()
+            f = cli.score(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps)
             rows[name] = {"episodes": f["episodes_scored"], "success": f["success_rate"] or 0.0,
                           "length": f["mean_episode_length"] or 0.0}
     with open(path, "w") as f:
@@ -117,43 +114,46 @@ def main() -> None:
     args = parse_args()
     base = os.path.abspath(os.path.join(args.out_dir, TASK))
     os.makedirs(base, exist_ok=True)
+    sets = {"hold": ("hold", []), "global_clock": ("global_clock", [])}  # label: schedule, cfg overrides
+    if args.start_std:  # Isaac Lab's reset noise of the arm's joints
+        sets["global_clock_varied"] = "global_clock", [f"env.events.randomize_joint_state.params.std={args.start_std}"]
     runs = {}
-    for schedule in SCHEDULES:
-        path, root = os.path.join(base, f"so101_{schedule}.hdf5"), os.path.join(base, f"lr_{schedule}")
+    for label, (clock, overrides) in sets.items():
+        path, root = os.path.join(base, f"so101_{label}.hdf5"), os.path.join(base, f"lr_{label}")
         if not os.path.exists(path):
             _run(script("record.py", "--task", TASK, "--num_envs", args.num_envs, "--episodes", args.episodes,
-                        "--export", "succeeded", "--schedule", schedule, "--chunk", args.chunk, "--desync", "--seed",
-                        args.seed, "--output", path, "--quiet"), os.path.join(base, f"record_{schedule}.log"))
+                        "--export", "succeeded", "--schedule", clock, "--chunk", args.chunk, "--desync", "--seed",
+                        args.seed, "--output", path, "--quiet", *overrides),
+                 os.path.join(base, f"record_{label}.log"))
         if not os.path.exists(root):
             _run(script("export_lerobot.py", path, "--output", root, "--robot", so101.ROBOT, "--environment_state",
-                        "cube_pose_b", "--repo_id", f"local/so101_{schedule}", "--quiet"),
-                 os.path.join(base, f"export_{schedule}.log"))
-        output = os.path.join(base, f"act_{schedule}")
+                        "cube_pose_b", "--repo_id", f"local/so101_{label}", "--quiet"),
+                 os.path.join(base, f"export_{label}.log"))
+        output = os.path.join(base, f"act_{label}")
         if not os.path.exists(os.path.join(output, "checkpoints", "last")):
-            runs[schedule] = _run([os.path.join(os.path.dirname(sys.executable), "lerobot-train"),
-                                   f"--dataset.repo_id=local/so101_{schedule}", f"--dataset.root={root}",
-                                   "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
-                                   f"--policy.chunk_size={args.chunk}", f"--policy.n_action_steps={args.chunk}",
-                                   *args.act, f"--steps={args.steps}", "--log_freq=100", "--save_freq=500",
-                                   "--num_workers=0", "--wandb.enable=false", f"--output_dir={output}", "--seed=0"],
-                                  os.path.join(base, f"train_{schedule}.log"), wait=False)
-    for schedule, run in runs.items():  # side by side, one thread each
+            runs[label] = _run([os.path.join(os.path.dirname(sys.executable), "lerobot-train"),
+                                f"--dataset.repo_id=local/so101_{label}", f"--dataset.root={root}",
+                                "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
+                                f"--policy.chunk_size={args.chunk}", f"--policy.n_action_steps={args.chunk}",
+                                *args.act, f"--steps={args.steps}", "--log_freq=100", "--save_freq=500",
+                                "--num_workers=0", "--wandb.enable=false", f"--output_dir={output}", "--seed=0"],
+                               os.path.join(base, f"train_{label}.log"), wait=False)
+    for label, run in runs.items():  # side by side, one thread each
         if run.wait() != 0:
-            raise RuntimeError(f"lerobot-train on {schedule} data failed: see {base}/train_{schedule}.log")
+            raise RuntimeError(f"lerobot-train on {label} data failed: see {base}/train_{label}.log")
     rows = {"planner (pose IK, embedded)": evaluate(args, base, "planner", ["--task", TASK])}
-    for schedule in SCHEDULES:
-        checkpoint = os.path.join(base, f"act_{schedule}", "checkpoints", "last", "pretrained_model")
-        rows[f"ACT on {schedule} demos"] = evaluate(args, base, f"act_{schedule}", ["--checkpoint", checkpoint])
+    for label in sets:
+        rows[f"ACT on {label} demos"] = evaluate(args, base, f"act_{label}", ["--checkpoint", os.path.join(
+            base, f"act_{label}", "checkpoints", "last", "pretrained_model")])
     rows.update(baselines(args, os.path.join(base, "baselines.json")))
     table = PrettyTable(["policy", "episodes scored", "success rate", "mean episode length", "vs planner"])
     planner = rows["planner (pose IK, embedded)"]["success"]
     for name, r in rows.items():
         table.add_row([name, r["episodes"], f"{r['success']:.3f}", f"{r['length']:.1f}",
                        f"{r['success'] / planner:.2f}" if planner else "-"])
-    print(f"\n{TASK}: {args.episodes} successful planner demos per schedule ({args.num_envs} envs, H = {args.chunk},"
-          f" seed {args.seed}); ACT by lerobot-train, {args.steps} steps, {' '.join(args.act)}; evaluated under"
-          f" global_clock, {args.eval_envs} envs x {args.episodes_per_env} episodes, seeds {args.eval_seeds}, on"
-          f" {JOINT_TASK} (ACT, baselines) and {TASK} (planner).\n{table}")
+    print(f"\n{TASK}: {args.episodes} planner demos per set ({args.num_envs} envs, H = {args.chunk}, seed {args.seed});"
+          f" ACT: lerobot-train, {args.steps} steps, {' '.join(args.act)}; under global_clock, {args.eval_envs} envs x"
+          f" {args.episodes_per_env} episodes, seeds {args.eval_seeds}, on {JOINT_TASK} (planner: {TASK}).\n{table}")
 
 
 if __name__ == "__main__":
