@@ -25,3 +25,7 @@ MAX_REPLAY_ENVS = 16384
 TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
 """Environment variable a :class:`~isaaclab_suspend.serving.RemoteChunkModel` (and ``serve_policy.py``) reads the
 shared token from when its cfg names none."""
+
+CFG_OVERRIDES_ATTR = "cfg_overrides"
+"""Attribute of a cfg made by :func:`~isaaclab_suspend.utils.make_env_cfg` holding the Hydra overrides it was made
+with: a recording stores them in its ``env_args`` (same key), and a replay applies them again."""

@@ -26,6 +26,7 @@ from isaaclab_newton.physics import NewtonCfg
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.assets.asset_map import localize_scene
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
+from isaaclab_suspend.names import CFG_OVERRIDES_ATTR
 from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_linesearch_notice
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
@@ -71,6 +72,7 @@ KITLESS_PHYSICS_PRESET = "newton_mjwarp"
 """The physics preset chosen for a task whose default physics is PhysX (which needs Isaac Sim) when no
 ``presets=`` / ``physics=`` override names one."""
 
+
 def _parse_env_cfg(task: str, device: str, overrides: list[str]):
     """Isaac Lab's ``parse_env_cfg``; an override that does not fit the task's cfg is a ``ValueError`` naming it."""
     try:
@@ -100,13 +102,14 @@ def make_env_cfg(
         ValueError: If ``task`` is not a registered gym id, or an override does not fit its cfg.
     """
     task = resolve_task_id(task)
-    overrides = list(overrides)
+    overrides, given = list(overrides), list(overrides)
     with quieted():
         cfg = _parse_env_cfg(task, device, overrides)
         picks_physics = any(o.split("=")[0] in ("presets", "physics") for o in overrides)
         if not isinstance(cfg.sim.physics, NewtonCfg) and not picks_physics:
             overrides.append(f"presets={KITLESS_PHYSICS_PRESET}")
             cfg = _parse_env_cfg(task, device, overrides)
+    setattr(cfg, CFG_OVERRIDES_ATTR, given)
     if num_envs is not None:
         scale_contact_buffer(cfg.sim.physics, num_envs / cfg.scene.num_envs)
         cfg.scene.num_envs = num_envs

@@ -122,6 +122,8 @@ CORRUPTIONS = {
                           "'sim_args' must be an object, got 'x'"),
     "interval_events a number": (lambda p: _env_args(p, lambda a: json.dumps({**a, "interval_events": 3})),
                                  "'interval_events' must be a list of names, got 3"),
+    "cfg_overrides a string": (lambda p: _env_args(p, lambda a: json.dumps({**a, "cfg_overrides": "env.x=1"})),
+                               "'cfg_overrides' must be a list of KEY=VALUE strings, got 'env.x=1'"),
     "unknown env name": (lambda p: _env_args(p, lambda a: json.dumps({**a, "env_name": "Isaac-Nope-v0"})),
                          "task 'Isaac-Nope-v0' is not registered"),
     "string actions": (lambda p: _set(p, "data/demo_0/actions", np.array([[b"left"]] * 10)),

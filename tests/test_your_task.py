@@ -1,8 +1,10 @@
 """Bringing your own task (docs/your_task.rst): a stock Isaac Lab task whose assets are on NVIDIA's asset server is
 refused in one line with what to do (also under gym's id ``Isaac-Cartpole-v0``); the doc's worked example
 (docs/examples/my_cartpole.py: a cfg subclass on local USD assets, a -Suspendable variant, a chunk model of its own)
-registers, passes the audit, evaluates, and runs through eval.py and record.py with ``--import``."""
+registers, passes the audit, evaluates, and runs through eval.py and record.py with ``--import``, and with Isaac Lab's
+cfg overrides, which the recording keeps and its replay applies."""
 
+import json
 import math
 import os
 import re
@@ -73,9 +75,15 @@ def test_the_docs_example_runs_through_eval_and_record_with_import(tmp_path):
     assert "MyCartpole-Suspendable, embedded model: 2 envs, 32 steps, H = 16" in run.stdout, run.stdout
     assert re.search(r"^\| inference_calls +\| +2 \|$", run.stdout, re.MULTILINE), run.stdout
     output = tmp_path / "my_cartpole.hdf5"
+    overrides = ["env.episode_length_s=1.5", "env.decimation=4"]  # Isaac Lab's overrides, as its scripts take them
     run = _run(os.path.join(ROOT, "scripts", "record.py"), *common, "--episodes", "2", "--output", str(output),
-               "env.episode_length_s=1.5")  # an Isaac Lab override of the task cfg, as Isaac Lab's scripts take it
+               *overrides)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
-    with h5py.File(output) as f:  # 1.5 s episodes (the variant's are 3 s), each reaching its time-out (its success)
-        demos = list(f["data"].values())
-        assert [d.attrs["num_samples"] for d in demos] == [90, 90] and all(d.attrs["success"] for d in demos)
+    with h5py.File(output) as f:  # 1.5 s episodes of 1/30 s steps (the variant's: 3 s of 1/60 s), each reaching its
+        demos = list(f["data"].values())  # time-out (its success)
+        assert [d.attrs["num_samples"] for d in demos] == [45, 45] and all(d.attrs["success"] for d in demos)
+        assert json.loads(f["data"].attrs["env_args"])["cfg_overrides"] == overrides
+    # the replay builds the env with the recorded overrides: with 2 physics steps per env step instead of 4 it
+    # would not reproduce a single state
+    run = _run(os.path.join(ROOT, "scripts", "replay.py"), str(output), "--import", "my_cartpole", "--quiet")
+    assert run.returncode == 0 and "2 demos replayed in 2 envs; largest state error 0 " in run.stdout, run.stdout

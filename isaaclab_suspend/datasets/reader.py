@@ -147,6 +147,11 @@ class DatasetReader:
         return self.env_args.get("sim_args", {}).get("num_envs")
 
     @property
+    def cfg_overrides(self) -> list[str]:
+        """Hydra overrides the task's cfg was recorded with (``env.KEY=VALUE``, ``presets=NAME``; [] if none)."""
+        return list(self.env_args.get("cfg_overrides") or [])
+
+    @property
     def interval_events(self) -> list[str] | None:
         """Interval events that ran while recording (None if the file does not say)."""
         return self.env_args.get("interval_events")
@@ -316,9 +321,10 @@ class DatasetReader:
         num_envs = sim_args.get("num_envs")
         if num_envs is not None and (type(num_envs) is not int or num_envs < 1):
             raise DatasetError(f"{where}: 'sim_args.num_envs' must be a positive integer, got {num_envs!r:.80}.")
-        events = args.get("interval_events")
-        if events is not None and not (isinstance(events, list) and all(isinstance(e, str) for e in events)):
-            raise DatasetError(f"{where}: 'interval_events' must be a list of names, got {events!r:.80}.")
+        for key, what in (("interval_events", "names"), ("cfg_overrides", "KEY=VALUE strings")):
+            items = args.get(key)
+            if items is not None and not (isinstance(items, list) and all(isinstance(e, str) for e in items)):
+                raise DatasetError(f"{where}: '{key}' must be a list of {what}, got {items!r:.80}.")
 
     def _demo_group(self, name: str) -> h5py.Group:
         where = f"'{self.path}', demo '{name}'"

@@ -23,17 +23,19 @@ if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
 
 
-def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_random: bool = True):
+def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_random: bool = True,
+                        overrides: Sequence[str] = ()):
     """The cfg of ``task`` for replay: no terminations, no rewards, no recorders and no interval events; per-env random streams
     (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`) where the task has a suspend cfg, unless not
-    ``per_env_random``.
+    ``per_env_random``; ``overrides`` are the Hydra overrides the recording's cfg was made with
+    (:attr:`~isaaclab_suspend.datasets.DatasetReader.cfg_overrides`).
 
     The replay decides when episodes end (when their actions run out), and interval events would draw new
     random pushes; the recorded ones are re-applied from the dataset's pre-step states instead. Rewards go too:
     the replay compares states, and a reward of a termination term (Isaac Lab's ``is_terminated_term``) cannot be
     built without the terms.
     """
-    cfg = make_env_cfg(task, num_envs, device)
+    cfg = make_env_cfg(task, num_envs, device, overrides)
     if hasattr(cfg, "suspend"):
         cfg.suspend.per_env_random = per_env_random
     cfg.terminations = {}

@@ -24,6 +24,7 @@ from isaaclab.managers import (
 from isaaclab.utils import configclass
 from isaaclab.utils.datasets import EpisodeData
 
+from ..names import CFG_OVERRIDES_ATTR
 from .episode_buffers import EpisodeBuffers
 from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg, check_setting
 
@@ -328,7 +329,7 @@ class SuspendableRecorderManager(RecorderManager):
 
     def get_ep_meta(self) -> dict:
         """The parent's episode metadata, plus the task id, the interval events that ran while recording, the
-        control period ``step_dt`` [s] and the widths of the ``policy`` observation terms and of the action terms
+        control period ``step_dt`` [s], the Hydra overrides the task's cfg was made with and the widths of the ``policy`` observation terms and of the action terms
         (``{name: width}`` in order: what an export names the columns by)."""
         meta = super().get_ep_meta()
         env = self._env
@@ -338,6 +339,7 @@ class SuspendableRecorderManager(RecorderManager):
             meta.setdefault("env_name", env_name)
         meta.setdefault("interval_events", list(env.event_manager.active_terms.get("interval", [])))
         meta.setdefault("step_dt", env.step_dt)
+        meta.setdefault("cfg_overrides", list(getattr(env.cfg, CFG_OVERRIDES_ATTR, None) or []))
         obs = env.observation_manager
         if "policy" in obs.active_terms and not isinstance(obs.group_obs_dim["policy"], list):
             widths = [math.prod(dims) for dims in obs.group_obs_term_dim["policy"]]
