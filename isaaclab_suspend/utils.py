@@ -84,6 +84,26 @@ def _parse_env_cfg(task: str, device: str, overrides: list[str]):
                          " Each is env.<field of the task's cfg>=VALUE or presets=NAME.") from None
 
 
+def _cfg_field(cfg, path: list[str]):
+    """The value at ``path`` in a cfg (attributes or dict keys), or None where it has none."""
+    for name in path:
+        cfg = cfg.get(name) if isinstance(cfg, dict) else getattr(cfg, name, None)
+    return cfg
+
+
+def _check_override_types(task: str, cfg, base, overrides: list[str]) -> None:
+    """Raise if an ``env.KEY=VALUE`` override left a text where ``base`` (the cfg without them) has a number: Isaac
+    Lab would fail on it deep inside the env's construction."""
+    for override in overrides:
+        key, _, value = override.partition("=")
+        if not key.startswith("env."):
+            continue
+        old, new = _cfg_field(base, key.split(".")[1:]), _cfg_field(cfg, key.split(".")[1:])
+        if isinstance(old, (int, float)) and not isinstance(old, bool) and isinstance(new, str):
+            raise ValueError(f"{task}: the cfg override {override}: {key[4:]} is a number"
+                             f" ({type(old).__name__}, {old!r}), got '{value}'.")
+
+
 def make_env_cfg(
     task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
 ):
@@ -105,6 +125,8 @@ def make_env_cfg(
     overrides, given = list(overrides), list(overrides)
     with quieted():
         cfg = _parse_env_cfg(task, device, overrides)
+        if given:
+            _check_override_types(task, cfg, parse_env_cfg(task, device=device), given)
         picks_physics = any(o.split("=")[0] in ("presets", "physics") for o in overrides)
         if not isinstance(cfg.sim.physics, NewtonCfg) and not picks_physics:
             overrides.append(f"presets={KITLESS_PHYSICS_PRESET}")
@@ -228,7 +250,8 @@ def import_task_modules(modules: Sequence[str]) -> None:
         try:
             importlib.import_module(module)
         except ImportError as err:
-            raise ValueError(f"Cannot import '{module}' ({err}); is it on PYTHONPATH?") from err
+            hint = " (a cfg override after --import is read as a module: put it before --import)" if "=" in module else ""
+            raise ValueError(f"Cannot import '{module}' ({err}); is it on PYTHONPATH?{hint}") from err
 
 
 @contextlib.contextmanager

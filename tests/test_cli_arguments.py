@@ -139,7 +139,9 @@ def _free_port() -> int:
      "eval.py: error: Unknown task 'Isaac-Cartpol-Suspendable'. Did you mean 'Isaac-Cartpole-Suspendable'?"),
     (["--num_envs", "2", "env.events.nope.params.std=1"], "eval.py: error: Isaac-Cartpole-Suspendable: the cfg overrides"
      " env.events.nope.params.std=1 do not apply (AttributeError: 'EventCfg' object has no attribute 'nope')"),
-], ids=["dead server", "unknown task", "override of no cfg field"])
+    (["--num_envs", "2", "env.episode_length_s=abc"], "eval.py: error: Isaac-Cartpole-Suspendable: the cfg override"
+     " env.episode_length_s=abc: episode_length_s is a number (int, 5), got 'abc'."),
+], ids=["dead server", "unknown task", "override of no cfg field", "override of the wrong type"])
 def test_run_time_failure_is_one_stderr_line_and_exit_2(argv, message):
     port = _free_port()
     run = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "eval.py"),
