@@ -14,7 +14,7 @@ from pxr import Sdf, Usd, UsdPhysics
 
 from isaaclab_suspend.assets import robots
 from isaaclab_suspend.assets.asset_map import ASSET_MAP, local_counterpart
-from isaaclab_suspend.policies.embedded import planner_actions
+from isaaclab_suspend.policies.embedded import make_default_model, planner_actions
 from isaaclab_suspend.solver_notices import NOTICE
 from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
 from isaaclab_suspend.utils import check_local_assets, check_suspension_settings, make_env_cfg, set_quiet
@@ -143,6 +143,43 @@ def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding(ca
     assert abs(seen[(0, 4)][0] - rest_z) < 1e-3 and seen[(0, 4)][3] == 0.0  # resting cube, jaw commanded open
     assert seen[(1, 45)][3] == 1.0 and abs(seen[(1, 45)][2]) > 0.1  # the jaw moving shut
     assert seen[(2, 50)][0] > rest_z + 0.01 and seen[(2, 50)][1] < 1.0  # held between the jaws, lifted
+
+
+def _lift_obs(num: int, closing: bool) -> dict:
+    """Planner observations of ``num`` envs: the cube 20 cm ahead on the table, the gripper open 10 cm above it
+    (or, ``closing``, at the grasp pose with the jaw closing on the cube)."""
+    cube = torch.tensor([0.2, 0.0, 0.015, 0.0, 0.0, 0.0, 1.0]).repeat(num, 1)
+    cfg = make_default_model(LIFT, 16).cfg
+    grasp = cube[:, :3] - torch.tensor(cfg.grasp_offset)
+    eef = torch.cat((grasp + torch.tensor([0.0, 0.0, 0.0 if closing else 0.1]), cube[:, 3:]), dim=1)
+    actions = torch.cat((eef, torch.full((num, 1), 1.0 if closing else 0.0)), dim=1)
+    jaw = torch.full((num, 1), 0.8 if closing else 1.745)
+    return {"policy": {"eef_pose_b": eef, "cube_pose_b": cube, "gripper_pos": jaw,
+                       "joint_vel": torch.zeros(num, 6), "actions": actions}}
+
+
+def test_planner_grasp_noise_aims_beside_the_cube_only_before_the_jaw_closes():
+    """``grasp_noise`` (``--planner_cfg grasp_noise=S``): each call's plan aims at a grasp point offset horizontally
+    with standard deviation S, so recorded demos show misses and recoveries; a jaw closing on the cube is left
+    alone, and the default planner has no noise."""
+    env_ids = torch.arange(256)
+    torch.manual_seed(0)
+    clean, noisy = make_default_model(LIFT, 16), make_default_model(LIFT, 16, ["grasp_noise=0.02"])
+    assert clean.cfg.grasp_noise == 0.0 and noisy.cfg.grasp_noise == 0.02
+    approach = _lift_obs(256, closing=False)
+    assert torch.equal(clean(approach, env_ids), clean(approach, env_ids))  # no noise by default
+    offset = noisy(approach, env_ids)[:, -1, :3] - clean(approach, env_ids)[:, -1, :3]  # where each plan ends
+    assert offset[:, 2].abs().max() < 1e-6
+    assert 0.015 < offset[:, :2].std() < 0.025, offset[:, :2].std()
+    closing = _lift_obs(256, closing=True)
+    assert torch.equal(noisy(closing, env_ids), clean(closing, env_ids))
+
+
+def test_planner_overrides_are_checked():
+    with pytest.raises(ValueError, match="has no field 'nope'"):
+        make_default_model(LIFT, 16, ["nope=1"])
+    with pytest.raises(ValueError, match="'grasp_noise' is float \\(0.0\\), got 'abc'"):
+        make_default_model(LIFT, 16, ["grasp_noise=abc"])
 
 
 def test_aliased_buffers_are_restored_once():

@@ -220,7 +220,7 @@ def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
 
 def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
                     latency_args: bool = False) -> None:
-    """``--policy --checkpoint --remote --openpi_keys --prompt --chunk --schedule --aggregator --refill_threshold
+    """``--policy --checkpoint --remote --openpi_keys --prompt --planner_cfg --chunk --schedule --aggregator --refill_threshold
     --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
     parser.add_argument("--policy", default=None, choices=policies,
                         help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
@@ -246,6 +246,9 @@ def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] =
                              " real-time chunking options (action_horizon, rtc_frozen_steps, ..., previous_action)")
     parser.add_argument("--prompt", default=None,
                         help="--remote openpi:// or gr00t://: text sent with every observation")
+    parser.add_argument("--planner_cfg", action="append", default=[], type=cfg_override, metavar="KEY=VALUE",
+                        help="'chunk': a field of the embedded planner's cfg, e.g. grasp_noise=0.015 (the SO-101"
+                             " lift's planner aiming beside the cube: demos with misses and recoveries); repeatable")
     parser.add_argument("--chunk", type=positive_int, default=None,
                         help=f"actions per chunk H (default {DEFAULT_CHUNK}; a trained or served policy's own H)")
     parser.add_argument("--schedule", default="global_clock", choices=SCHEDULE_NAMES, help="chunk schedule")

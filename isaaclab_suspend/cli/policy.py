@@ -69,6 +69,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         parser.error("--policy bc needs --checkpoint (a chunk policy checkpoint of scripts/train_chunk_policy.py)")
     if args.checkpoint is not None and args.policy not in ("bc", "checkpoint"):
         parser.error("--checkpoint needs --policy checkpoint or bc")
+    if args.planner_cfg and args.policy != "chunk":
+        parser.error("--planner_cfg is an option of --policy chunk (the task's embedded planner)")
     args.model = None
     with user_errors(RuntimeError):  # a file, server or task that fails: one line, no usage
         import_task_modules(args.modules)
@@ -86,6 +88,8 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
         if args.policy == "chunk" and args.task not in tasks_with_chunk_model():
             raise ValueError(f"task '{args.task}' has no embedded chunk model; tasks with one:"
                              f" {tasks_with_chunk_model()}")
+        if args.policy == "chunk":  # a planner override that does not fit fails before the env is built
+            make_default_model(args.task, args.chunk or DEFAULT_CHUNK, args.planner_cfg)
     planned = 1 if args.policy == "checkpoint" else getattr(args.model, "chunk_length", None)
     if planned is not None:
         shorten = getattr(args.model, "set_chunk_length", None)  # a LeRobot policy may execute fewer than it plans
@@ -122,7 +126,7 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
     if args.policy == "random":
         return None
     if args.policy == "chunk":
-        model = make_default_model(args.task, args.chunk)
+        model = make_default_model(args.task, args.chunk, getattr(args, "planner_cfg", ()))
     elif args.policy == "checkpoint":
         with quieted():  # Isaac Lab's and rsl_rl's lines about the agent cfg
             model = load_checkpoint_policy(args.checkpoint, env, task=args.task)
@@ -143,7 +147,9 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
 
 def describe_policy(args: argparse.Namespace) -> str:
     """The policy of the resolved ``args`` in a few words, for the scripts' reports."""
-    return {"chunk": "embedded model", "bc": f"chunk policy {args.checkpoint}",
+    overrides = getattr(args, "planner_cfg", None)
+    planner = f"embedded model ({', '.join(overrides)})" if overrides else "embedded model"
+    return {"chunk": planner, "bc": f"chunk policy {args.checkpoint}",
             "remote": f"remote policy {args.remote}", "checkpoint": f"checkpoint {args.checkpoint}",
             "random": "random actions"}[args.policy]
 

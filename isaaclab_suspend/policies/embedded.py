@@ -7,6 +7,8 @@ model. Adding a task with a planner touches only that task's package.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import gymnasium as gym
 import torch
 
@@ -27,11 +29,12 @@ def tasks_with_chunk_model() -> list[str]:
     return sorted(task for task, spec in gym.registry.items() if ENTRY_POINT in (spec.kwargs or {}))
 
 
-def make_default_model(task: str, chunk_length: int) -> ChunkModel:
-    """The embedded chunk model of ``task`` planning ``chunk_length`` actions per call.
+def make_default_model(task: str, chunk_length: int, overrides: Sequence[str] = ()) -> ChunkModel:
+    """The embedded chunk model of ``task`` planning ``chunk_length`` actions per call, with ``overrides``
+    (``KEY=VALUE``) of its cfg's fields, each read as the type of the field's default (e.g. ``grasp_noise=0.01``).
 
     Raises:
-        ValueError: If the task is not registered or names no chunk model.
+        ValueError: If the task is not registered or names no chunk model, or an override does not fit its cfg.
     """
     spec = gym.registry.get(task) if task in tasks_with_chunk_model() else None
     if spec is None or ENTRY_POINT not in (spec.kwargs or {}):
@@ -39,7 +42,26 @@ def make_default_model(task: str, chunk_length: int) -> ChunkModel:
                          f" (a task registers one with the gym kwarg '{ENTRY_POINT}').")
     cfg = string_to_callable(spec.kwargs[ENTRY_POINT])()
     cfg.chunk_length = chunk_length
+    for override in overrides:
+        _override(cfg, override)
     return cfg.class_type(cfg)
+
+
+def _override(cfg, override: str) -> None:
+    """Set the field ``KEY`` of ``cfg`` to ``VALUE`` (``override``), read as the type of its default."""
+    key, _, text = override.partition("=")
+    fields = [name for name in cfg.to_dict() if name != "class_type"]
+    if key not in fields:
+        raise ValueError(f"planner override '{override}': {type(cfg).__name__} has no field '{key}'; its fields:"
+                         f" {fields}")
+    old = getattr(cfg, key)
+    if not isinstance(old, (int, float, str)) or isinstance(old, bool):
+        raise ValueError(f"planner override '{override}': only number and text fields can be set here, '{key}' is"
+                         f" {type(old).__name__}")
+    try:
+        setattr(cfg, key, type(old)(text))
+    except ValueError:
+        raise ValueError(f"planner override '{override}': '{key}' is {type(old).__name__} ({old!r}), got '{text}'") from None
 
 
 def planner_actions(task: str, chunk_length: int = 16):

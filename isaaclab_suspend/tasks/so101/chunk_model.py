@@ -8,7 +8,8 @@ in the gripper's frame.
 
 Each call derives the phase from the observation (the last gripper command is in it, as ``actions``): not over
 the cube or the jaw not yet open -> go above it (and open); open and over it -> descend; closing with the cube
-between the jaws -> wait until the jaw stops, then lift; closing without the cube -> open and start again. It then rolls a commanded pose
+between the jaws -> wait until the jaw stops, then lift; closing without the cube -> open and start again. With :attr:`SO101LiftChunkCfg.grasp_noise` each call aims
+beside the cube, so recorded demos include misses and their recoveries. It then rolls a commanded pose
 forward for H steps at a speed limit through the phases' waypoints and returns the poses with the gripper command
 (the chunk). Given a committed prefix (real-time chunking) the roll starts from the prefix's last command and the
 chunk's first actions are the prefix's.
@@ -72,8 +73,6 @@ class SO101LiftChunkModel:
         quat = quat_mul(_yaw_quat(yaw), torch.tensor(cfg.grasp_quat, device=eef.device).expand(eef.shape[0], 4))
         offset = torch.tensor(cfg.grasp_offset, device=eef.device).expand(eef.shape[0], 3)
         grasp = cube[:, :3] - quat_apply(quat, offset)  # gripper origin with the cube between the pads
-        up = torch.tensor([0.0, 0.0, 1.0], device=eef.device)
-        hover, lift = grasp + cfg.hover_height * up, grasp + cfg.lift_height * up
         # the grasp point now: is the cube between the jaws?
         held = (eef[:, :3] + quat_apply(eef[:, 3:], offset) - cube[:, :3]).norm(dim=1) < cfg.hold_radius
         over = (eef[:, :2] - grasp[:, :2]).norm(dim=1) < cfg.align_radius
@@ -81,6 +80,11 @@ class SO101LiftChunkModel:
         phase = torch.where(closing & held, CLOSE, phase)
         waited = torch.zeros_like(jaw)
         phase = torch.where(closing & held & (jaw < cfg.closed_jaw) & (jaw_vel.abs() < cfg.settled_speed), LIFT, phase)
+        if cfg.grasp_noise > 0.0:  # this call aims beside the cube: now and then a miss, then the recovery
+            aim = torch.randn_like(grasp) * torch.tensor((cfg.grasp_noise, cfg.grasp_noise, 0.0), device=eef.device)
+            grasp = grasp + aim * (phase < CLOSE).unsqueeze(1)
+        up = torch.tensor([0.0, 0.0, 1.0], device=eef.device)
+        hover, lift = grasp + cfg.hover_height * up, grasp + cfg.lift_height * up
         # the roll starts at the gripper, or above the workspace where its pose is out of reach (the first
         # observation after the env's first reset comes before the frame sensor's first update)
         home = torch.tensor(cfg.home, device=eef.device).expand(eef.shape[0], 3)
@@ -160,3 +164,8 @@ class SO101LiftChunkCfg:
     """Jaw angle below which the jaw has closed on the cube [rad] (open 1.745, on a 4 cm cube about 0.46)."""
     settled_speed: float = 0.05
     """Jaw speed under which it has stopped on the cube [rad/s]."""
+    grasp_noise: float = 0.0
+    """Standard deviation of a horizontal offset of the grasp point, drawn per env and call while the jaw is not
+    closing on the cube [m]. Demos recorded with it show misses and the planner's recoveries from them, states that
+    noise-free demos never reach and a cloned policy meets after its own misses (noise injection, as in DART).
+    0: none (the audit's and evaluations' planner)."""
