@@ -148,7 +148,7 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
 def describe_policy(args: argparse.Namespace) -> str:
     """The policy of the resolved ``args`` in a few words, for the scripts' reports."""
     overrides = getattr(args, "planner_cfg", None)
-    planner = f"embedded model ({', '.join(overrides)})" if overrides else "embedded model"
+    planner = f"embedded model with {', '.join(overrides)}" if overrides else "embedded model"
     return {"chunk": planner, "bc": f"chunk policy {args.checkpoint}",
             "remote": f"remote policy {args.remote}", "checkpoint": f"checkpoint {args.checkpoint}",
             "random": "random actions"}[args.policy]

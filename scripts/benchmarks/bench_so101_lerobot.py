@@ -1,8 +1,7 @@
 """Clean against junk demos on the SO-101, with LeRobot's trainer: ACT trained by ``lerobot-train`` on planner demos
-recorded under ``hold`` and under ``global_clock`` (with ``--start_std RAD`` also ``global_clock`` demos whose arm
-starts at that joint noise, not the task's 0.02 rad: ``_varied``), evaluated in the follower's action space under
-suspension, beside the planner and trivial baselines. Stages (one whose output exists is not run again):
-
+recorded under ``hold``, ``global_clock``, and if asked ``global_clock`` from arm starts at ``--start_std`` joint
+noise (``_varied``) or with the planner aiming ``--grasp_noise`` beside the cube (``_noisy``: misses, recoveries),
+evaluated in the follower's action space under suspension, beside the planner and trivial baselines. Stages:
 1. ``record.py``: the planner on the pose-IK lift, ``--episodes`` successful demos per set (same seed, desynchronised
    starts), with the joint targets the IK made of each command;
 2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b``: joints in degrees and 0-100, the
@@ -10,7 +9,7 @@ suspension, beside the planner and trivial baselines. Stages (one whose output e
 3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
 4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task), each
    ACT (joint-target task), and zero, start-pose and random joint targets in [-1, 1] rad for one evaluation's steps.
-The figures of docs/lerobot.rst: ``tools/run.sh python scripts/benchmarks/bench_so101_lerobot.py``
+A stage whose output exists is not run again. Method and figures: docs/lerobot.rst.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the planner and of ACT")
     parser.add_argument("--seed", type=cli.non_negative_int, default=1, help="seed of the recordings")
     parser.add_argument("--start_std", type=cli.non_negative_float, default=0.0, help="see above (0: none) [rad]")
+    parser.add_argument("--grasp_noise", type=cli.non_negative_float, default=0.0, help="see above (0: none) [m]")
     parser.add_argument("--steps", type=cli.positive_int, default=12000, help="lerobot-train steps per run")
     parser.add_argument("--act", type=shlex.split, help="further lerobot-train arguments, one quoted string",
                         default="--batch_size=64 --policy.dim_model=256 --policy.dim_feedforward=1024"
@@ -114,21 +114,21 @@ def main() -> None:
     args = parse_args()
     base = os.path.abspath(os.path.join(args.out_dir, TASK))
     os.makedirs(base, exist_ok=True)
-    sets = {"hold": ("hold", []), "global_clock": ("global_clock", [])}  # label: schedule, cfg overrides
+    sets = {"hold": ("hold", []), "global_clock": ("global_clock", [])}  # label: schedule, further record.py args
     if args.start_std:  # Isaac Lab's reset noise of the arm's joints
         sets["global_clock_varied"] = "global_clock", [f"env.events.randomize_joint_state.params.std={args.start_std}"]
+    if args.grasp_noise:  # the planner aiming beside the cube: misses and recoveries
+        sets["global_clock_noisy"] = "global_clock", ["--planner_cfg", f"grasp_noise={args.grasp_noise}"]
     runs = {}
-    for label, (clock, overrides) in sets.items():
+    for label, (clock, extra) in sets.items():
         path, root = os.path.join(base, f"so101_{label}.hdf5"), os.path.join(base, f"lr_{label}")
         if not os.path.exists(path):
             _run(script("record.py", "--task", TASK, "--num_envs", args.num_envs, "--episodes", args.episodes,
                         "--export", "succeeded", "--schedule", clock, "--chunk", args.chunk, "--desync", "--seed",
-                        args.seed, "--output", path, "--quiet", *overrides),
-                 os.path.join(base, f"record_{label}.log"))
+                        args.seed, "--output", path, "--quiet", *extra), f"{base}/record_{label}.log")
         if not os.path.exists(root):
             _run(script("export_lerobot.py", path, "--output", root, "--robot", so101.ROBOT, "--environment_state",
-                        "cube_pose_b", "--repo_id", f"local/so101_{label}", "--quiet"),
-                 os.path.join(base, f"export_{label}.log"))
+                        "cube_pose_b", "--repo_id", f"local/so101_{label}", "--quiet"), f"{base}/export_{label}.log")
         output = os.path.join(base, f"act_{label}")
         if not os.path.exists(os.path.join(output, "checkpoints", "last")):
             runs[label] = _run([os.path.join(os.path.dirname(sys.executable), "lerobot-train"),
