@@ -74,5 +74,5 @@ def say_linesearch_notice_once() -> None:
     if found is not None and found[0]:
         limited, worlds, iterations = found
         print(f"note: MuJoCo-Warp's linesearch reached its iteration limit ({iterations}) in {limited} of {worlds}"
-              " worlds; harmless (the solver takes the best step found and iterates on); --quiet keeps its"
-              f" '{NOTICE}' lines off the console, run without --quiet to see them.", file=sys.stderr)
+              f" worlds; harmless (the solver takes the best step found and iterates on); its '{NOTICE}' lines"
+              " were kept off the console (a script run without --quiet prints them).", file=sys.stderr)

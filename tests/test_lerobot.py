@@ -470,6 +470,9 @@ def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(tmp_path / "lerobot_eval" / "eval_info.json") as f:
         info = json.load(f)
+    # LeRobot logs its metrics at INFO, after Isaac Lab's launch set the root logger to WARNING
+    assert "Overall Aggregated Metrics" in run.stdout + run.stderr, run.stdout[-3000:] + run.stderr[-3000:]
+    assert f"'pc_success': {info['overall']['pc_success']}" in run.stdout + run.stderr
     metrics = info["per_task"][0]["metrics"]
     lengths = []
     for path in metrics["video_paths"]:

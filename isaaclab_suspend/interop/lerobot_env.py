@@ -21,6 +21,7 @@ Isaac Lab env has one random generator). A rollout is therefore ``eval.py --seed
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable, Sequence
 
@@ -30,6 +31,7 @@ import pxr.UsdUtils  # noqa: F401  (Isaac Lab's SimulationContext imports it lat
 import torch
 
 from ..envs import SuspendableManagerBasedRLEnv
+from ..solver_notices import say_linesearch_notice_once, without_linesearch_notice
 from ..utils import make_env_cfg, open_env
 from .lerobot_layout import ENV_STATE_FEATURE, STATE_FEATURE, STATE_GROUP, ExportSidecar
 
@@ -68,7 +70,9 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         if not self.video_camera:
             _add_video_camera(cfg, video_size)
         self._stack = contextlib.ExitStack()
-        self.env: SuspendableManagerBasedRLEnv = self._stack.enter_context(open_env(task, cfg=cfg))
+        self._stack.enter_context(without_linesearch_notice())  # said once at close: lerobot-eval's console
+        with _logging_kept():  # Isaac Lab's launch sets the root logger to WARNING: LeRobot logs its metrics at INFO
+            self.env: SuspendableManagerBasedRLEnv = self._stack.enter_context(open_env(task, cfg=cfg))
         """The Isaac Lab env."""
         try:
             if not isinstance(self.env, SuspendableManagerBasedRLEnv) or self.env.suspension_manager is None:
@@ -193,6 +197,7 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
 
     def close_extras(self, **kwargs) -> None:
         """Close the Isaac Lab env (gym's ``close`` calls this once)."""
+        say_linesearch_notice_once()
         self._stack.close()
 
     def _lerobot_obs(self, obs: dict) -> dict:
@@ -206,6 +211,19 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         if self.sidecar.cameras:
             out["pixels"] = {cam: _host(obs["images"][cam]) for cam in self.sidecar.cameras}
         return out
+
+
+@contextlib.contextmanager
+def _logging_kept():
+    """The root logger's level and its handlers' levels as they were before the block."""
+    root = logging.getLogger()
+    levels = root.level, [(handler, handler.level) for handler in root.handlers]
+    try:
+        yield
+    finally:
+        root.setLevel(levels[0])
+        for handler, level in levels[1]:
+            handler.setLevel(level)
 
 
 def _host(tensor: torch.Tensor) -> np.ndarray:
