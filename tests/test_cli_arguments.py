@@ -86,6 +86,8 @@ CASES = [
     ("record", ["--policy", "random", "--planner_cfg", "grasp_noise=0.01"], "--planner_cfg is an option of --policy"),
     ("eval", ["--planner_cfg", "nope=1"], "planner override 'nope=1': CartpoleLQRCfg has no field 'nope'"),
     ("eval", ["--planner_cfg", "chunk_length"], "'chunk_length' is not a cfg override KEY=VALUE"),
+    ("eval", ["--planner_cfg", "chunk_length=8"], "the planner's H is --chunk, not a cfg override"),
+    ("eval", ["--planner_cfg", "action_scale=nan"], "'action_scale' is float"),
     ("record", ["--policy", "checkpoint", "--checkpoint", "{missing}"], "Checkpoint file not found"),
     ("train", ["--log_root", "{under_file}"], "is a file, not a folder"),
     ("train", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),

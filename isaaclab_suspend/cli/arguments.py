@@ -220,8 +220,8 @@ def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
 
 def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
                     latency_args: bool = False) -> None:
-    """``--policy --checkpoint --remote --openpi_keys --prompt --planner_cfg --chunk --schedule --aggregator --refill_threshold
-    --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
+    """``--policy --checkpoint --remote --openpi_keys --prompt --planner_cfg --chunk --schedule --aggregator
+    --refill_threshold --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
     parser.add_argument("--policy", default=None, choices=policies,
                         help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
                              " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")

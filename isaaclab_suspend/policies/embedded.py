@@ -7,6 +7,7 @@ model. Adding a task with a planner touches only that task's package.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import gymnasium as gym
@@ -50,7 +51,9 @@ def make_default_model(task: str, chunk_length: int, overrides: Sequence[str] = 
 def _override(cfg, override: str) -> None:
     """Set the field ``KEY`` of ``cfg`` to ``VALUE`` (``override``), read as the type of its default."""
     key, _, text = override.partition("=")
-    fields = [name for name in cfg.to_dict() if name != "class_type"]
+    fields = [name for name in cfg.to_dict() if name not in ("class_type", "chunk_length")]
+    if key == "chunk_length":
+        raise ValueError(f"planner override '{override}': the planner's H is --chunk, not a cfg override")
     if key not in fields:
         raise ValueError(f"planner override '{override}': {type(cfg).__name__} has no field '{key}'; its fields:"
                          f" {fields}")
@@ -59,9 +62,12 @@ def _override(cfg, override: str) -> None:
         raise ValueError(f"planner override '{override}': only number and text fields can be set here, '{key}' is"
                          f" {type(old).__name__}")
     try:
-        setattr(cfg, key, type(old)(text))
+        value = type(old)(text)
     except ValueError:
-        raise ValueError(f"planner override '{override}': '{key}' is {type(old).__name__} ({old!r}), got '{text}'") from None
+        value = None
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        raise ValueError(f"planner override '{override}': '{key}' is {type(old).__name__} ({old!r}), got '{text}'")
+    setattr(cfg, key, value)
 
 
 def planner_actions(task: str, chunk_length: int = 16):

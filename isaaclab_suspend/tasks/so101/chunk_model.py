@@ -8,9 +8,9 @@ in the gripper's frame.
 
 Each call derives the phase from the observation (the last gripper command is in it, as ``actions``): not over
 the cube or the jaw not yet open -> go above it (and open); open and over it -> descend; closing with the cube
-between the jaws -> wait until the jaw stops, then lift; closing without the cube -> open and start again. With :attr:`SO101LiftChunkCfg.grasp_noise` each call aims
-beside the cube, so recorded demos include misses and their recoveries. It then rolls a commanded pose
-forward for H steps at a speed limit through the phases' waypoints and returns the poses with the gripper command
+between the jaws -> wait until the jaw stops, then lift; closing without the cube -> open and start again. With
+:attr:`SO101LiftChunkCfg.grasp_noise` each call aims beside the cube, so recorded demos include misses and their
+recoveries. It then rolls a commanded pose forward for H steps at a speed limit through the phases' waypoints and returns the poses with the gripper command
 (the chunk). Given a committed prefix (real-time chunking) the roll starts from the prefix's last command and the
 chunk's first actions are the prefix's.
 """
