@@ -14,6 +14,10 @@ Examples::
     # lossless (PNG frames in the parquet files), with a task text
     tools/run.sh python scripts/export_lerobot.py datasets/push_cube_camera.hdf5 --output datasets/lerobot/pc_png \\
         --no_video --task "push the red cube onto the green strip" --repo_id local/push_cube
+
+    # state only (no camera) from the same recording, for a state-only policy
+    tools/run.sh python scripts/export_lerobot.py datasets/push_cube_camera.hdf5 --output datasets/lerobot/pc_state \
+        --cameras
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--environment_state", nargs="+", default=[], metavar="TERM",
                         help="policy observation terms written as observation.environment_state (e.g. cube_pose_b:"
                              " what a state-only policy needs to know of the scene)")
+    parser.add_argument("--cameras", nargs="*", metavar="CAM",
+                        help="cameras exported (default: all recorded; the flag alone: none, a state-only dataset)")
     videos = parser.add_mutually_exclusive_group()
     videos.add_argument("--no_video", action="store_true", help="store frames as PNG (lossless) instead of mp4")
     videos.add_argument("--vcodec", default="libsvtav1", choices=cli.VCODECS, help="video codec (lossy)")
@@ -64,7 +70,8 @@ def export(args: argparse.Namespace) -> None:
         total = sum(int(reader.demo_attrs(name).get("num_samples", 0)) for name in reader.demo_names)
     cfg = LeRobotExportCfg(output=args.output, repo_id=args.repo_id, task=args.task, use_videos=not args.no_video,
                            vcodec=args.vcodec, robot=args.robot,
-                           environment_state=tuple(args.environment_state))
+                           environment_state=tuple(args.environment_state),
+                           cameras=None if args.cameras is None else tuple(args.cameras))
     start = time.perf_counter()
     done = [0]  # frames exported (a disabled bar counts none)
 
@@ -72,7 +79,7 @@ def export(args: argparse.Namespace) -> None:
         bar.update(frames - done[0])
         done[0] = frames
 
-    with tqdm(total=total, desc="frames", unit="fr", disable=args.quiet) as bar:
+    with tqdm(total=total, desc="frames", unit="fr", disable=args.quiet, delay=1.0) as bar:  # none before an error
         sidecar = export_lerobot(args.dataset, cfg, progress=progress)
     frames = done[0]
     seconds = time.perf_counter() - start

@@ -64,12 +64,40 @@ def test_export_is_what_a_real_followers_recording_holds(so101_camera_dataset, e
                            torch.from_numpy(recorded[f"images/{cam}"]))
 
 
-def test_environment_state_term_that_was_not_recorded_is_one_line(so101_camera_dataset, tmp_path, capsys):
+@pytest.mark.parametrize("cameras", [("wrist_camera",), ()])
+def test_cameras_picks_what_is_exported(so101_camera_dataset, exported, tmp_path, cameras):
+    """``--cameras wrist_camera``: that camera only; ``--cameras`` alone: a state-only dataset of the camera
+    recording (what a state-only ACT trains on without decoding a frame). The vectors are the full export's."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    output = str(tmp_path / "picked")
+    assert load_script("export_lerobot").main([so101_camera_dataset, "--output", output, "--no_video", "--robot",
+                                               so101.ROBOT, "--environment_state", "cube_pose_b", "--cameras",
+                                               *cameras, "--quiet"]) == 0
+    picked, full = LeRobotDataset("local/picked", root=output), LeRobotDataset("local/so101", root=exported)
+    assert [f for f in picked.meta.features if f.startswith("observation.images.")] == [
+        f"observation.images.{cam}" for cam in cameras]
+    for i in (0, picked.num_frames - 1):
+        assert set(picked[i]) < set(full[i])
+        for key in ("observation.state", "action", "observation.environment_state",
+                    *(f"observation.images.{cam}" for cam in cameras)):
+            assert torch.equal(picked[i][key], full[i][key])
+
+
+def test_export_errors_are_one_line(so101_camera_dataset, tmp_path, capsys):
+    """A term or a camera the file does not hold: one line (no progress bar before it), exit status 2."""
     check_usage_errors(load_script("export_lerobot"), {
         (so101_camera_dataset, "--output", str(tmp_path / "a"), "--robot", so101.ROBOT, "--environment_state",
          "cube_pose"):
-            "no policy term ['cube_pose'] to export as environment state; the recorded terms are ['actions',"}, capsys)
+            "no policy term ['cube_pose'] to export as environment state; the recorded terms are ['actions',",
+        (so101_camera_dataset, "--output", str(tmp_path / "a"), "--robot", so101.ROBOT, "--cameras", "side_camera",
+         "wrist_camera"):
+            "has no camera ['side_camera']; its recorded cameras are ['front_camera', 'wrist_camera']."}, capsys)
     assert not os.path.exists(tmp_path / "a")
+    export = load_script("export_lerobot")
+    assert export.main([so101_camera_dataset, "--output", str(tmp_path / "b"), "--robot", so101.ROBOT,
+                        "--cameras", "side_camera"]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1  # no progress bar drawn before the error
 
 
 @pytest.fixture(scope="module")

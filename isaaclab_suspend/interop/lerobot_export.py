@@ -68,6 +68,9 @@ class LeRobotExportCfg:
     environment_state: tuple[str, ...] = ()
     """Terms of the ``policy`` group written as ``observation.environment_state`` (needs the group recorded per
     term, as tasks whose policy group does not concatenate its terms record it)."""
+    cameras: tuple[str, ...] | None = None
+    """Cameras of the ``images`` group exported (None: all recorded; empty: none, a state-only dataset of a camera
+    recording, which a state-only policy trains on without decoding a video frame)."""
 
 
 def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], None] | None = None) -> ExportSidecar:
@@ -198,6 +201,12 @@ def _plan(reader: DatasetReader, cfg: LeRobotExportCfg) -> tuple[ExportSidecar, 
         environment_state = VectorLayout({term: shape[1] for term, shape in terms.items()})
         keys[ENV_STATE_FEATURE] = tuple(f"obs/{term}" for term in cfg.environment_state)
     cameras = sorted(k.split("/", 1)[1] for k in shapes if k.startswith(IMAGE_GROUP + "/"))
+    if cfg.cameras is not None:
+        unknown = sorted(set(cfg.cameras) - set(cameras))
+        if unknown:
+            raise DatasetError(f"'{reader.path}' has no camera {unknown}; its recorded cameras are"
+                               f" {cameras or 'none'}.")
+        cameras = [cam for cam in cameras if cam in cfg.cameras]
     keys.update({IMAGE_PREFIX + cam: (f"{IMAGE_GROUP}/{cam}",) for cam in cameras})
     extras = {}
     for key, shape in shapes.items():

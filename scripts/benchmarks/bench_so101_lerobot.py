@@ -1,11 +1,12 @@
 """Clean against junk demos on the SO-101, with LeRobot's trainer: ACT trained by ``lerobot-train`` on planner demos
-recorded under ``hold``, ``global_clock``, and if asked ``global_clock`` from arm starts at ``--start_std`` joint
-noise (``_varied``) or with the planner aiming ``--grasp_noise`` beside the cube (``_noisy``: misses, recoveries),
-evaluated in the follower's action space under suspension, beside the planner and trivial baselines. Stages:
-1. ``record.py``: the planner on the pose-IK lift, ``--episodes`` successful demos per set (same seed, desynchronised
-   starts), with the joint targets the IK made of each command;
-2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b``: joints in degrees and 0-100, the
-   cube's pose as environment state (a state-only ACT: the task has no cameras);
+recorded under ``hold``, ``global_clock`` and, if asked, ``global_clock`` from arm starts at ``--start_std`` joint
+noise (``_varied``); ``--planner_cfg grasp_noise=0.015``: the planner aims beside the cube, misses and recovers. Each
+ACT is evaluated in the follower's action space under suspension, beside the planner and trivial baselines. Stages:
+1. ``record.py``: the planner on the pose-IK lift (``--cameras``: its camera variant, wrist and front cameras at
+   128x96), ``--episodes`` successful demos per set (same seed, desynchronised starts), with the IK's joint targets;
+2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b --cameras``: joints in degrees and
+   0-100, the cube's pose as environment state, no camera (a state-only ACT); with ``--cameras`` also an export with
+   both cameras' videos (``lr_<set>_cameras``: what a real follower's recording holds);
 3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
 4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task), each
    ACT (joint-target task), and zero, start-pose and random joint targets in [-1, 1] rad for one evaluation's steps.
@@ -29,6 +30,7 @@ from isaaclab_suspend.interop import so101
 from isaaclab_suspend.utils import open_env, set_quiet
 
 TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
+CAMERA_TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable"
 JOINT_TASK = so101.follower_task(TASK)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -40,7 +42,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the planner and of ACT")
     parser.add_argument("--seed", type=cli.non_negative_int, default=1, help="seed of the recordings")
     parser.add_argument("--start_std", type=cli.non_negative_float, default=0.0, help="see above (0: none) [rad]")
-    parser.add_argument("--grasp_noise", type=cli.non_negative_float, default=0.0, help="see above (0: none) [m]")
+    parser.add_argument("--cameras", action="store_true", help="record on the camera variant (see above)")
+    parser.add_argument("--planner_cfg", action="append", default=[], metavar="KEY=VALUE",
+                        help="a field of the planner's cfg while it records every set (record.py's flag)")
     parser.add_argument("--steps", type=cli.positive_int, default=12000, help="lerobot-train steps per run")
     parser.add_argument("--act", type=shlex.split, help="further lerobot-train arguments, one quoted string",
                         default="--batch_size=64 --policy.dim_model=256 --policy.dim_feedforward=1024"
@@ -100,8 +104,8 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     with open_env(JOINT_TASK, args.eval_envs) as env:
         steps = int(env.max_episode_length) * args.episodes_per_env
         generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
-        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held", HoldPose(env, 0.0)),
-                             ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
+        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held",
+                             HoldPose(env, 0.0)), ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
             f = cli.score(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps)
             rows[name] = {"episodes": f["episodes_scored"], "success": f["success_rate"] or 0.0,
                           "length": f["mean_episode_length"] or 0.0}
@@ -112,23 +116,25 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
 
 def main() -> None:
     args = parse_args()
-    base = os.path.abspath(os.path.join(args.out_dir, TASK))
+    task = CAMERA_TASK if args.cameras else TASK
+    base = os.path.abspath(os.path.join(args.out_dir, task))
     os.makedirs(base, exist_ok=True)
-    sets = {"hold": ("hold", []), "global_clock": ("global_clock", [])}  # label: schedule, further record.py args
+    common = [a for kv in args.planner_cfg for a in ("--planner_cfg", kv)]
+    sets = {"hold": ("hold", common), "global_clock": ("global_clock", common)}  # label: schedule, record.py args
     if args.start_std:  # Isaac Lab's reset noise of the arm's joints
-        sets["global_clock_varied"] = "global_clock", [f"env.events.randomize_joint_state.params.std={args.start_std}"]
-    if args.grasp_noise:  # the planner aiming beside the cube: misses and recoveries
-        sets["global_clock_noisy"] = "global_clock", ["--planner_cfg", f"grasp_noise={args.grasp_noise}"]
+        sets["global_clock_varied"] = "global_clock", [*common, "env.events.randomize_joint_state.params.std="
+                                                       f"{args.start_std}"]
     runs = {}
     for label, (clock, extra) in sets.items():
         path, root = os.path.join(base, f"so101_{label}.hdf5"), os.path.join(base, f"lr_{label}")
         if not os.path.exists(path):
-            _run(script("record.py", "--task", TASK, "--num_envs", args.num_envs, "--episodes", args.episodes,
+            _run(script("record.py", "--task", task, "--num_envs", args.num_envs, "--episodes", args.episodes,
                         "--export", "succeeded", "--schedule", clock, "--chunk", args.chunk, "--desync", "--seed",
                         args.seed, "--output", path, "--quiet", *extra), f"{base}/record_{label}.log")
-        if not os.path.exists(root):
-            _run(script("export_lerobot.py", path, "--output", root, "--robot", so101.ROBOT, "--environment_state",
-                        "cube_pose_b", "--repo_id", f"local/so101_{label}", "--quiet"), f"{base}/export_{label}.log")
+        for out, cameras in ((root, ["--cameras"]), (root + "_cameras", [])):  # state only; with the cameras
+            if (cameras or args.cameras) and not os.path.exists(out):
+                _run(script("export_lerobot.py", path, "--output", out, "--robot", so101.ROBOT, "--environment_state",
+                            "cube_pose_b", "--repo_id", f"local/so101_{label}", *cameras, "--quiet"), out + ".log")
         output = os.path.join(base, f"act_{label}")
         if not os.path.exists(os.path.join(output, "checkpoints", "last")):
             runs[label] = _run([os.path.join(os.path.dirname(sys.executable), "lerobot-train"),
@@ -151,7 +157,8 @@ def main() -> None:
     for name, r in rows.items():
         table.add_row([name, r["episodes"], f"{r['success']:.3f}", f"{r['length']:.1f}",
                        f"{r['success'] / planner:.2f}" if planner else "-"])
-    print(f"\n{TASK}: {args.episodes} planner demos per set ({args.num_envs} envs, H = {args.chunk}, seed {args.seed});"
+    print(f"\n{task}: {args.episodes} planner demos per set ({args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
+          f" planner cfg {args.planner_cfg or 'default'});"
           f" ACT: lerobot-train, {args.steps} steps, {' '.join(args.act)}; under global_clock, {args.eval_envs} envs x"
           f" {args.episodes_per_env} episodes, seeds {args.eval_seeds}, on {JOINT_TASK} (planner: {TASK}).\n{table}")
 
