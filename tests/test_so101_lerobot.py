@@ -100,6 +100,22 @@ def test_export_errors_are_one_line(so101_camera_dataset, tmp_path, capsys):
     assert len(capsys.readouterr().err.strip().splitlines()) == 1  # no progress bar drawn before the error
 
 
+def test_trivial_joint_targets_never_lift_the_cube():
+    """The lift is a test of a policy: zero joint targets, the start pose held and random targets lift the cube in
+    none of their episodes (2 envs, one full episode each, in the follower's action space)."""
+    from isaaclab_suspend.cli import ConstantPolicy, HoldPosePolicy, RandomPolicy, score, start_episodes
+    from isaaclab_suspend.utils import open_env
+
+    with open_env("IsaacContrib-Lift-Cube-SO101-Joint-Suspendable", 2) as env:
+        generator = torch.Generator(env.device).manual_seed(0)
+        for policy in (ConstantPolicy(env, 0.0), HoldPosePolicy(env, so101.STATE_TERM), RandomPolicy(env, generator)):
+            figures = score(env, policy, start_episodes(env, 0, desync=False), int(env.max_episode_length))
+            assert figures["episodes_scored"] == 2 and figures["success_rate"] == 0.0, (type(policy).__name__, figures)
+        obs = env.observation_manager.compute()
+        held = HoldPosePolicy(env, so101.STATE_TERM).act(obs)
+        assert torch.equal(held, obs["policy"][so101.STATE_TERM]) and held is not obs["policy"][so101.STATE_TERM]
+
+
 @pytest.fixture(scope="module")
 def checkpoint(exported, tmp_path_factory) -> str:
     """A tiny ACT trained for 2 steps by lerobot-train on the export (CPU, offline)."""

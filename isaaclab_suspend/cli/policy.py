@@ -211,3 +211,16 @@ class ConstantPolicy:
 
     def observe(self, dones: torch.Tensor) -> None:
         """Nothing to drop."""
+
+
+class HoldPosePolicy(ConstantPolicy):
+    """Joint targets = the joints' positions now (the ``policy`` term ``term``): an arm that stays where it starts,
+    a baseline of joint-target tasks (the SO-101 follower's action space)."""
+
+    def __init__(self, env: SuspendableManagerBasedRLEnv, term: str):
+        super().__init__(env, 0.0)
+        self.term = term
+
+    def act(self, obs: dict) -> torch.Tensor:
+        """Shape: (num_envs, action_dim); a new tensor each step."""
+        return obs["policy"][self.term].clone()

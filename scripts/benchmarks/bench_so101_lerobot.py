@@ -1,16 +1,14 @@
-"""Clean against junk demos on the SO-101, with LeRobot's trainer: ACT trained by ``lerobot-train`` on planner demos
-recorded under ``hold``, ``global_clock`` and, if asked, ``global_clock`` from arm starts at ``--start_std`` joint
-noise (``_varied``); ``--planner_cfg grasp_noise=0.015``: the planner aims beside the cube, misses and recovers. Each
-ACT is evaluated in the follower's action space under suspension, beside the planner and trivial baselines. Stages:
-1. ``record.py``: the planner on the pose-IK lift (``--cameras``: its camera variant, wrist and front cameras at
-   128x96), ``--episodes`` successful demos per set (same seed, desynchronised starts), with the IK's joint targets;
-2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b --cameras``: joints in degrees and
-   0-100, the cube's pose as environment state, no camera (a state-only ACT); with ``--cameras`` also an export with
-   both cameras' videos (``lr_<set>_cameras``: what a real follower's recording holds);
-3. ``lerobot-train``: one ACT per file, same config, side by side, one thread each;
-4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner (pose-IK task), each
-   ACT (joint-target task), and zero, start-pose and random joint targets in [-1, 1] rad for one evaluation's steps.
-A stage whose output exists is not run again. Method and figures: docs/lerobot.rst.
+"""Clean against junk demos on the SO-101 with LeRobot's trainer: one ACT (``lerobot-train``) per planner demo set,
+recorded under ``hold`` and ``global_clock`` (``--start_std``: also ``global_clock`` from noisy arm starts;
+``--planner_cfg grasp_noise=0.015``: a planner that misses and recovers), evaluated in the follower's action space
+under suspension beside the planner and trivial baselines. Stages, each skipped where its output exists:
+1. ``record.py``: ``--episodes`` successful demos per set on the pose-IK lift (``--cameras``: its camera variant,
+   wrist and front cameras at 128x96), same seed, desynchronised starts, with the IK's joint targets;
+2. ``export_lerobot.py --robot so101_follower --environment_state cube_pose_b --cameras``: state only, degrees and
+   0-100 (``--cameras``: also ``lr_<set>_cameras``, with both cameras' videos, as a real follower records);
+3. ``lerobot-train``: one state-only ACT per set, the same config, side by side, one thread each;
+4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner, each ACT (on the
+   joint-target task), and zero, start-pose and random joint targets. Method and figures: docs/lerobot.rst.
 """
 
 from __future__ import annotations
@@ -86,13 +84,6 @@ def evaluate(args: argparse.Namespace, base: str, label: str, policy: list[str])
             "length": sum(r["length"] for r in records) / max(len(records), 1)}
 
 
-class HoldPose(cli.ConstantPolicy):
-    """Joint targets = the joints' positions now: the arm stays where it starts (the constant is not used)."""
-
-    def act(self, obs: dict) -> torch.Tensor:
-        return obs["policy"][so101.STATE_TERM].clone()
-
-
 def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     """Zero targets, the start pose held and random targets on the joint-target task, each for as many steps as one
     evaluation's episodes could take (first eval seed); kept in ``path`` (JSON)."""
@@ -104,8 +95,9 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     with open_env(JOINT_TASK, args.eval_envs) as env:
         steps = int(env.max_episode_length) * args.episodes_per_env
         generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
-        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)), ("start pose held",
-                             HoldPose(env, 0.0)), ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
+        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)),
+                             ("start pose held", cli.HoldPosePolicy(env, so101.STATE_TERM)),
+                             ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
             f = cli.score(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps)
             rows[name] = {"episodes": f["episodes_scored"], "success": f["success_rate"] or 0.0,
                           "length": f["mean_episode_length"] or 0.0}
@@ -137,13 +129,12 @@ def main() -> None:
                             "cube_pose_b", "--repo_id", f"local/so101_{label}", *cameras, "--quiet"), out + ".log")
         output = os.path.join(base, f"act_{label}")
         if not os.path.exists(os.path.join(output, "checkpoints", "last")):
-            runs[label] = _run([os.path.join(os.path.dirname(sys.executable), "lerobot-train"),
-                                f"--dataset.repo_id=local/so101_{label}", f"--dataset.root={root}",
-                                "--policy.type=act", "--policy.device=cpu", "--policy.push_to_hub=false",
-                                f"--policy.chunk_size={args.chunk}", f"--policy.n_action_steps={args.chunk}",
-                                *args.act, f"--steps={args.steps}", "--log_freq=100", "--save_freq=500",
-                                "--num_workers=0", "--wandb.enable=false", f"--output_dir={output}", "--seed=0"],
-                               os.path.join(base, f"train_{label}.log"), wait=False)
+            runs[label] = _run([os.path.join(os.path.dirname(sys.executable), "lerobot-train"), "--policy.type=act",
+                                f"--dataset.repo_id=local/so101_{label}", f"--dataset.root={root}", "--seed=0",
+                                "--policy.device=cpu", "--policy.push_to_hub=false", f"--steps={args.steps}",
+                                f"--policy.chunk_size={args.chunk}", f"--policy.n_action_steps={args.chunk}", *args.act,
+                                "--log_freq=100", "--save_freq=500", "--num_workers=0", "--wandb.enable=false",
+                                f"--output_dir={output}"], os.path.join(base, f"train_{label}.log"), wait=False)
     for label, run in runs.items():  # side by side, one thread each
         if run.wait() != 0:
             raise RuntimeError(f"lerobot-train on {label} data failed: see {base}/train_{label}.log")
@@ -158,9 +149,9 @@ def main() -> None:
         table.add_row([name, r["episodes"], f"{r['success']:.3f}", f"{r['length']:.1f}",
                        f"{r['success'] / planner:.2f}" if planner else "-"])
     print(f"\n{task}: {args.episodes} planner demos per set ({args.num_envs} envs, H = {args.chunk}, seed {args.seed},"
-          f" planner cfg {args.planner_cfg or 'default'});"
-          f" ACT: lerobot-train, {args.steps} steps, {' '.join(args.act)}; under global_clock, {args.eval_envs} envs x"
-          f" {args.episodes_per_env} episodes, seeds {args.eval_seeds}, on {JOINT_TASK} (planner: {TASK}).\n{table}")
+          f" planner cfg {args.planner_cfg or 'default'}); ACT: lerobot-train, {args.steps} steps,"
+          f" {' '.join(args.act)}; under global_clock, {args.eval_envs} envs x {args.episodes_per_env} episodes, seeds"
+          f" {args.eval_seeds}, on {JOINT_TASK} (planner: {TASK}).\n{table}")
 
 
 if __name__ == "__main__":
