@@ -16,7 +16,7 @@ Examples::
         --no_video --task "push the red cube onto the green strip" --repo_id local/push_cube
 
     # state only (no camera) from the same recording, for a state-only policy
-    tools/run.sh python scripts/export_lerobot.py datasets/push_cube_camera.hdf5 --output datasets/lerobot/pc_state \
+    tools/run.sh python scripts/export_lerobot.py datasets/push_cube_camera.hdf5 --output datasets/lerobot/pc_state \\
         --cameras
 """
 
