@@ -25,6 +25,9 @@ Examples::
         --openpi_keys observation/state=policy --prompt "balance the pole"
     tools/run.sh python scripts/eval.py --remote gr00t://127.0.0.1:5555 --gr00t_keys state.cartpole=policy
 
+    # an HTML page of the run (outputs/report/report.html) and the log it is made from (scripts/report.py LOG)
+    tools/run.sh python scripts/eval.py --compare any,global_clock --desync --report outputs/report
+
     # fair figures: 4 episodes from every env (not the first to finish), one JSON line per episode
     tools/run.sh python scripts/eval.py --episodes_per_env 4 --desync --episode_log outputs/episodes.jsonl
 
@@ -55,6 +58,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=cli.positive_int, default=None, help="steps to run (default 600)")
     parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
     parser.add_argument("--timeline_envs", type=cli.positive_int, default=16, help="envs shown in the timeline")
+    parser.add_argument("--report", default=None, metavar="DIR",
+                        help="write DIR/report.html, one self-contained page of the run (headline, fairness, timeline,"
+                             " provenance), and DIR/episodes.jsonl, the run log it is made from (scripts/report.py)")
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (one sub-directory per schedule)")
     parser.add_argument("--record", default=None,
                         help="HDF5 file of the completed episodes, active env-steps only (one file per schedule"
@@ -63,8 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.schedules = args.compare or [args.schedule]
     cli.apply_episode_args(parser, args, "steps", 600)
-    cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log"))
-    cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results")
+    cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log", "report"))
+    cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "report")
     args.suffixes = {s: f"_{s}" if len(args.schedules) > 1 else "" for s in args.schedules}  # a file per schedule
     args.record_cfgs = {s: cli.dataset_recorder_cfg(args.record, args.suffixes[s]) for s in args.schedules
                         if args.record}
@@ -77,8 +83,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace, schedule: str) -> tuple[dict, object]:
-    """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
+def run(args: argparse.Namespace, schedule: str) -> tuple[dict, list[dict], object]:
+    """Run ``schedule`` on a fresh env; returns its figures, its episode records and the timeline of its first
+    envs."""
     from isaaclab_suspend.policies import ChunkTimeline
 
     with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
@@ -95,16 +102,22 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, object]:
             if t.step % 20 == 0:
                 progress.set_postfix(calls=policy.stats_counters.inference_calls)
         policy.close()
-        return {**policy.stats, **cli.episode_figures(ledger, args.episode_log, args.suffixes[schedule])}, timeline
+        figures = cli.episode_figures(ledger, args.episode_log, args.suffixes[schedule])
+        return {**policy.stats, **figures}, ledger.records(), timeline
 
 
 def evaluate(args: argparse.Namespace) -> None:
     from isaaclab_suspend.policies import plot_timelines, stats_table
 
-    results, timelines = {}, {}
+    header = cli.describe_run(args, args.steps)
+    if not args.quiet:
+        print(f"{header}\nSchedules: {', '.join(args.schedules)} (one fresh env each; Isaac Lab's set-up tables:"
+              " --verbose)")
+    runs = {}
     for schedule in args.schedules:  # episodes recorded before an error are already in the file
-        results[schedule], timelines[schedule] = run(args, schedule)
-    header, results = cli.gather_results(args, cli.describe_run(args, args.steps), results)  # torchrun: rank 0's
+        runs[schedule] = run(args, schedule)
+    report = args.report and cli.write_eval_report(args, header, runs)  # this shard's, before torchrun merges
+    header, results = cli.gather_results(args, header, {s: r[0] for s, r in runs.items()})  # torchrun: rank 0's
     print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.")
     if args.results:
         print(f"Figures written to {cli.write_results(args.results, header, results)}")
@@ -112,8 +125,10 @@ def evaluate(args: argparse.Namespace) -> None:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")
     if args.timeline:
-        plot_timelines(timelines, args.timeline, title=header)
+        plot_timelines({s: r[2] for s, r in runs.items()}, args.timeline, title=header)
         print(f"Timeline of the first {min(args.timeline_envs, args.num_envs)} envs: {args.timeline}")
+    if report:
+        print(f"Report (open it in a browser): {report}")
 
 
 if __name__ == "__main__":

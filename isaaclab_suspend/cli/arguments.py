@@ -213,9 +213,15 @@ def add_import_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
-    """``--quiet``: only the result and errors (:func:`~isaaclab_suspend.utils.set_quiet`)."""
-    parser.add_argument("--quiet", action="store_true",
-                        help="print only the result and errors: no set-up tables, info log or progress bars")
+    """``--quiet`` (only the result and errors) and ``--verbose`` (everything: Isaac Lab's configuration and
+    manager tables, its info log, the suspension manager's report); by default what runs, progress and the
+    result, the set-up output dropped (:func:`~isaaclab_suspend.utils.set_quiet`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--quiet", action="store_true",
+                       help="print only the result and errors: no set-up tables, info log or progress bars")
+    group.add_argument("--verbose", action="store_true",
+                       help="also print the set-up: Isaac Lab's configuration and manager tables, its info log and"
+                            " the suspension manager's report of what it freezes")
 
 
 def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
