@@ -3,9 +3,9 @@
 Each schedule runs on a freshly created env with the same seed and the task's embedded chunk model
 (Cartpole: LQR plans; push-cube: scripted PD plans), a chunk policy trained by ``scripts/train_chunk_policy.py``
 (``--checkpoint``) or one served by ``scripts/serve_policy.py`` (``--remote``). Prints a table of figures per
-schedule (inference calls, episodes, their mean length and success rate, ...), saves a PNG timeline of the
-first envs (active / holding / suspended, resets, chunks received, model calls) and, with ``--record``, the
-completed episodes as a replayable HDF5 dataset of the active env-steps.
+schedule (inference calls, episodes, their mean length and success rate, ...), saves a PNG timeline of the first
+envs (active / holding / suspended, resets, chunks, model calls), an HTML report of the run (``--report``) and,
+with ``--record``, the completed episodes as a replayable HDF5 dataset of the active env-steps.
 
 Examples::
 
@@ -24,9 +24,6 @@ Examples::
     tools/run.sh python scripts/eval.py --remote openpi://127.0.0.1:8000 --chunk 16 \\
         --openpi_keys observation/state=policy --prompt "balance the pole"
     tools/run.sh python scripts/eval.py --remote gr00t://127.0.0.1:5555 --gr00t_keys state.cartpole=policy
-
-    # an HTML page of the run (outputs/report/report.html) and the log it is made from (scripts/report.py LOG)
-    tools/run.sh python scripts/eval.py --compare any,global_clock --desync --report outputs/report
 
     # fair figures: 4 episodes from every env (not the first to finish), one JSON line per episode
     tools/run.sh python scripts/eval.py --episodes_per_env 4 --desync --episode_log outputs/episodes.jsonl
@@ -56,11 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compare", type=cli.schedules, default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
     parser.add_argument("--steps", type=cli.positive_int, default=None, help="steps to run (default 600)")
-    parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
-    parser.add_argument("--timeline_envs", type=cli.positive_int, default=16, help="envs shown in the timeline")
-    parser.add_argument("--report", default=None, metavar="DIR",
-                        help="write DIR/report.html, one self-contained page of the run (headline, fairness, timeline,"
-                             " provenance), and DIR/episodes.jsonl, the run log it is made from (scripts/report.py)")
+    cli.add_report_args(parser)
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (one sub-directory per schedule)")
     parser.add_argument("--record", default=None,
                         help="HDF5 file of the completed episodes, active env-steps only (one file per schedule"
@@ -107,28 +100,20 @@ def run(args: argparse.Namespace, schedule: str) -> tuple[dict, list[dict], obje
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    from isaaclab_suspend.policies import plot_timelines, stats_table
+    from isaaclab_suspend.policies import stats_table
 
     header = cli.describe_run(args, args.steps)
     if not args.quiet:
-        print(f"{header}\nSchedules: {', '.join(args.schedules)} (one fresh env each; Isaac Lab's set-up tables:"
-              " --verbose)")
-    runs = {}
-    for schedule in args.schedules:  # episodes recorded before an error are already in the file
-        runs[schedule] = run(args, schedule)
-    report = args.report and cli.write_eval_report(args, header, runs)  # this shard's, before torchrun merges
+        print(f"{header}\nSchedules: {', '.join(args.schedules)}, a fresh env each (set-up tables: --verbose)")
+    runs = {s: run(args, s) for s in args.schedules}  # episodes recorded before an error are already in the file
+    written = cli.write_eval_outputs(args, header, runs)  # this shard's timeline and report, before torchrun merges
     header, results = cli.gather_results(args, header, {s: r[0] for s, r in runs.items()})  # torchrun: rank 0's
-    print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.")
+    print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.", *written, sep="\n")
     if args.results:
         print(f"Figures written to {cli.write_results(args.results, header, results)}")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")
-    if args.timeline:
-        plot_timelines({s: r[2] for s, r in runs.items()}, args.timeline, title=header)
-        print(f"Timeline of the first {min(args.timeline_envs, args.num_envs)} envs: {args.timeline}")
-    if report:
-        print(f"Report (open it in a browser): {report}")
 
 
 if __name__ == "__main__":

@@ -282,6 +282,16 @@ def add_episode_args(parser: argparse.ArgumentParser) -> None:
                              " env), seed, success, length, suspended_steps, calls and, when recording, demo")
 
 
+def add_report_args(parser: argparse.ArgumentParser) -> None:
+    """``--timeline --timeline_envs --report``: the figures of an evaluation beside its table."""
+    parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
+    parser.add_argument("--timeline_envs", type=positive_int, default=16, help="envs shown in the timeline")
+    parser.add_argument("--report", default="outputs/chunking/report", metavar="DIR",
+                        help="write DIR/report.html, one self-contained page of the run (headline, fairness, timeline,"
+                             " provenance), and DIR/episodes.jsonl, the run log it is made from (scripts/report.py);"
+                             " '' for none")
+
+
 def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:
     """``--shard`` and, if ``results``, ``--results``."""
     parser.add_argument("--shard", type=shard, default=None, metavar="I/K",

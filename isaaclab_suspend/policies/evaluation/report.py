@@ -199,7 +199,8 @@ def _figures_html(run: Mapping, schedules: Mapping[str, dict], bins: int) -> str
     lengths.set(xlabel="episode length [steps]", ylabel="episodes", title="episode lengths")
     per_env.set(xlabel="env", ylabel="episodes scored", title="episodes scored per env")
     for ax in (lengths, per_env):
-        ax.legend(fontsize=8)
+        if ax.get_legend_handles_labels()[0]:  # no episode ended: an empty histogram
+            ax.legend(fontsize=8)
     fig.tight_layout()
     return _png(fig)
 
@@ -239,17 +240,24 @@ def _headline(run: Mapping, schedules: Mapping[str, dict]) -> str:
                 "calls_per_1000_steps", "active_env_steps_per_s", "suspended_env_steps"]
         attrs.append([f'data-schedule="{html.escape(name)}"' + (f' data-figure="{k}"' if k else "") for k in keys])
     header = ["schedule", "success rate", "success, 95 % Wilson interval", "episodes scored", "mean length (range)",
-              "model calls", "calls / 1000 steps", "useful env-steps/s / overlap bound", "suspended env-steps (fraction)"]
+              "model calls", "calls / 1000 steps", "useful env-steps/s / overlap bound",
+              "suspended env-steps (fraction)"]
     return _table(header, rows, attrs)
 
 
 def _fairness_html(run: Mapping, schedules: Mapping[str, dict]) -> str:
-    rows = []
+    """The :func:`fairness` counts of each schedule, and which envs scored no episode (then no quota is met)."""
+    rows, notes = [], []
     for name, schedule in schedules.items():
+        scored = {e["env_id"] for e in schedule["episodes"]}
+        if missing := [env for env in range(run["num_envs"]) if env not in scored]:
+            notes.append(f"{name}: envs {', '.join(map(str, missing))} scored no episode, so no per-env quota above 0"
+                         " is met; a longer run (or --episodes_per_env) makes one.")
         for counting, episodes in fairness(schedule["episodes"], run["num_envs"], run.get("per_env")).items():
             mean = (f"{sum(e['length'] for e in episodes) / len(episodes):.1f}" if episodes else "n/a")
             rows.append([name, counting, len(episodes), _rate(episodes, run["has_success"]), mean])
-    return _table(["schedule", "counting", "episodes", "success, 95 % Wilson interval", "mean length"], rows)
+    table = _table(["schedule", "counting", "episodes", "success, 95 % Wilson interval", "mean length"], rows)
+    return table + "".join(f"<p>{html.escape(note)}</p>" for note in notes)
 
 
 def _all_figures(schedules: Mapping[str, dict]) -> str:
