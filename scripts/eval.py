@@ -77,26 +77,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def run(args: argparse.Namespace, schedule: str) -> tuple[dict, list[dict], object]:
-    """Run ``schedule`` on a fresh env; returns its figures, its episode records and the timeline of its first
-    envs."""
-    from isaaclab_suspend.policies import ChunkTimeline
-
+    """Run ``schedule`` on a fresh env; returns its figures, its episode records and its timeline (and frames)."""
     with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
         policy = cli.make_policy(args, env, schedule)  # a policy that does not fit fails before any file exists
         if args.record:
             env.start_recording(args.record_cfgs[schedule])
-        timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
         obs = cli.start_episodes(env, args.seed, args.desync)
+        kept = cli.RunFigures(args, env, obs)  # the timeline (and on a camera task the report's frames)
         ledger = cli.make_ledger(args, env, policy, export="all" if args.record else None)
         progress = tqdm(cli.rollout(env, policy, obs, args.steps, ledger), total=args.steps, desc=f"{schedule:>13}",
                         unit="step", disable=args.quiet or cli.is_other_rank())
         for t in progress:
-            timeline.record(policy.last_step, t.dones)
+            kept.record(policy.last_step, t.step, t.obs, t.dones)
             if t.step % 20 == 0:
                 progress.set_postfix(calls=policy.stats_counters.inference_calls)
         policy.close()
         figures = cli.episode_figures(ledger, args.episode_log, args.suffixes[schedule])
-        return {**policy.stats, **figures}, ledger.records(), timeline
+        return {**policy.stats, **figures}, ledger.records(), kept
 
 
 def evaluate(args: argparse.Namespace) -> None:

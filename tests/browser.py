@@ -55,6 +55,16 @@ class _Session:
                 return reply["result"]
             self.events.append(reply)
 
+    def close_browser(self) -> None:
+        """Ask the browser to exit (it may drop the connection before answering)."""
+        self.next_id += 1
+        self.socket.send(json.dumps({"id": self.next_id, "method": "Browser.close", "params": {}}))
+        try:
+            self.socket.recv(timeout=10)
+        except Exception:  # the connection closed as the browser exited: what was asked
+            pass
+        self.socket.close()
+
     def wait_for(self, method: str, timeout: float = 30) -> None:
         deadline = time.monotonic() + timeout
         while not any(e.get("method") == method for e in self.events):
@@ -63,7 +73,7 @@ class _Session:
 
 def render(path: str, timeout: float = 60) -> Rendered:
     """Load the file ``path`` in a fresh headless Chromium and report what it showed (:class:`Rendered`)."""
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:
         browser = subprocess.Popen([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--remote-debugging-port=0",
                                     "about:blank"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
@@ -87,10 +97,12 @@ def render(path: str, timeout: float = 60) -> Rendered:
             probe = ("JSON.stringify({text: document.body.innerText, images: document.images.length, broken:"
                      " Array.from(document.images).filter(i => !i.complete || i.naturalWidth === 0).length})")
             shown = json.loads(devtools.call("Runtime.evaluate", session, expression=probe)["result"]["value"])
-            devtools.socket.close()
+            devtools.close_browser()  # its renderers exit with it, before the profile is removed
+            browser.wait(timeout=20)
         finally:
-            browser.kill()
-            browser.wait()
+            if browser.poll() is None:
+                browser.kill()
+                browser.wait()
     errors = []
     for event in devtools.events:
         method, params = event.get("method"), event.get("params", {})

@@ -116,3 +116,23 @@ def test_report_script_refuses_an_episode_log_in_one_line(tmp_path):
     run = _script("report.py", str(log))
     assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
     assert "is not a run log record" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_camera_task_report_shows_frames_of_its_episodes(tmp_path):
+    """On a camera task the log keeps a strip of the scene camera's frames of a few episodes of the first envs,
+    each within its episode, and the page shows them."""
+    run = _script("eval.py", "--task", "Isaac-PushCube-Camera-Suspendable", "--num_envs", "2", "--steps", "300",
+                  "--desync", "--chunk", "8", "--report", str(tmp_path), "--timeline", "")
+    assert run.returncode == 0, run.stderr[-3000:]
+    _, schedules = _log(tmp_path)
+    strips = schedules["global_clock"]["frames"]
+    assert strips and all(s["camera"] == "scene_camera" and len(s["steps"]) >= 3 for s in strips), strips
+    for strip in strips:
+        episode = next(e for e in schedules["global_clock"]["episodes"]
+                       if (e["env_id"], e["episode"]) == (strip["env_id"], strip["episode"]))
+        assert strip["success"] == episode["success"] and 0 <= min(strip["steps"])
+        assert max(strip["steps"]) < episode["length"] + episode["suspended_steps"]
+    shown = browser.render(str(tmp_path / "report.html"))
+    assert shown.errors == [] and shown.broken_images == 0 and shown.images == 2 + len(strips), shown
+    assert "Episodes seen by the camera" in shown.text and "scene_camera at steps" in shown.text

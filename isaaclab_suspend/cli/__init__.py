@@ -28,7 +28,7 @@ _MODULES = {
         "make_policy", "RandomPolicy", "resolve_policy", "resolve_task"),
     "..names": ("AGGREGATOR_NAMES", "EXPORT_MODE_NAMES", "MAX_REPLAY_ENVS", "RL_LIBRARIES", "SCHEDULE_NAMES",
         "SERVER_PROTOCOLS", "SO101_ROBOT", "TOKEN_ENV", "VCODECS"),
-    ".reports": ("write_eval_outputs",),
+    ".reports": ("RunFigures", "write_eval_outputs"),
     ".rollouts": ("desync_episodes", "open_env", "rollout", "score", "start_episodes", "Transition"),
     ".sharding": ("apply_shard", "describe_shard", "write_results"),
 }

@@ -2,12 +2,13 @@
 made from the run log alone, so that it can be rebuilt, shared and checked later.
 
 The run log is JSON lines, each with a ``record`` kind: one ``run`` line (what ran: header, scoring, quota,
-provenance), then per schedule one ``schedule`` line (its figures as the printed table has them, its timeline)
-followed by its ``episode`` lines (the episode log's records, in the order the episodes ended). The page shows the
-headline per schedule (success with a 95 % Wilson interval, episodes per env against the quota, episode lengths,
-model calls, useful env-steps/s against the overlap bound, time suspended), the fairness of the count (the same
-episodes counted first-N, as IsaacLab-Arena and GR00T count, beside per-env quotas), the chunk timeline and the
-provenance (task, overrides, seed, device, versions, commit, policy).
+provenance), then per schedule one ``schedule`` line (its figures as the printed table has them, its timeline, on
+a camera task frame strips of a few episodes) followed by its ``episode`` lines (the episode log's records, in the
+order the episodes ended). The page shows the headline per schedule (success with a 95 % Wilson interval, episodes
+per env against the quota, episode lengths, model calls, useful env-steps/s against the overlap bound, time
+suspended), the fairness of the count (the same episodes counted first-N, as IsaacLab-Arena and GR00T count, beside
+per-env quotas), the chunk timeline, the camera's frames of a few episodes and the provenance (task, overrides,
+seed, device, versions, commit, policy).
 """
 
 from __future__ import annotations
@@ -73,18 +74,19 @@ def _commit() -> str | None:
     return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def write_run_log(path: str, run: Mapping, schedules: Mapping[str, tuple[Mapping, list[dict], ChunkTimeline | None]]
-                  ) -> str:
+def write_run_log(path: str, run: Mapping,
+                  schedules: Mapping[str, tuple[Mapping, list[dict], ChunkTimeline | None, list[dict]]]) -> str:
     """Write the run log (module docstring) to ``path``: ``run`` (header, scoring, per_env, num_envs, has_success,
-    provenance) and, per schedule, its ``(figures, episode records, timeline or None)``. Returns the path."""
+    provenance) and, per schedule, its ``(figures, episode records, timeline or None, frame strips)`` (the strips
+    of :meth:`~.frames.EpisodeFrames.strips`, none for a task without cameras). Returns the path."""
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     with open(path, "w") as file:
         file.write(json.dumps({"record": "run", **run}) + "\n")
-        for name, (figures, episodes, timeline) in schedules.items():
+        for name, (figures, episodes, timeline, strips) in schedules.items():
             timeline = timeline.as_record() if timeline is not None else None
             file.write(json.dumps({"record": "schedule", "schedule": name, "figures": figures,
-                                   "timeline": timeline}) + "\n")
+                                   "timeline": timeline, "frames": strips}) + "\n")
             file.writelines(json.dumps({"record": "episode", "schedule": name, **episode}) + "\n"
                             for episode in episodes)
     return path
@@ -279,6 +281,21 @@ def _timeline_html(run: Mapping, schedules: Mapping[str, dict]) -> str:
     return f'<img alt="chunk timeline" src="data:image/png;base64,{data}">'
 
 
+def _frames_html(schedules: Mapping[str, dict]) -> str:
+    """The frame strips of each schedule (camera tasks), captioned with the episode's outcome."""
+    parts = []
+    for name, schedule in schedules.items():
+        for strip in schedule.get("frames") or []:
+            caption = (f"{name}: env {strip['env_id']}, episode {strip['episode']},"
+                       f" {'success' if strip['success'] else 'failure'}, {strip['length']} steps; {strip['camera']}"
+                       f" at steps {', '.join(map(str, strip['steps']))}")
+            parts.append(f'<figure><img class="frames" alt="{html.escape(caption)}" src="data:image/png;base64,'
+                         f'{strip["png"]}"><figcaption>{html.escape(caption)}</figcaption></figure>')
+    if not parts:
+        return ""
+    return "<h2>Episodes seen by the camera</h2>\n" + "\n".join(parts)
+
+
 def _provenance_html(run: Mapping, log_link: str) -> str:
     p = run["provenance"]
     rows = [["task", p["task"]], ["cfg overrides", " ".join(p["overrides"]) or "none"], ["seed", p["seed"]],
@@ -287,13 +304,14 @@ def _provenance_html(run: Mapping, log_link: str) -> str:
             ["versions", ", ".join(f"{k} {v}" for k, v in p["versions"].items())]]
     link = f'<p>Episode log (this page is rebuilt from it by <code>scripts/report.py</code>): ' \
            f'<a href="{html.escape(log_link)}">{html.escape(log_link)}</a></p>'
-    return _table(["", ""], rows) + link
+    return f'<div class="provenance">{_table(["", ""], rows)}</div>' + link
 
 
 _STYLE = """body{font-family:sans-serif;margin:1.5em auto;max-width:1200px;color:#222}
 table{border-collapse:collapse;margin:.5em 0 1em}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}
 th{background:#f0f0f0}td:first-child{text-align:left}img{max-width:100%}h2{border-bottom:1px solid #ddd}
-code{background:#f4f4f4}"""
+code{background:#f4f4f4}img.frames{height:160px;width:auto;image-rendering:pixelated}
+.provenance td{text-align:left}.provenance thead{display:none}"""
 
 
 def render_report(run: Mapping, schedules: Mapping[str, dict], log_link: str = "episodes.jsonl",
@@ -317,6 +335,7 @@ a per-env quota takes the same number from every env. Both are counted here from
 <p>The first envs of each schedule: active, holding, suspended (grey); dots: chunks received; crosses: resets; blue
 lines: model calls.</p>
 {_timeline_html(run, schedules)}
+{_frames_html(schedules)}
 <h2>All figures</h2>
 {_all_figures(schedules)}
 <h2>Provenance</h2>

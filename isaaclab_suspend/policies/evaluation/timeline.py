@@ -76,8 +76,9 @@ class ChunkTimeline:
 
 
 def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str | IO[bytes], title: str = "") -> None:
-    """Save a PNG (to a path or a binary file) with one panel per run: envs (rows) by step (columns), coloured by status, with a dot where
-    an env received a chunk, a cross where it was reset, and a tick mark on top for every model call."""
+    """Save a PNG (to a path or a binary file) with one panel per run: envs (rows) by step (columns), coloured by
+    status, with a dot where an env received a chunk, a cross where it was reset, and a tick mark on top for every
+    model call."""
     import matplotlib
 
     matplotlib.use("Agg")
