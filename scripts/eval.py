@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.apply_episode_args(parser, args, "steps", 600)
     cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log", "report"))
     cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "report")
+    if args.report and os.path.isfile(args.report):
+        parser.error(f"--report '{args.report}' is a file: give a folder (it gets report.html and episodes.jsonl)")
     args.suffixes = {s: f"_{s}" if len(args.schedules) > 1 else "" for s in args.schedules}  # a file per schedule
     args.record_cfgs = {s: cli.dataset_recorder_cfg(args.record, args.suffixes[s]) for s in args.schedules
                         if args.record}

@@ -110,6 +110,14 @@ def test_report_script_rebuilds_the_page_from_the_log_alone(report, tmp_path):
     assert (tmp_path / "report.html").read_text() == (directory / "report.html").read_text()
 
 
+def test_report_that_is_a_file_is_refused_before_the_run(tmp_path):
+    existing = tmp_path / "report.html"
+    existing.write_text("kept")
+    run = _script("eval.py", "--report", str(existing), "--steps", "16")
+    assert run.returncode == 2 and "--report" in run.stderr and "is a file: give a folder" in run.stderr, run.stderr
+    assert existing.read_text() == "kept" and "Traceback" not in run.stderr
+
+
 def test_report_script_refuses_an_episode_log_in_one_line(tmp_path):
     log = tmp_path / "episodes.jsonl"
     log.write_text('{"env_id": 0, "episode": 0, "success": true, "length": 300}\n')
