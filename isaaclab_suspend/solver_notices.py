@@ -1,4 +1,4 @@
-"""MuJoCo-Warp's linesearch notice under ``--quiet``: kept off the console while an env runs, said once at its end.
+"""MuJoCo-Warp's linesearch notice without ``--verbose``: kept off the console while an env runs, said once at its end.
 
 MuJoCo-Warp prints ``linesearch iterations limit reached - please increase ls_iterations to N`` from inside its
 linesearch kernel (``wp.printf`` in ``mujoco_warp._src.solver``: native stdout, which Python cannot redirect)
@@ -75,4 +75,4 @@ def say_linesearch_notice_once() -> None:
         limited, worlds, iterations = found
         print(f"note: MuJoCo-Warp's linesearch reached its iteration limit ({iterations}) in {limited} of {worlds}"
               f" worlds; harmless (the solver takes the best step found and iterates on); its '{NOTICE}' lines"
-              " were kept off the console (a script run without --quiet prints them).", file=sys.stderr)
+              " were kept off the console (a script run with --verbose prints them).", file=sys.stderr)

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         cfg.check()
     except ValueError as err:
         parser.error(str(err))
-    set_quiet(args.quiet)
+    set_quiet(not args.verbose)
     try:
         import_task_modules(args.modules)
         audit = audit_suspension(cfg, planner_actions(args.task) if args.planner else None)

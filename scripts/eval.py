@@ -3,9 +3,9 @@
 Each schedule runs on a freshly created env with the same seed and the task's embedded chunk model
 (Cartpole: LQR plans; push-cube: scripted PD plans), a chunk policy trained by ``scripts/train_chunk_policy.py``
 (``--checkpoint``) or one served by ``scripts/serve_policy.py`` (``--remote``). Prints a table of figures per
-schedule (inference calls, episodes, their mean length and success rate, ...), saves a PNG timeline of the
-first envs (active / holding / suspended, resets, chunks received, model calls) and, with ``--record``, the
-completed episodes as a replayable HDF5 dataset of the active env-steps.
+schedule (inference calls, episodes, their mean length and success rate, ...), saves a PNG timeline of the first
+envs (active / holding / suspended, resets, chunks, model calls), an HTML report of the run (``--report``) and,
+with ``--record``, the completed episodes as a replayable HDF5 dataset of the active env-steps.
 
 Examples::
 
@@ -53,8 +53,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--compare", type=cli.schedules, default=None,
                         help="comma-separated schedules to run one after the other (overrides --schedule)")
     parser.add_argument("--steps", type=cli.positive_int, default=None, help="steps to run (default 600)")
-    parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
-    parser.add_argument("--timeline_envs", type=cli.positive_int, default=16, help="envs shown in the timeline")
+    cli.add_report_args(parser)
     parser.add_argument("--log_dir", default=None, help="TensorBoard directory (one sub-directory per schedule)")
     parser.add_argument("--record", default=None,
                         help="HDF5 file of the completed episodes, active env-steps only (one file per schedule"
@@ -63,8 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.schedules = args.compare or [args.schedule]
     cli.apply_episode_args(parser, args, "steps", 600)
-    cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log"))
-    cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results")
+    cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log", "report"))
+    cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "report")
+    if args.report and os.path.isfile(args.report):
+        parser.error(f"--report '{args.report}' is a file: give a folder (it gets report.html and episodes.jsonl)")
     args.suffixes = {s: f"_{s}" if len(args.schedules) > 1 else "" for s in args.schedules}  # a file per schedule
     args.record_cfgs = {s: cli.dataset_recorder_cfg(args.record, args.suffixes[s]) for s in args.schedules
                         if args.record}
@@ -77,43 +78,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace, schedule: str) -> tuple[dict, object]:
-    """Run ``schedule`` on a fresh env; returns its figures and the timeline of its first envs."""
-    from isaaclab_suspend.policies import ChunkTimeline
-
+def run(args: argparse.Namespace, schedule: str) -> tuple[dict, list[dict], object]:
+    """Run ``schedule`` on a fresh env; returns its figures, its episode records and its timeline (and frames)."""
     with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
         policy = cli.make_policy(args, env, schedule)  # a policy that does not fit fails before any file exists
         if args.record:
             env.start_recording(args.record_cfgs[schedule])
-        timeline = ChunkTimeline(min(args.timeline_envs, env.num_envs))
         obs = cli.start_episodes(env, args.seed, args.desync)
+        kept = cli.RunFigures(args, env, obs)  # the timeline (and on a camera task the report's frames)
         ledger = cli.make_ledger(args, env, policy, export="all" if args.record else None)
         progress = tqdm(cli.rollout(env, policy, obs, args.steps, ledger), total=args.steps, desc=f"{schedule:>13}",
                         unit="step", disable=args.quiet or cli.is_other_rank())
         for t in progress:
-            timeline.record(policy.last_step, t.dones)
+            kept.record(policy.last_step, t.step, t.obs, t.dones)
             if t.step % 20 == 0:
                 progress.set_postfix(calls=policy.stats_counters.inference_calls)
         policy.close()
-        return {**policy.stats, **cli.episode_figures(ledger, args.episode_log, args.suffixes[schedule])}, timeline
+        figures = cli.episode_figures(ledger, args.episode_log, args.suffixes[schedule])
+        return {**policy.stats, **figures}, ledger.records(), kept
 
 
 def evaluate(args: argparse.Namespace) -> None:
-    from isaaclab_suspend.policies import plot_timelines, stats_table
+    from isaaclab_suspend.policies import stats_table
 
-    results, timelines = {}, {}
-    for schedule in args.schedules:  # episodes recorded before an error are already in the file
-        results[schedule], timelines[schedule] = run(args, schedule)
-    header, results = cli.gather_results(args, cli.describe_run(args, args.steps), results)  # torchrun: rank 0's
-    print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.")
+    header = cli.describe_run(args, args.steps)
+    if not args.quiet:
+        print(f"{header}\nSchedules: {', '.join(args.schedules)}, a fresh env each (set-up tables: --verbose)")
+    runs = {s: run(args, s) for s in args.schedules}  # episodes recorded before an error are already in the file
+    written = cli.write_eval_outputs(args, header, runs)  # this shard's timeline and report, before torchrun merges
+    header, results = cli.gather_results(args, header, {s: r[0] for s, r in runs.items()})  # torchrun: rank 0's
+    print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.", *written, sep="\n")
     if args.results:
         print(f"Figures written to {cli.write_results(args.results, header, results)}")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")
-    if args.timeline:
-        plot_timelines(timelines, args.timeline, title=header)
-        print(f"Timeline of the first {min(args.timeline_envs, args.num_envs)} envs: {args.timeline}")
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def replay(args: argparse.Namespace) -> int:
     from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
     from isaaclab_suspend.utils import open_env, set_quiet
 
-    set_quiet(args.quiet)
+    set_quiet(not args.verbose)
     with DatasetReader(args.dataset) as reader:
         task = args.task or reader.env_name
         check_replay_task(reader, task)

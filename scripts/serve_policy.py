@@ -48,7 +48,7 @@ def _interrupt(signum, frame) -> None:
 def serve(args: argparse.Namespace) -> None:
     from isaaclab_suspend.utils import set_quiet
 
-    set_quiet(args.quiet)
+    set_quiet(not args.verbose)
     level = logging.WARNING if args.quiet else logging.INFO  # --quiet: no line per connection
     logging.basicConfig(format="%(asctime)s %(message)s", level=level, stream=sys.stderr)
     server = serving.make_server(args)

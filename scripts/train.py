@@ -53,7 +53,7 @@ def train_agent(args: argparse.Namespace) -> int:
     from isaaclab_suspend.rl.runners import agent_seed
     from isaaclab_suspend.utils import make_env_cfg, open_env, quieted, set_quiet
 
-    set_quiet(args.quiet)  # --quiet: no set-up tables and no per-iteration log of the library, only the result
+    set_quiet(not args.verbose)  # set-up tables with --verbose only; --quiet: no per-iteration log either
     with quieted():
         agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device, args.rank)
     rng = {"suspend__per_env_random": True} if args.per_env_random else {}

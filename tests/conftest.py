@@ -30,7 +30,7 @@ def so101_camera_dataset(tmp_path_factory) -> str:
     run = subprocess.run(
         [sys.executable, os.path.join(root, "scripts", "record.py"), "--task",
          "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable", "--num_envs", "2", "--episodes", "2", "--chunk",
-         "16", "--output", str(path)], cwd=root, capture_output=True, text=True, timeout=900)
+         "16", "--output", str(path), "--verbose"], cwd=root, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "Unclassified: none." in run.stdout + run.stderr  # the cameras' render buffers are no state
     return str(path)

@@ -27,15 +27,22 @@ def _figures(table: str, name: str) -> list[float]:
 def test_main_command_compares_any_and_global_clock_and_draws_the_timeline(tmp_path):
     """`eval.py --compare any,global_clock --desync --latency gr1 --virtual_latency` (fewer steps): the clock
     makes exactly ceil(T / H) calls, any more, each call is charged GR1's 200 ms, and the PNG
-    shows both runs (suspended envs only under the clock)."""
-    timeline = tmp_path / "timeline.png"
+    shows both runs (suspended envs only under the clock). The whole output fits a screen: what runs, a progress
+    bar per schedule, the table and where the timeline and the report are; Isaac Lab's tables only with --verbose."""
+    timeline, report = tmp_path / "timeline.png", tmp_path / "report"
     run = subprocess.run(
         [sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--compare", "any,global_clock", "--desync",
-         "--latency", "gr1", "--virtual_latency", "--steps", str(STEPS), "--timeline", str(timeline)],
+         "--latency", "gr1", "--virtual_latency", "--steps", str(STEPS), "--timeline", str(timeline), "--report",
+         str(report)],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
+    bars = [line for line in run.stderr.splitlines() if "%|" in line]  # a bar's redraws (\r) on one screen line
+    screen = len(out.splitlines()) + len([line for line in run.stderr.splitlines() if line and line not in bars])
+    assert len({line.split(":")[0] for line in bars}) == 2 and screen + 2 <= 40 and "Active Observation Terms" not in out and "Suspension Manager" not in out, out + run.stderr
+    assert out.startswith("Isaac-Cartpole-Suspendable, embedded model: 16 envs, 128 steps") and "%|" in run.stderr
+    assert f"Report (open it in a browser): {report / 'report.html'}" in out
     assert "Isaac-Cartpole-Suspendable, embedded model: 16 envs, 128 steps, H = 16" in out
     assert "latency gr1 (virtual)" in out
     calls_any, calls_clock = _figures(out, "inference_calls")

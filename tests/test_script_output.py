@@ -1,5 +1,5 @@
-"""What a newcomer reads: ``--quiet`` keeps a script's result and drops the set-up output, ``set_quiet()`` does the
-same in Python, where the project's tasks need no import of their own; Cartpole's success is one definition
+"""What a newcomer reads: by default a script leaves Isaac Lab's set-up tables to ``--verbose``, ``--quiet`` keeps only
+its result, ``set_quiet()`` drops the set-up output in Python, where the project's tasks need no import of their own; Cartpole's success is one definition
 everywhere (the episode reached its time-out); a figure a run does not define reads ``n/a``."""
 
 import os
@@ -21,12 +21,22 @@ def _script(name: str, *args: str) -> subprocess.CompletedProcess:
 
 
 def test_quiet_eval_prints_the_result_and_no_set_up_output():
-    run = _script("eval.py", "--quiet", "--num_envs", "2", "--steps", "16", "--timeline", "")
+    run = _script("eval.py", "--quiet", "--num_envs", "2", "--steps", "16", "--timeline", "", "--report", "")
     assert run.returncode == 0, run.stderr[-3000:]
     assert "[INFO]" not in run.stdout and "Active Observation Terms" not in run.stdout, run.stdout[:3000]
     assert "Parsing configuration" not in run.stdout and "%|" not in run.stderr  # no progress bar either
     assert "| inference_calls " in run.stdout and "Isaac-Cartpole-Suspendable, embedded model: 2 envs" in run.stdout
     assert len(run.stdout.strip().splitlines()) < 30, run.stdout
+
+
+def test_verbose_eval_brings_back_the_set_up_tables_the_default_leaves_out():
+    default = _script("eval.py", "--num_envs", "2", "--steps", "16", "--timeline", "", "--report", "")
+    verbose = _script("eval.py", "--verbose", "--num_envs", "2", "--steps", "16", "--timeline", "", "--report", "")
+    assert default.returncode == verbose.returncode == 0, default.stderr[-3000:] + verbose.stderr[-3000:]
+    for table in ("Active Observation Terms", "Suspension Manager: ", "[INFO]: Base environment"):
+        assert table not in default.stdout and table in verbose.stdout, (table, default.stdout)
+    assert "%|" in default.stderr and "| inference_calls " in default.stdout  # a progress bar and the result
+    assert len(default.stdout.splitlines()) < 35 < len(verbose.stdout.splitlines()), default.stdout
 
 
 def test_python_api_finds_the_project_tasks_itself_and_set_quiet_drops_the_manager_tables():
@@ -55,7 +65,7 @@ def test_cartpole_success_is_reaching_the_time_out_in_record_and_eval(tmp_path):
     with h5py.File(output) as f:
         demos = list(f["data"].values())
         assert all(d.attrs["success"] and d.attrs["num_samples"] == 300 for d in demos)
-    run = _script("eval.py", "--quiet", "--num_envs", "2", "--steps", "600", "--timeline", "")
+    run = _script("eval.py", "--quiet", "--num_envs", "2", "--steps", "600", "--timeline", "", "--report", "")
     assert run.returncode == 0, run.stderr[-3000:]
     assert re.search(r"^\| success_rate +\| +1\.000 \|$", run.stdout, re.MULTILINE), run.stdout
 

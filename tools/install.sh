@@ -60,9 +60,12 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 export PIP_CONSTRAINT="$ROOT/tools/constraints.txt"
 
 # Isaac Lab 3.0.0 is one wheel; of its ~60 declared dependencies the kitless Newton path imports only the
-# ones in requirements.txt (Kit, Isaac Sim, open3d, ... are never imported), so the wheel goes in alone.
-$PIP install -q --no-deps isaaclab==3.0.0
+# ones in requirements.txt (Kit, Isaac Sim, open3d, ... are never imported), so the wheel goes in alone, after
+# them: pip checks the declared dependencies of what is installed whenever it installs with dependencies, and
+# would call the skipped ones an error. (Every install after this one is --no-deps or has nothing left to install.)
 $PIP install -q -r "$ROOT/tools/requirements.txt"
+echo "[install] Isaac Lab 3.0.0 goes in without its Kit-only dependencies (Isaac Sim, Kit, open3d, ...), on purpose: the kitless Newton path never imports them"
+$PIP install -q --no-deps isaaclab==3.0.0
 $PIP install -q --no-deps -e "$ROOT"
 # LeRobot's env plugin (lerobot-eval --env.type=isaaclab_suspend): LeRobot imports installed distributions named
 # lerobot_env_*; the package only registers the env type, the code is isaaclab_suspend.interop.lerobot_env.

@@ -14,7 +14,7 @@ import importlib
 _MODULES = {
     ".app": ("run",),
     ".arguments": ("add_env_args", "add_episode_args", "add_import_arg", "add_policy_args", "add_quiet_arg",
-        "add_shard_args", "address", "cfg_override", "DEFAULT_TASK", "device", "env_overrides", "existing_file",
+        "add_report_args", "add_shard_args", "address", "cfg_override", "DEFAULT_TASK", "device", "env_overrides", "existing_file",
         "float_in", "fraction", "int_in", "key_pair", "latency", "non_negative_float", "non_negative_int", "POLICIES",
         "positive_int", "schedules", "shard", "suspension_window"),
     ".distributed": ("apply_distributed_training", "gather_datasets", "gather_replay", "gather_results",
@@ -28,6 +28,7 @@ _MODULES = {
         "make_policy", "RandomPolicy", "resolve_policy", "resolve_task"),
     "..names": ("AGGREGATOR_NAMES", "EXPORT_MODE_NAMES", "MAX_REPLAY_ENVS", "RL_LIBRARIES", "SCHEDULE_NAMES",
         "SERVER_PROTOCOLS", "SO101_ROBOT", "TOKEN_ENV", "VCODECS"),
+    ".reports": ("RunFigures", "write_eval_outputs"),
     ".rollouts": ("desync_episodes", "open_env", "rollout", "score", "start_episodes", "Transition"),
     ".sharding": ("apply_shard", "describe_shard", "write_results"),
 }

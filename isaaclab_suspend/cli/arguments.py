@@ -213,9 +213,15 @@ def add_import_arg(parser: argparse.ArgumentParser) -> None:
 
 
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
-    """``--quiet``: only the result and errors (:func:`~isaaclab_suspend.utils.set_quiet`)."""
-    parser.add_argument("--quiet", action="store_true",
-                        help="print only the result and errors: no set-up tables, info log or progress bars")
+    """``--quiet`` (only the result and errors) and ``--verbose`` (everything: Isaac Lab's configuration and
+    manager tables, its info log, the suspension manager's report); by default what runs, progress and the
+    result, the set-up output dropped (:func:`~isaaclab_suspend.utils.set_quiet`)."""
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--quiet", action="store_true",
+                       help="print only the result and errors: no set-up tables, info log or progress bars")
+    group.add_argument("--verbose", action="store_true",
+                       help="also print the set-up: Isaac Lab's configuration and manager tables, its info log and"
+                            " the suspension manager's report of what it freezes")
 
 
 def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
@@ -274,6 +280,16 @@ def add_episode_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--episode_log", default=None, metavar="PATH",
                         help="JSON lines file, one record per counted episode: env_id, episode (index within the"
                              " env), seed, success, length, suspended_steps, calls and, when recording, demo")
+
+
+def add_report_args(parser: argparse.ArgumentParser) -> None:
+    """``--timeline --timeline_envs --report``: the figures of an evaluation beside its table."""
+    parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
+    parser.add_argument("--timeline_envs", type=positive_int, default=16, help="envs shown in the timeline")
+    parser.add_argument("--report", default="outputs/chunking/report", metavar="DIR",
+                        help="write DIR/report.html, one self-contained page of the run (headline, fairness, timeline,"
+                             " provenance), and DIR/episodes.jsonl, the run log it is made from (scripts/report.py);"
+                             " '' for none")
 
 
 def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:

@@ -49,7 +49,8 @@ class Transition(NamedTuple):
 @contextlib.contextmanager
 def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
     """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``,
-    and ``--quiet``, ``--shared_rng`` or ``--per_env_rng`` where the script has them).
+    and ``--quiet`` / ``--verbose``, ``--shared_rng`` or ``--per_env_rng`` where the script has them: a script with
+    ``--verbose`` prints the env's set-up output only with it).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
     traceback that ``launch_simulation`` would print. Once the env records (a dataset recorder, e.g. attached by
@@ -57,7 +58,7 @@ def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) ->
     line also says where the episodes exported before the error are kept (closing the env still hands them to the
     file).
     """
-    set_quiet(getattr(args, "quiet", False))
+    set_quiet(getattr(args, "quiet", False) or not getattr(args, "verbose", True))  # set-up output: --verbose
     if args.seed is not None:  # None: the cfg's own seed
         attrs["seed"] = args.seed
     if getattr(args, "per_env_random", False):

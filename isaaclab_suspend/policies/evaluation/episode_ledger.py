@@ -74,6 +74,7 @@ class EpisodeLedger:
         self._host: list[dict] = []
         self._rows: list[torch.Tensor] = []  # device (3, B) per reset step: length, suspended steps, calls
         self._resets_seen = env.reset_count
+        self._steps = 0  # steps accounted (host)
         if count_first:
             self._allocate(np.ones(n, dtype=bool))
         self._discard_uncounted(np.ones(n, dtype=bool))
@@ -93,6 +94,7 @@ class EpisodeLedger:
     def update(self, dones: torch.Tensor, suspended: torch.Tensor, served: torch.Tensor | None = None) -> None:
         """Account one env step: ``dones`` (terminated | truncated), ``suspended`` and ``served`` (envs a model
         call served a chunk this step; None: none) are bool tensors of shape (N,)."""
+        self._steps += 1
         self.length += ~suspended
         self.suspended_steps += suspended
         if served is not None:
@@ -109,7 +111,7 @@ class EpisodeLedger:
             for env_id in ended.tolist():
                 succeeded = bool(success[env_id]) if success is not None else False
                 self._host.append({"env_id": env_id, "episode": int(self.ended[env_id]), "seed": self.seed,
-                                   "success": succeeded, **self._demo(succeeded)})
+                                   "success": succeeded, "end_step": self._steps - 1, **self._demo(succeeded)})
                 self._ended_total += succeeded or not self.only_successes
             self.ended[ended] += 1
         for counter in (self.length, self.suspended_steps, self.calls):
@@ -121,8 +123,9 @@ class EpisodeLedger:
 
     def records(self) -> list[dict]:
         """One dict per counted episode that ended, in the order they ended (one device read): ``env_id``,
-        ``episode`` (its index within the env), ``seed``, ``success``, ``length`` (env steps simulated),
-        ``suspended_steps``, ``calls`` (model calls that served it) and, when recording, ``demo``."""
+        ``episode`` (its index within the env), ``seed``, ``success``, ``end_step`` (the run's step it ended in,
+        from 0), ``length`` (env steps simulated), ``suspended_steps``, ``calls`` (model calls that served it) and,
+        when recording, ``demo``."""
         if not self._rows:
             return []
         rows = torch.cat(self._rows, dim=1).cpu().tolist()

@@ -196,3 +196,9 @@ def stats_table(runs: Mapping[str, Mapping]) -> PrettyTable:
         if any(key in run for run in runs.values()):
             table.add_row([key, *(format_figure(fmt, run[key]) if key in run else "-" for run in runs.values())])
     return table
+
+
+def table_figures(run: Mapping) -> dict[str, str]:
+    """The figures of ``run`` that :func:`stats_table` shows, in its order, as it writes them (the HTML report's
+    figures read exactly as the printed table)."""
+    return {key: format_figure(fmt, run[key]) for key, fmt in _TABLE_FIGURES.items() if key in run}

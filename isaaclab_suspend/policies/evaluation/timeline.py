@@ -6,7 +6,7 @@ import os
 import textwrap
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 import torch
 
@@ -44,14 +44,41 @@ class ChunkTimeline:
         self._served.append(served[:k] if served is not None else torch.zeros_like(dones[:k]))
         self._reset.append(dones[:k].clone())
 
+    def as_record(self) -> dict:
+        """The timeline as JSON-able lists (a run log's line, :meth:`from_record` reads it back): ``status`` one
+        string of status digits per env, ``served`` and ``reset`` the steps of each env's events,
+        ``inference_steps``."""
+        status, served, reset = self.as_tensors()
+        return {"envs": self.num_envs, "status": ["".join(map(str, row)) for row in status.tolist()],
+                "served": [row.nonzero().flatten().tolist() for row in served],
+                "reset": [row.nonzero().flatten().tolist() for row in reset],
+                "inference_steps": list(self.inference_steps)}
+
+    @classmethod
+    def from_record(cls, record: dict) -> ChunkTimeline:
+        """The timeline of :meth:`as_record`'s ``record``."""
+        timeline = cls(record["envs"])
+        status = torch.tensor([[int(c) for c in row] for row in record["status"]], dtype=torch.long)
+        steps = status.shape[1] if status.ndim == 2 else 0
+        masks = []
+        for key in ("served", "reset"):
+            mask = torch.zeros(timeline.num_envs, steps, dtype=torch.bool)
+            for env, env_steps in enumerate(record[key]):
+                mask[env, env_steps] = True
+            masks.append(mask)
+        timeline._status, timeline._served, timeline._reset = (list(t.unbind(1)) for t in (status, *masks))
+        timeline.inference_steps = list(record["inference_steps"])
+        return timeline
+
     def as_tensors(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Status codes, served masks and reset masks on the CPU. Shapes: (num_envs, steps) each."""
         return tuple(torch.stack(rows, dim=1).cpu() for rows in (self._status, self._served, self._reset))
 
 
-def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str, title: str = "") -> None:
-    """Save a PNG with one panel per run: envs (rows) by step (columns), coloured by status, with a dot where
-    an env received a chunk, a cross where it was reset, and a tick mark on top for every model call."""
+def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str | IO[bytes], title: str = "") -> None:
+    """Save a PNG (to a path or a binary file) with one panel per run: envs (rows) by step (columns), coloured by
+    status, with a dot where an env received a chunk, a cross where it was reset, and a tick mark on top for every
+    model call."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,6 +109,7 @@ def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str, title: str
     if lines:
         fig.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 1 - 0.2 * max(len(lines), 1) / fig.get_figheight()))
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=120)
+    if isinstance(path, str):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=120, format="png")
     plt.close(fig)

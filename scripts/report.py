@@ -1,0 +1,33 @@
+"""Rebuild the HTML report of an evaluation from its run log alone (``eval.py --report DIR`` writes both).
+
+Examples::
+
+    tools/run.sh python scripts/report.py outputs/report/episodes.jsonl
+    tools/run.sh python scripts/report.py shared/episodes.jsonl --output /tmp/report.html
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from isaaclab_suspend import cli  # light: Isaac Lab is imported after parsing, where it is used
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("log", type=cli.existing_file, help="run log (episodes.jsonl of eval.py --report DIR)")
+    parser.add_argument("--output", default=None, help="HTML page (default: report.html beside the log)")
+    args = parser.parse_args(argv)
+    cli.check_output_args(parser, args, "output")
+    return args
+
+
+def main(args: argparse.Namespace) -> None:
+    from isaaclab_suspend.policies.evaluation import EvalReportCfg, write_report
+
+    print(f"Report: {write_report(EvalReportCfg(log_path=args.log, output_path=args.output))}")  # a bad log: one line
+
+
+if __name__ == "__main__":
+    sys.exit(cli.run(main, parse_args()))

@@ -1,0 +1,146 @@
+"""``eval.py --report DIR``: the page's numbers are the printed table's, it renders in a real browser (headless
+Chromium) with no console error and shows the headline numbers of its log, and ``scripts/report.py`` rebuilds it
+from the log alone."""
+
+import html
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import browser
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _script(name: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    """The issue's command, ``eval.py --compare any,global_clock --desync --report DIR``, on 8 envs for 420 steps
+    (Cartpole's episodes last 300: every env ends its cut-short first one and most end a full one)."""
+    directory = tmp_path_factory.mktemp("report") / "report"
+    run = _script("eval.py", "--compare", "any,global_clock", "--desync", "--report", str(directory), "--num_envs", "8",
+                  "--steps", "420", "--timeline", "")
+    assert run.returncode == 0, run.stderr[-3000:]
+    return directory, run.stdout
+
+
+def _log(directory) -> tuple[dict, dict]:
+    lines = [json.loads(line) for line in open(directory / "episodes.jsonl")]
+    schedules = {r["schedule"]: r for r in lines if r["record"] == "schedule"}
+    for name, schedule in schedules.items():
+        schedule["episodes"] = [r for r in lines if r["record"] == "episode" and r["schedule"] == name]
+    return next(r for r in lines if r["record"] == "run"), schedules
+
+
+def test_report_figures_equal_the_printed_table(report):
+    directory, stdout = report
+    assert f"Report (open it in a browser): {directory / 'report.html'}" in stdout
+    page = (directory / "report.html").read_text()
+    cells = {(m["schedule"], m["figure"]): html.unescape(m["value"]) for m in re.finditer(
+        r'<td data-figure="(?P<figure>\w+)" data-schedule="(?P<schedule>\w+)">(?P<value>[^<]*)</td>', page)}
+    rows = re.findall(r"^\| (\w+) +\|(.*)\|$", stdout, re.MULTILINE)
+    assert len(rows) > 15, stdout
+    for figure, values in rows[1:]:  # the first row is the header: figure | any | global_clock
+        for schedule, value in zip(("any", "global_clock"), values.split("|")):
+            assert cells[(schedule, figure)] == value.strip(), (schedule, figure)
+    headline = {(m["schedule"], m["figure"]): m["value"] for m in re.finditer(
+        r'<td data-schedule="(?P<schedule>\w+)" data-figure="(?P<figure>\w+)">(?P<value>[^<]*)</td>', page)}
+    for (schedule, figure), value in headline.items():
+        assert value.split(" ")[0] == cells[(schedule, figure)], (schedule, figure, value)
+    assert {figure for _, figure in headline} >= {"success_rate", "inference_calls", "calls_per_1000_steps",
+                                                 "active_env_steps_per_s", "suspended_env_steps", "episodes_scored"}
+    # the log's episodes are the table's
+    _, schedules = _log(directory)
+    for name, schedule in schedules.items():
+        episodes = schedule["episodes"]
+        assert len(episodes) == int(cells[(name, "episodes_scored")]) > 0
+        assert f"{sum(e['success'] for e in episodes) / len(episodes):.3f}" == cells[(name, "success_rate")]
+
+
+def _wilson(wins: int, n: int) -> str:
+    z = 1.96
+    p = wins / n
+    centre, half = p + z * z / (2 * n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return f"[{max((centre - half) / (1 + z * z / n), 0):.3f}, {min((centre + half) / (1 + z * z / n), 1):.3f}]"
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_report_renders_in_chromium_with_the_logs_headline(report):
+    directory, _ = report
+    shown = browser.render(str(directory / "report.html"))
+    assert shown.errors == [] and shown.images == 2 and shown.broken_images == 0, shown
+    run, schedules = _log(directory)
+    assert run["header"] in shown.text and "Fairness" in shown.text and "Provenance" in shown.text
+    for name, schedule in schedules.items():
+        figures, episodes = schedule["figures"], schedule["episodes"]
+        wins = sum(e["success"] for e in episodes)
+        row = re.search(rf"^{name}\t(.*)$", shown.text, re.MULTILINE)[1].split("\t")
+        assert row[0] == f"{wins / len(episodes):.3f}"
+        assert row[1] == f"{wins / len(episodes):.3f} {_wilson(wins, len(episodes))}"
+        assert row[2].startswith(f"{len(episodes)} (")
+        assert row[4:6] == [str(figures["inference_calls"]), f"{figures['calls_per_1000_steps']:.1f}"]
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert commit and commit in shown.text
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_the_browser_check_sees_console_errors_and_broken_images(tmp_path):
+    page = tmp_path / "bad.html"
+    page.write_text('<p>x</p><img src="data:image/png;base64,AAAA"><script>console.error("boom")</script>')
+    shown = browser.render(str(page))
+    assert shown.broken_images == 1 and any("boom" in e for e in shown.errors), shown
+
+
+def test_report_script_rebuilds_the_page_from_the_log_alone(report, tmp_path):
+    directory, _ = report
+    log = tmp_path / "episodes.jsonl"
+    log.write_text((directory / "episodes.jsonl").read_text())  # the log alone, elsewhere
+    run = _script("report.py", str(log))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip() == f"Report: {tmp_path / 'report.html'}"
+    assert (tmp_path / "report.html").read_text() == (directory / "report.html").read_text()
+
+
+def test_report_that_is_a_file_is_refused_before_the_run(tmp_path):
+    existing = tmp_path / "report.html"
+    existing.write_text("kept")
+    run = _script("eval.py", "--report", str(existing), "--steps", "16")
+    assert run.returncode == 2 and "--report" in run.stderr and "is a file: give a folder" in run.stderr, run.stderr
+    assert existing.read_text() == "kept" and "Traceback" not in run.stderr
+
+
+def test_report_script_refuses_an_episode_log_in_one_line(tmp_path):
+    log = tmp_path / "episodes.jsonl"
+    log.write_text('{"env_id": 0, "episode": 0, "success": true, "length": 300}\n')
+    run = _script("report.py", str(log))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
+    assert "is not a run log record" in run.stderr and "Traceback" not in run.stderr
+
+
+@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_camera_task_report_shows_frames_of_its_episodes(tmp_path):
+    """On a camera task the log keeps a strip of the scene camera's frames of a few episodes of the first envs,
+    each within its episode, and the page shows them."""
+    run = _script("eval.py", "--task", "Isaac-PushCube-Camera-Suspendable", "--num_envs", "2", "--steps", "300",
+                  "--desync", "--chunk", "8", "--report", str(tmp_path), "--timeline", "")
+    assert run.returncode == 0, run.stderr[-3000:]
+    _, schedules = _log(tmp_path)
+    strips = schedules["global_clock"]["frames"]
+    assert strips and all(s["camera"] == "scene_camera" and len(s["steps"]) >= 3 for s in strips), strips
+    for strip in strips:
+        episode = next(e for e in schedules["global_clock"]["episodes"]
+                       if (e["env_id"], e["episode"]) == (strip["env_id"], strip["episode"]))
+        assert strip["success"] == episode["success"] and 0 <= min(strip["steps"])
+        assert max(strip["steps"]) < episode["length"] + episode["suspended_steps"]
+    shown = browser.render(str(tmp_path / "report.html"))
+    assert shown.errors == [] and shown.broken_images == 0 and shown.images == 2 + len(strips), shown
+    assert "Episodes seen by the camera" in shown.text and "scene_camera at steps" in shown.text
