@@ -11,10 +11,15 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+import pytest
 from websockets.sync.client import connect
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 """The browser (None where it is not installed; .ci/run installs Debian's package)."""
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None and not os.environ.get("CI"),
+    reason="needs Debian's chromium (apt-get install chromium; .ci/run installs it, and in CI its absence fails)")
+"""Marks a browser test: skipped on a developer machine without Chromium, run (and failing) in CI without it."""
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
          "--disable-sync", "--no-first-run", "--hide-scrollbars")
 

@@ -73,7 +73,7 @@ def _wilson(wins: int, n: int) -> str:
     return f"[{max((centre - half) / (1 + z * z / n), 0):.3f}, {min((centre + half) / (1 + z * z / n), 1):.3f}]"
 
 
-@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+@browser.needs_chromium
 def test_report_renders_in_chromium_with_the_logs_headline(report):
     directory, _ = report
     shown = browser.render(str(directory / "report.html"))
@@ -92,7 +92,7 @@ def test_report_renders_in_chromium_with_the_logs_headline(report):
     assert commit and commit in shown.text
 
 
-@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+@browser.needs_chromium
 def test_the_browser_check_sees_console_errors_and_broken_images(tmp_path):
     page = tmp_path / "bad.html"
     page.write_text('<p>x</p><img src="data:image/png;base64,AAAA"><script>console.error("boom")</script>')
@@ -126,7 +126,7 @@ def test_report_script_refuses_an_episode_log_in_one_line(tmp_path):
     assert "is not a run log record" in run.stderr and "Traceback" not in run.stderr
 
 
-@pytest.mark.skipif(browser.CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+@browser.needs_chromium
 def test_camera_task_report_shows_frames_of_its_episodes(tmp_path):
     """On a camera task the log keeps a strip of the scene camera's frames of a few episodes of the first envs,
     each within its episode, and the page shows them."""
