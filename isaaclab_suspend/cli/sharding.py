@@ -13,6 +13,7 @@ import json
 import os
 
 from ..datasets.shards import Shard
+from ..names import MAX_SEED
 from .distributed import apply_launch
 
 
@@ -24,6 +25,9 @@ def apply_shard(parser: argparse.ArgumentParser, args: argparse.Namespace, files
     args.shard = args.shard or Shard()
     apply_launch(parser, args)
     if args.seed is not None:
+        if args.shard.seed(args.seed) > MAX_SEED:
+            parser.error(f"--seed {args.seed}: shard {args.shard.index} would run with seed {args.shard.seed(args.seed)}"
+                         f" (seed + shard), past the largest seed {MAX_SEED}")
         args.seed = args.shard.seed(args.seed)
     for name in files:
         if getattr(args, name):
