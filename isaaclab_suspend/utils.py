@@ -119,8 +119,9 @@ def make_env_cfg(
             check_form(override, overrides_are_data)
         with quieted():
             base = _parse_env_cfg(task, device, selectors)  # the task's cfg with the presets the overrides pick
-            kitless = [] if selectors or isinstance(base.sim.physics, NewtonCfg) else [f"presets={KITLESS_PHYSICS_PRESET}"]
-            if kitless:
+            kitless = []
+            if not selectors and not isinstance(base.sim.physics, NewtonCfg):  # PhysX needs Isaac Sim
+                kitless = [f"presets={KITLESS_PHYSICS_PRESET}"]
                 base = _parse_env_cfg(task, device, kitless)
             if overrides_are_data:
                 check_data_overrides(base, given)

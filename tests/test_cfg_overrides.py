@@ -118,7 +118,8 @@ PARSE_ERRORS = [
     ("eval", ["--planner_cfg", "action_limit=-1"], "CartpoleLQRCfg.action_limit is a magnitude (default 4.0)"),
     ("eval", ["--task", "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable", "--planner_cfg", "grasp_noise=-1"],
      "grasp_noise must be a finite number >= 0, got -1.0"),
-    ("record", ["--task", "Isaac-PushCube-Suspendable", "--planner_cfg", "dt=0"], "dt must be a finite number in (0, 1]"),
+    ("record", ["--task", "Isaac-PushCube-Suspendable", "--planner_cfg", "dt=0"],
+     "dt must be a finite number in (0, 1]"),
     # seeds: numpy's range, at parse time, and the seed is --seed (an env.seed= override was silently replaced)
     ("eval", ["--seed", str(2**32)], f"argument --seed: {2**32} is out of range: must be in [0, 4294967295]"),
     ("record", ["--seed", str(2**64)], "argument --seed: 18446744073709551616 is out of range"),
@@ -142,7 +143,8 @@ def test_audit_runs_with_its_seed(monkeypatch, capsys):
     import isaaclab_suspend.suspension.audit as audit
 
     seen = []
-    monkeypatch.setattr(audit, "audit_suspension", lambda cfg, actions: seen.append(cfg) or SimpleNamespace(passed=True))
+    audited = SimpleNamespace(passed=True)
+    monkeypatch.setattr(audit, "audit_suspension", lambda cfg, actions: seen.append(cfg) or audited)
     assert load_script("audit_suspension").main(["--task", TASK, "--seed", str(2**32 - 1)]) == 0
     assert [cfg.seed for cfg in seen] == [2**32 - 1]
 
