@@ -22,6 +22,8 @@ SO101_ROBOT = "so101_follower"
 """``export_lerobot.py --robot`` value for the SO-101 (LeRobot's robot config type)."""
 MAX_REPLAY_ENVS = 16384
 """Most envs a replay builds."""
+MAX_SEED = 2**32 - 1
+"""Largest seed: Isaac Lab seeds numpy with the env's seed, which takes seeds below 2**32."""
 TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
 """Environment variable a :class:`~isaaclab_suspend.serving.RemoteChunkModel` (and ``serve_policy.py``) reads the
 shared token from when its cfg names none."""

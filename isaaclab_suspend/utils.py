@@ -25,6 +25,7 @@ from isaaclab_newton.physics import NewtonCfg
 
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.assets.asset_map import localize_scene
+from isaaclab_suspend.cfg_overrides import SELECTOR_KEYS, check_data_overrides, check_form, check_overrides
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
 from isaaclab_suspend.names import CFG_OVERRIDES_ATTR
 from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_linesearch_notice
@@ -74,42 +75,30 @@ KITLESS_PHYSICS_PRESET = "newton_mjwarp"
 
 
 def _parse_env_cfg(task: str, device: str, overrides: list[str]):
-    """Isaac Lab's ``parse_env_cfg``; an override that does not fit the task's cfg is a ``ValueError`` naming it."""
+    """Isaac Lab's ``parse_env_cfg``; an override that does not fit the task's cfg is a one-line ``ValueError``
+    naming it."""
     try:
         return parse_env_cfg(task, device=device, overrides=overrides)
     except Exception as err:  # Hydra's errors for a key the cfg lacks or a value it cannot take vary in type
         if not overrides:
             raise
-        raise ValueError(f"{task}: the cfg overrides {' '.join(overrides)} do not apply ({type(err).__name__}: {err})."
+        reason = str(err).strip().splitlines()[0] if str(err).strip() else ""  # Isaac Lab lists the presets below
+        raise ValueError(f"the cfg overrides {' '.join(overrides)} do not apply ({type(err).__name__}: {reason})."
                          " Each is env.<field of the task's cfg>=VALUE or presets=NAME.") from None
 
 
-def _cfg_field(cfg, path: list[str]):
-    """The value at ``path`` in a cfg (attributes or dict keys), or None where it has none."""
-    for name in path:
-        cfg = cfg.get(name) if isinstance(cfg, dict) else getattr(cfg, name, None)
-    return cfg
-
-
-def _check_override_types(task: str, cfg, base, overrides: list[str]) -> None:
-    """Raise if an ``env.KEY=VALUE`` override left a text where ``base`` (the cfg without them) has a number: Isaac
-    Lab would fail on it deep inside the env's construction."""
-    for override in overrides:
-        key, _, value = override.partition("=")
-        if not key.startswith("env."):
-            continue
-        old, new = _cfg_field(base, key.split(".")[1:]), _cfg_field(cfg, key.split(".")[1:])
-        if isinstance(old, (int, float)) and not isinstance(old, bool) and isinstance(new, str):
-            raise ValueError(f"{task}: the cfg override {override}: {key[4:]} is a number"
-                             f" ({type(old).__name__}, {old!r}), got '{value}'.")
-
-
 def make_env_cfg(
-    task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False, **attrs
+    task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False,
+    overrides_are_data: bool = False, **attrs
 ):
     """``parse_env_cfg`` for ``task`` with ``num_envs`` envs, made to open kitless; ``attrs`` set dotted cfg fields
     (e.g. ``seed=3``). A total contact buffer the cfg sizes for its own number of envs is scaled to ``num_envs``
     (:func:`~isaaclab_suspend.tasks.physics_cfg.scale_contact_buffer`).
+
+    ``overrides`` are checked before they reach Hydra and after (:mod:`isaaclab_suspend.cfg_overrides`): a user's
+    must make sense (supported forms, finite numbers, durations and sizes in range); with ``overrides_are_data``
+    (a file's, e.g. a dataset's ``env_args.cfg_overrides``) each may also only set a number or a boolean the task's
+    cfg (with the file's presets) has.
 
     Kitless: a task whose default physics is PhysX gets :data:`KITLESS_PHYSICS_PRESET` (unless ``overrides`` pick a
     preset), and the scene's assets on NVIDIA's asset server are pointed at their local files
@@ -119,18 +108,27 @@ def make_env_cfg(
     value set through ``attrs`` is kept, and :func:`open_env` refuses it before building the env).
 
     Raises:
-        ValueError: If ``task`` is not a registered gym id, or an override does not fit its cfg.
+        ValueError: If ``task`` is not a registered gym id, or an override is refused or does not fit its cfg
+            (one line, prefixed with the task).
     """
     task = resolve_task_id(task)
-    overrides, given = list(overrides), list(overrides)
-    with quieted():
-        cfg = _parse_env_cfg(task, device, overrides)
-        if given:
-            _check_override_types(task, cfg, parse_env_cfg(task, device=device), given)
-        picks_physics = any(o.split("=")[0] in ("presets", "physics") for o in overrides)
-        if not isinstance(cfg.sim.physics, NewtonCfg) and not picks_physics:
-            overrides.append(f"presets={KITLESS_PHYSICS_PRESET}")
-            cfg = _parse_env_cfg(task, device, overrides)
+    given = list(overrides)
+    selectors = [o for o in given if o.partition("=")[0] in SELECTOR_KEYS]
+    try:
+        for override in given:
+            check_form(override, overrides_are_data)
+        with quieted():
+            base = _parse_env_cfg(task, device, selectors)  # the task's cfg with the presets the overrides pick
+            kitless = []
+            if not selectors and not isinstance(base.sim.physics, NewtonCfg):  # PhysX needs Isaac Sim
+                kitless = [f"presets={KITLESS_PHYSICS_PRESET}"]
+                base = _parse_env_cfg(task, device, kitless)
+            if overrides_are_data:
+                check_data_overrides(base, given)
+            cfg = _parse_env_cfg(task, device, given + kitless) if len(given) > len(selectors) else base
+            check_overrides(base, cfg, given)
+    except ValueError as err:
+        raise ValueError(f"{task}: {err}") from None
     setattr(cfg, CFG_OVERRIDES_ATTR, given)
     if num_envs is not None:
         scale_contact_buffer(cfg.sim.physics, num_envs / cfg.scene.num_envs)

@@ -46,14 +46,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--planner", action="store_true",
                         help="drive each env with the task's embedded chunk model instead of a sine sweep")
     parser.add_argument("--device", type=cli.device, default="cpu")
+    parser.add_argument("--seed", type=cli.env_seed, default=42, help="seed of both runs, in [0, 2**32)")
     parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
                         help="Isaac Lab cfg presets, e.g. newton_featherstone (as the other scripts take them)")
     parser.add_argument("--unfrozen", nargs="*", default=[], help="parts left unfrozen (SuspendCfg.unfrozen_parts)")
     parser.add_argument("--shared_rng", action="store_true",
                         help="draw from Isaac Lab's one shared generator instead of per-env random streams")
     cli.add_quiet_arg(parser)
-    parser.add_argument("overrides", nargs="*", type=cli.cfg_override, metavar="env.KEY=VALUE",
-                        help="Hydra overrides of the task cfg, e.g. env.events.randomize_joint_state.params.std=0.2")
+    parser.add_argument("overrides", nargs="*", type=cli.env_override, metavar="env.KEY=VALUE",
+                        help="Hydra overrides of the task cfg, e.g. env.events.randomize_joint_state.params.std=0.2"
+                             " (the seed is --seed)")
     args = parser.parse_args(argv)
     from isaaclab_suspend.policies.embedded import planner_actions
     from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
@@ -61,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
 
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, windows=args.windows, device=args.device,
-                             unfrozen=list(args.unfrozen), overrides=cli.env_overrides(args),
+                             seed=args.seed, unfrozen=list(args.unfrozen), overrides=cli.env_overrides(args),
                              per_env_random=not args.shared_rng)
     try:
         cfg.check()

@@ -71,7 +71,10 @@ def replay(args: argparse.Namespace) -> int:
         demos = {name: reader.load(name, "cpu") for name in names}
         num_envs = args.num_envs or reader.recorded_num_envs or 16
         check_replay_fits(num_envs, demos, "--num_envs" if args.num_envs else f"'{reader.path}' (sim_args.num_envs)")
-        cfg = make_replay_env_cfg(task, num_envs, args.device, not args.shared_rng, reader.cfg_overrides)
+        try:  # the file's cfg overrides are data: checked before the env is built
+            cfg = make_replay_env_cfg(task, num_envs, args.device, not args.shared_rng, reader.cfg_overrides)
+        except ValueError as err:
+            raise DatasetError(f"'{reader.path}': {err}") from None
         with open_env(task, cfg=cfg) as env:  # an error inside is re-raised after the launcher closed, no traceback
             replayer = (ImageCheckingReplayer if args.check_images else DatasetReplayer)(env, reader, list(demos), demos)
             for warning in replay_warnings(replayer, reader, num_envs):

@@ -16,11 +16,13 @@ from isaaclab_suspend.utils import open_env
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def record_chunk_demos(directory: str, task: str, episode_starts: list[int], steps: int) -> str:
+def record_chunk_demos(directory: str, task: str, episode_starts: list[int], steps: int,
+                       overrides: tuple[str, ...] = ()) -> str:
     """Record ``steps`` steps of ``task``'s embedded chunk model (H = 8, ``global_clock``) with one env per entry
-    of ``episode_starts`` (the episode step each env starts at); returns the path of ``<directory>/<task>.hdf5``."""
+    of ``episode_starts`` (the episode step each env starts at), its cfg made with ``overrides``; returns the path
+    of ``<directory>/<task>.hdf5``."""
     recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=str(directory), dataset_filename=task)
-    with open_env(task, len(episode_starts), recorders=recorders) as env:
+    with open_env(task, len(episode_starts), overrides=overrides, recorders=recorders) as env:
         policy = ActionChunkingPolicy(make_default_model(task, 8), env, chunk_length=8, schedule="global_clock")
         obs, _ = env.reset()
         env.episode_length_buf[:] = torch.tensor(episode_starts)

@@ -48,7 +48,7 @@ CASES = [
     ("eval", ["--num_envs", "-1"], "argument --num_envs: -1 is out of range"),
     ("eval", ["--steps", "0"], "argument --steps: 0 is out of range"),
     ("eval", ["--steps", "-5"], "argument --steps: -5 is out of range"),
-    ("eval", ["--seed", "-1"], "argument --seed: -1 is out of range: must be >= 0"),
+    ("eval", ["--seed", "-1"], "argument --seed: -1 is out of range: must be in [0, 4294967295]"),
     ("eval", ["--latency", "garbage"], "Cannot parse latency 'garbage'"),
     ("eval", ["--latency", "-0.2"], "Latencies must be finite and >= 0"),
     ("eval", ["--refill_threshold", "-1"],

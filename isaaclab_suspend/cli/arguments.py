@@ -13,7 +13,8 @@ import math
 import os
 from collections.abc import Callable
 
-from ..names import AGGREGATOR_NAMES, SCHEDULE_NAMES
+from ..cfg_overrides import Bound, check_form
+from ..names import AGGREGATOR_NAMES, MAX_SEED, SCHEDULE_NAMES
 
 DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
 """The task when neither ``--task`` nor the policy names one."""
@@ -23,27 +24,20 @@ POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
 """``--policy`` choices (see :mod:`.policy`); ``random`` is for recording only."""
 
 
-def _bound(value: float) -> str:
-    return f"{value:g}"
-
-
 def _number(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], int | float]:
     """An argparse type: ``kind(text)``, finite and within ``[low, high]`` (``(low, high]`` with ``low_open``).
 
     A bad value is a one-line usage error naming the range, e.g. ``0 is out of range: must be >= 1``.
     """
-    if high == math.inf:
-        bounds = f"{'>' if low_open else '>='} {_bound(low)}"
-    else:
-        bounds = f"in {'(' if low_open else '['}{_bound(low)}, {_bound(high)}]"
-    what = f"must be {'a finite number ' if kind is float else ''}{bounds}"
+    bound = Bound(low, high, low_open, integer=kind is int)
+    what = f"must be {'a finite number ' if kind is float else ''}{bound.range_text()}"
 
     def parse(text: str) -> int | float:
         try:
             value = kind(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"'{text}' is not {'an integer' if kind is int else 'a number'}") from None
-        if not (low <= value <= high) or (low_open and value == low) or (kind is float and not math.isfinite(value)):
+        if not bound.holds(value):
             raise argparse.ArgumentTypeError(f"{text} is out of range: {what}")
         return value
 
@@ -69,6 +63,8 @@ non_negative_float = float_in(0.0)
 """A finite float >= 0."""
 fraction = float_in(0.0, 1.0)
 """A float in [0, 1]."""
+env_seed = int_in(0, MAX_SEED)
+"""A seed: an integer in [0, 2**32 - 1] (Isaac Lab seeds numpy with it)."""
 
 
 def existing_file(text: str) -> str:
@@ -134,6 +130,16 @@ def _cfg_override(text: str) -> str:
     return text
 
 
+def _env_override(text: str) -> str:
+    """A user's ``env.KEY=VALUE`` or ``presets=NAME``, in a form this package applies
+    (:func:`~isaaclab_suspend.cfg_overrides.check_form`); the seed is ``--seed``."""
+    _cfg_override(text)
+    check_form(text)
+    if text.partition("=")[0] == "env.seed":
+        raise ValueError(f"'{text}': set the seed with --seed (it seeds the env and the policy)")
+    return text
+
+
 def _suspension_window(text: str) -> tuple[int, int, int]:
     parts = text.split(":")
     if len(parts) != 3 or not all(p.isdigit() for p in parts):
@@ -185,10 +191,10 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
     add_import_arg(parser)
     parser.add_argument("--num_envs", type=positive_int, default=num_envs, help="parallel envs")
     parser.add_argument("--device", type=device, default="cpu", help="simulation and policy device")
-    parser.add_argument("--seed", type=non_negative_int, default=seed, help="env (and policy) seed")
+    parser.add_argument("--seed", type=env_seed, default=seed, help="env (and policy) seed, in [0, 2**32)")
     parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
                         help="Isaac Lab cfg presets, e.g. newton_featherstone (default: the task's, newton_mjwarp)")
-    parser.add_argument("overrides", nargs="*", type=cfg_override, metavar="env.KEY=VALUE",
+    parser.add_argument("overrides", nargs="*", type=env_override, metavar="env.KEY=VALUE",
                         help="Hydra overrides of the task cfg, as Isaac Lab's scripts take them, e.g."
                              " env.events.randomize_joint_state.params.std=0.2")
     if desync:
@@ -317,6 +323,8 @@ def _schedules(text: str) -> list[str]:
 
 
 cfg_override = _parsed_by(_cfg_override, "cfg override", keep_text=True)
-"""``KEY=VALUE``: a Hydra override of the task cfg."""
+"""``KEY=VALUE``: an override of a cfg's field (``--planner_cfg``)."""
+env_override = _parsed_by(_env_override, "cfg override", keep_text=True)
+"""``env.KEY=VALUE`` or ``presets=NAME``: a Hydra override of the task cfg, in a form this package applies."""
 schedules = _parsed_by(_schedules, "comma-separated schedules", keep_text=False)
 """A comma-separated list of known chunk schedules."""

@@ -13,6 +13,7 @@ import json
 import os
 
 from ..datasets.shards import Shard
+from ..names import MAX_SEED
 from .distributed import apply_launch
 
 
@@ -24,7 +25,11 @@ def apply_shard(parser: argparse.ArgumentParser, args: argparse.Namespace, files
     args.shard = args.shard or Shard()
     apply_launch(parser, args)
     if args.seed is not None:
-        args.seed = args.shard.seed(args.seed)
+        seed = args.shard.seed(args.seed)
+        if seed > MAX_SEED:
+            parser.error(f"--seed {args.seed}: shard {args.shard.index} would run with seed {seed} (seed + shard), past"
+                         f" the largest seed {MAX_SEED}")
+        args.seed = seed
     for name in files:
         if getattr(args, name):
             setattr(args, name, args.shard.path(getattr(args, name)))

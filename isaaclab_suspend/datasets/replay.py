@@ -28,14 +28,15 @@ def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_r
     """The cfg of ``task`` for replay: no terminations, no rewards, no recorders and no interval events; per-env random streams
     (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`) where the task has a suspend cfg, unless not
     ``per_env_random``; ``overrides`` are the Hydra overrides the recording's cfg was made with
-    (:attr:`~isaaclab_suspend.datasets.DatasetReader.cfg_overrides`).
+    (:attr:`~isaaclab_suspend.datasets.DatasetReader.cfg_overrides`), checked as data: each may only set a number or
+    a boolean the task's cfg has, within range (:mod:`isaaclab_suspend.cfg_overrides`; a ``ValueError`` otherwise).
 
     The replay decides when episodes end (when their actions run out), and interval events would draw new
     random pushes; the recorded ones are re-applied from the dataset's pre-step states instead. Rewards go too:
     the replay compares states, and a reward of a termination term (Isaac Lab's ``is_terminated_term``) cannot be
     built without the terms.
     """
-    cfg = make_env_cfg(task, num_envs, device, overrides)
+    cfg = make_env_cfg(task, num_envs, device, overrides, overrides_are_data=True)
     if hasattr(cfg, "suspend"):
         cfg.suspend.per_env_random = per_env_random
     cfg.terminations = {}

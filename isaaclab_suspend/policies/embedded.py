@@ -15,6 +15,7 @@ import torch
 
 from isaaclab.utils.string import string_to_callable
 
+from ..cfg_overrides import check_planner_field
 from ..tensor_tree import select_rows
 from .model import ChunkModel
 
@@ -49,7 +50,8 @@ def make_default_model(task: str, chunk_length: int, overrides: Sequence[str] = 
 
 
 def _override(cfg, override: str) -> None:
-    """Set the field ``KEY`` of ``cfg`` to ``VALUE`` (``override``), read as the type of its default."""
+    """Set the field ``KEY`` of ``cfg`` to ``VALUE`` (``override``), read as the type of its default and in its range
+    (:func:`~isaaclab_suspend.cfg_overrides.check_planner_field`)."""
     key, _, text = override.partition("=")
     fields = [name for name in cfg.to_dict() if name not in ("class_type", "chunk_length")]
     if key == "chunk_length":
@@ -67,6 +69,8 @@ def _override(cfg, override: str) -> None:
         value = None
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         raise ValueError(f"planner override '{override}': '{key}' is {type(old).__name__} ({old!r}), got '{text}'")
+    if not isinstance(value, str):
+        check_planner_field(type(cfg).__name__, key, old, value)
     setattr(cfg, key, value)
 
 

@@ -24,6 +24,7 @@ from isaaclab.utils import configclass
 
 from .frozen_rows import bits
 from .suspension_manager import PARTS
+from ..names import MAX_SEED
 from ..utils import open_env
 
 
@@ -61,6 +62,10 @@ class SuspensionAuditCfg:
         """Raise a ``ValueError`` saying which setting is out of range."""
         if self.num_envs < 2 or not 0 <= self.env < self.num_envs:
             raise ValueError(f"need num_envs >= 2 and 0 <= env < num_envs (got {self.num_envs}, {self.env}).")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed {self.seed} is out of range: must be in [0, {MAX_SEED}].")
+        if any(override.partition("=")[0] == "env.seed" for override in self.overrides):
+            raise ValueError("the audit's seed is its seed setting (--seed), not an env.seed= override.")
         if set(self.unfrozen) - set(PARTS):
             raise ValueError(f"unknown unfrozen parts {sorted(set(self.unfrozen) - set(PARTS))}; known: {list(PARTS)}.")
         for env, at, steps in self.all_windows:

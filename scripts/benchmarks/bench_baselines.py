@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--num_envs", type=cli.positive_int, default=16)
     parser.add_argument("--steps", type=cli.positive_int, default=900, help="env steps per policy")
-    parser.add_argument("--seed", type=cli.non_negative_int, default=0)
+    parser.add_argument("--seed", type=cli.env_seed, default=0)
     args = parser.parse_args(argv)
     import torch
 

@@ -78,7 +78,7 @@ def main() -> None:
     parser.add_argument("--num_envs", type=cli.positive_int, default=16)
     parser.add_argument("--steps", type=cli.positive_int, default=600)
     parser.add_argument("--chunk", type=cli.positive_int, default=16)
-    parser.add_argument("--seed", type=cli.non_negative_int, default=42)
+    parser.add_argument("--seed", type=cli.env_seed, default=42)
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as out_dir:

@@ -43,7 +43,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="chunk policy checkpoint of scripts/train_chunk_policy.py to use as the expert (recorded"
                              " with record.py --policy bc; its task must be --task and its H --chunk); default: the"
                              " task's embedded chunk model")
-    parser.add_argument("--seed", type=cli.non_negative_int, default=42, help="seed of the recordings and of the evaluations")
+    parser.add_argument("--seed", type=cli.env_seed, default=42, help="seed of the recordings and of the evaluations")
     parser.add_argument("--train_seeds", type=cli.non_negative_int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))
     parser.add_argument("--camera", default=None, help="train image chunk policies on this camera's frames (camera tasks)")

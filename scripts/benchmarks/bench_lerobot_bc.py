@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--episodes", type=cli.positive_int, default=64, help="demos trained on (held equal)")
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the expert; ACT's chunk_size and"
                         " n_action_steps")
-    parser.add_argument("--seed", type=cli.non_negative_int, default=42, help="seed of the recordings and evaluations")
+    parser.add_argument("--seed", type=cli.env_seed, default=42, help="seed of the recordings and evaluations")
     parser.add_argument("--steps", type=cli.positive_int, default=2000, help="lerobot-train steps per run")
     parser.add_argument("--batch_size", type=cli.positive_int, default=8)
     parser.add_argument("--act", nargs="*", default=["--policy.dim_model=256", "--policy.dim_feedforward=1024",

@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="env cfg fields to set (nested with '__'), e.g. episode_length_s=2.0"
                              " commands__target__x_range='(0.6, 0.8)'")
     parser.add_argument("--no_desync", action="store_true", help="start all episodes at step 0")
-    parser.add_argument("--seed", type=cli.non_negative_int, default=42)
+    parser.add_argument("--seed", type=cli.env_seed, default=42)
     parser.add_argument("--repeats", type=cli.positive_int, default=1,
                         help="runs per schedule, interleaved round-robin; the table shows the run with the median"
                              " useful env-steps/s and the range over the repeats")

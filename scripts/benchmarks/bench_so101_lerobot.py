@@ -38,7 +38,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--episodes", type=cli.positive_int, default=100, help="successful demos per schedule")
     parser.add_argument("--num_envs", type=cli.positive_int, default=10, help="envs of the recordings")
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the planner and of ACT")
-    parser.add_argument("--seed", type=cli.non_negative_int, default=1, help="seed of the recordings")
+    parser.add_argument("--seed", type=cli.env_seed, default=1, help="seed of the recordings")
     parser.add_argument("--start_std", type=cli.non_negative_float, default=0.0, help="see above (0: none) [rad]")
     parser.add_argument("--cameras", action="store_true", help="record on the camera variant (see above)")
     parser.add_argument("--planner_cfg", action="append", default=[], metavar="KEY=VALUE",
