@@ -23,6 +23,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..datasets import DatasetError, DatasetReader
+from ..datasets.reader import check_values
 from ..names import VCODECS
 from . import so101
 from .lerobot_layout import (
@@ -40,6 +41,11 @@ IMAGE_GROUP = "images"
 NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin", "joint_targets")
 """Demo members left out: those that describe the scene for a replay, not a frame, and the joint targets (the
 action in joint space: the ``action`` of a robot's export)."""
+EXPORT_COPIES = 3.0
+"""Bytes the export allocates per byte of a demo it reads, counted in the reader's memory budget: the arrays
+read, their float32 columns, and LeRobot's episode buffer stacking the frames."""
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""Largest magnitude a vector value may have: LeRobot's features are float32 (more turns into inf)."""
 MIN_STEP_DT, MAX_STEP_DT = 1e-4, 60.0
 """Control periods a dataset's ``env_args.step_dt`` may state [s]: 10 kHz to one step a minute (its inverse is
 LeRobot's fps)."""
@@ -121,12 +127,21 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
         try:
             frames = 0
             for name in reader.demo_names:
-                arrays = reader.load_arrays(name, tuple(k for group in keys.values() for k in group))
+                where = f"'{reader.path}', demo '{name}'"
+                arrays = reader.load_arrays(name, tuple(k for group in keys.values() for k in group),
+                                            copies=EXPORT_COPIES)
+                for feature, group in keys.items():
+                    if features[feature]["dtype"] == "float32":  # finite already; float32 holds them
+                        for key in group:
+                            check_values(where, key, arrays[key], FLOAT32_MAX)
                 columns = {feature: _column([arrays[k] for k in group], features[feature])
                            for feature, group in keys.items()}
+                del arrays
                 if sidecar.robot:  # the robot's units (names and widths are the sidecar's already)
-                    columns[STATE_FEATURE] = so101.to_follower(torch.from_numpy(columns[STATE_FEATURE])).numpy()
-                    columns[ACTION_FEATURE] = so101.to_follower(torch.from_numpy(columns[ACTION_FEATURE])).numpy()
+                    for feature in (STATE_FEATURE, ACTION_FEATURE):
+                        joints = torch.from_numpy(columns[feature])
+                        so101.check_joint_limits(joints, f"{where}: '{keys[feature][0]}'")
+                        columns[feature] = so101.to_follower(joints).numpy()
                 length = len(columns[ACTION_FEATURE])
                 for t in range(length):
                     dataset.add_frame({**{f: c[t] for f, c in columns.items()}, "task": sidecar.task})
@@ -253,13 +268,17 @@ def _features(reader: DatasetReader, sidecar: ExportSidecar, keys: dict[str, str
 
 
 def _column(arrays: list, feature: dict) -> np.ndarray:
-    """One demo's samples of a feature as LeRobot takes them: uint8 frames, float32 vectors (the arrays
-    concatenated) with their pad."""
+    """One demo's samples of a feature as LeRobot takes them: uint8 frames, float32 vectors (the arrays side by
+    side, then their pad of zeros) written into one new array."""
     if feature["dtype"] in ("image", "video"):
         return arrays[0].numpy().astype(np.uint8, copy=False)
-    values = np.concatenate([a.numpy().reshape(a.shape[0], -1) for a in arrays], axis=1).astype(np.float32)
-    pad = feature["shape"][0] - values.shape[1]
-    return np.pad(values, ((0, 0), (0, pad))) if pad else values
+    column = np.zeros((arrays[0].shape[0], feature["shape"][0]), np.float32)
+    start = 0
+    for a in arrays:
+        values = a.numpy().reshape(a.shape[0], -1)
+        column[:, start: start + values.shape[1]] = values
+        start += values.shape[1]
+    return column
 
 
 def _task_fps(task: str) -> float:
