@@ -432,7 +432,7 @@ def check_values(where: str, key: str, value: torch.Tensor, bound: float = math.
     Raises:
         DatasetError: Naming the file, demo, key, sample and value.
     """
-    if not value.is_floating_point() and bound == math.inf:
+    if value.numel() == 0 or (not value.is_floating_point() and bound == math.inf):
         return
     rows = value.reshape(value.shape[0] if value.ndim else 1, -1)
     bad = ~(torch.isfinite(rows) & (rows.abs() <= bound))
