@@ -246,7 +246,7 @@ def test_output_under_a_file_names_it(shards, merge, capsys):
 def _frames_shorter_than_the_demo(path):
     with h5py.File(path, "a") as f:  # chunk provenance of 4 steps, 3 frames: was an IndexError traceback
         for name in ("demo_0", "demo_1"):
-            f[f"data/{name}/chunk/call"] = np.array([0, 0, 1, 1])
+            f[f"data/{name}/chunk/call"] = np.array([0, 0, 0, 1])
         del f["data/demo_1/images/scene_camera"]
         f["data/demo_1/images/scene_camera"] = np.zeros((3, 8, 8, 3), np.uint8)
 
