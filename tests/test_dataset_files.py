@@ -311,9 +311,9 @@ def _big_obs(path, mib: int) -> int:
     with h5py.File(path, "a") as f:
         n = f["data/demo_0"].attrs["num_samples"]
         width = mib * 2**20 // (8 * n)
-        obs = f["data/demo_0"].create_dataset("obs", (n, width), "f8", chunks=(1, width), compression="gzip")
-        for t in range(n):
-            obs[t] = 0.0
+        obs = f["data/demo_0"].create_dataset("obs", (n, width), "f8", chunks=(256, width), compression="gzip")
+        for t in range(0, n, 256):
+            obs[t: t + 256] = 0.0
         return obs.size * 8
 
 
@@ -321,12 +321,13 @@ def test_budgets_count_what_is_decoded_and_allocated_and_replay_reads_only_its_m
     """A small file holding a large gzip'd 'obs': replay's loader never reads it (a spy on h5py's reads) and so
     fits a budget smaller than it; the export, which makes float32 columns of it, counts those copies too and
     refuses, in one line with exit status 2, a file whose decoded size fits the budget but whose export would not
-    (was: replay read and counted every member, the export counted the decoded size only)."""
+    (was: replay read and counted every member, the export counted the decoded size only); vectors so wide that
+    LeRobot's statistics alone would not fit are refused before a frame is read."""
     from isaaclab_suspend.datasets import DatasetReader, reader as reader_module
     from isaaclab_suspend.interop.lerobot_export import EXPORT_COPIES
 
-    path = write_dataset(tmp_path / "small.hdf5", lengths=(4,))
-    decoded = _big_obs(path, 16)
+    path = write_dataset(tmp_path / "small.hdf5", lengths=(2048,))
+    decoded = _big_obs(path, 16)  # 1024 columns
     assert os.path.getsize(path) < decoded / 50
     read = []
     for name in ("__getitem__", "__array__", "read_direct"):
@@ -336,12 +337,21 @@ def test_budgets_count_what_is_decoded_and_allocated_and_replay_reads_only_its_m
     monkeypatch.setattr(reader_module, "available_memory_bytes", lambda: decoded)  # a budget of half 'obs'
     with DatasetReader(path) as reader:
         demo = reader.load("demo_0", "cpu")
-    assert demo.num_samples == 4 and read and not [name for name in read if "/obs" in name], read
+    assert demo.num_samples == 2048 and read and not [name for name in read if "/obs" in name], read
     monkeypatch.undo()
     budget = int(decoded * (1 + EXPORT_COPIES) / 2)  # the decoded 'obs' fits, its export's copies do not
     monkeypatch.setattr(reader_module, "available_memory_bytes", lambda: 2 * budget)
     with h5py.File(path, "a") as f:
         f["data"].attrs["env_args"] = json.dumps({"env_name": TASK, "step_dt": 0.02, "sim_args": {"num_envs": 2}})
     status = load_script("export_lerobot").main([path, "--output", str(tmp_path / "lerobot"), "--no_video"])
-    _one_error_line(capsys, status, "demo 'demo_0' needs", f"{EXPORT_COPIES:g} copies", "over the")
+    _one_error_line(capsys, status, "demo 'demo_0' needs", "MiB decoded, with the copies made of it", "over the")
+    assert not os.path.exists(tmp_path / "lerobot")
+    wide = write_dataset(tmp_path / "wide.hdf5", lengths=(4,))
+    with h5py.File(wide, "a") as f:  # 2**14 columns: 1.3 GB of LeRobot's statistics (2**18 took past 15 GB)
+        f["data/demo_0/obs"] = np.zeros((4, 2**14), np.float32)
+        f["data"].attrs["env_args"] = json.dumps({"env_name": TASK, "step_dt": 0.02})
+    monkeypatch.setattr(reader_module, "available_memory_bytes", lambda: 2 * 2**30)
+    status = load_script("export_lerobot").main([wide, "--output", str(tmp_path / "lerobot"), "--no_video"])
+    _one_error_line(capsys, status, "LeRobot's statistics of 16386 vector columns would take 1250 MiB, over the 1024"
+                    " MiB")
     assert not os.path.exists(tmp_path / "lerobot")

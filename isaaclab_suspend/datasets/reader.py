@@ -12,6 +12,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import h5py
@@ -271,10 +272,10 @@ class DatasetReader:
         return episode
 
     def load_arrays(self, name: str, keys: tuple[str, ...], device: str | torch.device = "cpu",
-                    copies: float = 1.0) -> dict[str, torch.Tensor]:
+                    copies: float | Mapping[str, float] = 1.0) -> dict[str, torch.Tensor]:
         """Load only the datasets ``keys`` of one demo (e.g. ``("obs", "actions")`` to learn from it), without
-        its states; ``copies``: the bytes the caller allocates per byte read (e.g. the conversions of an export),
-        counted in the memory budget with the read itself.
+        its states; ``copies``: the bytes allocated per byte read, the read included (e.g. an export's
+        conversions; by key, or one for all), counted in the memory budget.
 
         Returns:
             The tensors by key, each of shape (num_samples, ...).
@@ -404,13 +405,15 @@ def _check_stored(where: str, path: str, dataset: h5py.Dataset) -> None:
                            " is corrupt or crafted.")
 
 
-def _check_fits(where: str, datasets, copies: float = 1.0) -> None:
+def _check_fits(where: str, datasets, copies: float | Mapping[str, float] = 1.0) -> None:
     """Raise if the ``(path, dataset)`` pairs, decoded (their declared sizes, whatever the compression) and
-    allocated ``copies`` times, would not fit in :func:`memory_budget_bytes`."""
-    declared = sum(dataset.size * dataset.dtype.itemsize for _, dataset in datasets)
-    total, budget = math.ceil(declared * copies), memory_budget_bytes()
+    allocated ``copies`` times (by path, or one for all), would not fit in :func:`memory_budget_bytes`."""
+    datasets = [(path, dataset.size * dataset.dtype.itemsize) for path, dataset in datasets]
+    times = copies if isinstance(copies, Mapping) else dict.fromkeys((path for path, _ in datasets), copies)
+    declared = sum(size for _, size in datasets)
+    total, budget = math.ceil(sum(size * times[path] for path, size in datasets)), memory_budget_bytes()
     if total > budget:
-        said = f" ({declared / 2**20:.0f} MiB decoded, {copies:g} copies)" if copies != 1 else ""
+        said = f" ({declared / 2**20:.0f} MiB decoded, with the copies made of it)" if total != declared else ""
         raise DatasetError(
             f"{where} needs {total / 2**20:.0f} MiB of tensors{said}, over the {budget / 2**20:.0f} MiB this"
             " machine can give (half the memory available): the file is corrupt or too large to load here."

@@ -23,7 +23,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..datasets import DatasetError, DatasetReader
-from ..datasets.reader import check_values
+from ..datasets.reader import check_values, memory_budget_bytes
 from ..names import VCODECS
 from . import so101
 from .lerobot_layout import (
@@ -41,9 +41,16 @@ IMAGE_GROUP = "images"
 NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin", "joint_targets")
 """Demo members left out: those that describe the scene for a replay, not a frame, and the joint targets (the
 action in joint space: the ``action`` of a robot's export)."""
-EXPORT_COPIES = 3.0
-"""Bytes the export allocates per byte of a demo it reads, counted in the reader's memory budget: the arrays
-read, their float32 columns, and LeRobot's episode buffer stacking the frames."""
+EXPORT_COPIES = 18.0
+"""Bytes the export allocates per byte of a demo's vectors it reads, counted in the reader's memory budget: the
+arrays read, their float32 columns, LeRobot's frames, episode buffer, statistics and parquet conversion (measured:
+17x the float32 columns of 1024 and 4096 wide vectors, 10000-20000 frames, on top of the statistics' columns)."""
+FRAME_COPIES = 2.0
+"""Bytes the export allocates per byte of a demo's camera frames it reads: the frames read and LeRobot's copy of
+each while it encodes or writes it."""
+STATS_BYTES_PER_COLUMN = 2 * (5000 + 1) * 8
+"""Memory LeRobot's statistics take per column of a vector feature, whatever the number of frames: a 5000-bin
+histogram and its bin edges in float64 (``RunningQuantileStats``' default; 2**18 columns took past 15 GB)."""
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 """Largest magnitude a vector value may have: LeRobot's features are float32 (more turns into inf)."""
 MIN_STEP_DT, MAX_STEP_DT = 1e-4, 60.0
@@ -111,6 +118,12 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             raise DatasetError(f"'{reader.path}' holds no demos.")
         sidecar, keys = _plan(reader, cfg)
         features = _features(reader, sidecar, keys, cfg.use_videos)
+        columns = sum(f["shape"][0] for f in features.values() if f["dtype"] == "float32")
+        if columns * STATS_BYTES_PER_COLUMN > memory_budget_bytes():
+            raise DatasetError(f"'{reader.path}': LeRobot's statistics of {columns} vector columns would take"
+                               f" {columns * STATS_BYTES_PER_COLUMN / 2**20:.0f} MiB, over the"
+                               f" {memory_budget_bytes() / 2**20:.0f} MiB this machine can give (half the memory"
+                               " available): the file is corrupt or its vectors too wide to export here.")
         step_dt = reader.env_args.get("step_dt")
         if step_dt is not None and (type(step_dt) not in (int, float) or not MIN_STEP_DT <= step_dt <= MAX_STEP_DT):
             raise DatasetError(f"'{reader.path}': 'env_args.step_dt' must be a control period from {MIN_STEP_DT:g} to"
@@ -128,8 +141,9 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             frames = 0
             for name in reader.demo_names:
                 where = f"'{reader.path}', demo '{name}'"
-                arrays = reader.load_arrays(name, tuple(k for group in keys.values() for k in group),
-                                            copies=EXPORT_COPIES)
+                copies = {key: EXPORT_COPIES if features[feature]["dtype"] == "float32" else FRAME_COPIES
+                          for feature, group in keys.items() for key in group}
+                arrays = reader.load_arrays(name, tuple(copies), copies=copies)
                 for feature, group in keys.items():
                     if features[feature]["dtype"] == "float32":  # finite already; float32 holds them
                         for key in group:
