@@ -128,8 +128,9 @@ def _vector_file(path, obs: np.ndarray) -> str:
 
 def test_export_refuses_joint_values_no_so101_holds(tmp_path, capsys):
     """Finite but absurd joint values (1e37 rad: inf in degrees; 1e300 in a float64 file: inf in float32, in any
-    export) end the export with one line naming the file, demo, key, joint and sample, exit status 2, nothing written (were
-    written as +-inf into observation.state, action and stats.json, exit 0); joints at their limits export."""
+    export) end the export with one line naming the file, demo, key, joint and sample, exit status 2, nothing
+    written (were written as +-inf into observation.state, action and stats.json, exit 0); joints at their limits
+    export."""
     middle = np.float32([(lo + hi) / 2 for lo, hi in so101.JOINT_LIMITS.values()])
     state, targets = np.tile(middle, (5, 1)), np.tile(middle, (5, 1)).astype(np.float64)
     state[3, 2] = 1e37
