@@ -3,7 +3,9 @@ datasets of ``record.py --shard I/K`` (or ``eval.py --record``) into one dataset
 
 Files named as shards (``<stem>-shard<I>of<K>``) must come as whole sets of K, unless ``--partial``. The merged
 dataset is written beside ``--output`` under a temporary name and renamed once complete: a failure leaves no
-partial file, and an ``--output`` that is one of the inputs (under any name) is refused. Exit status 2 on bad input.
+partial file (nor does Ctrl-C or SIGTERM), and an ``--output`` that is one of the inputs (under any name) is refused;
+a demo holding NaN or inf is refused, as replay and export refuse it. Exit status 2 on bad input, 130 when
+interrupted.
 
 Examples::
 
@@ -77,6 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError, KeyError, TypeError) as err:  # DatasetError is a ValueError
         print(f"merge_shards.py: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM: the partial merge is removed
+        print("merge_shards.py: interrupted: no merged dataset written.", file=sys.stderr)
+        return 130
     return 0
 
 

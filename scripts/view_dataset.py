@@ -63,7 +63,7 @@ def view(args: argparse.Namespace) -> None:
         if not demos:
             raise DatasetError(f"'{reader.path}' holds no demos.")
         episodes = [mark_chunk_starts(reader, demo, load_images(reader, demo, args.camera)) for demo in demos]
-    check_tileable(reader.path, dict(zip(demos, episodes)), args.columns, args.scale)
+    check_tileable(reader.path, dict(zip(demos, episodes)), args.columns, args.scale, args.png_steps)
     for path in (args.output, args.png):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     write_gif(tile(episodes, args.columns, args.scale), args.output, args.fps)

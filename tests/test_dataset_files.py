@@ -241,3 +241,117 @@ def test_output_under_a_file_names_it(shards, merge, capsys):
     output = os.path.join(shards[0], "merged.hdf5")
     _one_error_line(capsys, merge(["--datasets", *shards, "--output", output]),
                     f"Cannot make the folder of the output '{output}': File exists ('{shards[0]}'); choose another")
+
+
+def _frames_shorter_than_the_demo(path):
+    with h5py.File(path, "a") as f:  # chunk provenance of 4 steps, 3 frames: was an IndexError traceback
+        for name in ("demo_0", "demo_1"):
+            f[f"data/{name}/chunk/call"] = np.array([0, 0, 0, 1])
+        del f["data/demo_1/images/scene_camera"]
+        f["data/demo_1/images/scene_camera"] = np.zeros((3, 8, 8, 3), np.uint8)
+
+
+def test_view_dataset_frames_not_one_per_step_or_too_wide_are_one_line(tmp_path, capsys):
+    """Frames fewer than the demo's steps, and a 1 x 60000 px frame (a GIF's sides are 16-bit): one line, exit
+    status 2, nothing written (were an IndexError and a struct.error traceback)."""
+    view = load_script("view_dataset").main
+    path = write_dataset(tmp_path / "short.hdf5", lengths=(4, 4), images=[np.zeros((4, 8, 8, 3), np.uint8)] * 2)
+    _frames_shorter_than_the_demo(path)
+    _one_error_line(capsys, view([path, "--output", str(tmp_path / "v.gif")]), "demo 'demo_1'",
+                    "'scene_camera' holds 3 frames, the demo has {'actions': 4, 'chunk/call': 4, 'num_samples': 4}")
+    wide = write_dataset(tmp_path / "wide.hdf5", lengths=(2,), images=[np.zeros((2, 1, 60000, 3), np.uint8)])
+    _one_error_line(capsys, view([wide, "--output", str(tmp_path / "v.gif")]), "frames of 1 x 60000 px make the GIF",
+                    "over 65535 px a side")
+    assert not os.path.exists(tmp_path / "v.gif") and not os.path.exists(tmp_path / "v.png")
+    assert view([wide, "--output", str(tmp_path / "v.gif"), "--scale", "1", "--columns", "1", "--png_steps", "1"]) == 0
+
+
+@pytest.mark.parametrize("value", [np.nan, -np.inf])
+def test_merge_refuses_nan_and_inf_as_replay_and_export_do(value, shards, tmp_path, merge, capsys):
+    """A shard whose demo holds NaN or inf (in a member replay does not read, too) is refused with the line replay
+    gives, naming file, demo, key and sample, and no output or partial file is left (was merged, exit 0)."""
+    with h5py.File(shards[1], "a") as f:
+        f["data/demo_0/obs"] = np.zeros((3, 2), np.float32)
+        f["data/demo_0/obs"][2, 1] = value
+    output = tmp_path / "merged.hdf5"
+    found = "nan" if np.isnan(value) else "inf"
+    _one_error_line(capsys, merge(["--datasets", *shards, "--output", str(output)]), f"'{shards[1]}', demo 'demo_0'",
+                    f"'obs' holds a non-finite value ({found}) at sample 2")
+    assert sorted(os.listdir(tmp_path)) == sorted(map(os.path.basename, shards))
+    with pytest.raises(DatasetError, match=re.escape(f"'obs' holds a non-finite value ({found}) at sample 2")):
+        from isaaclab_suspend.datasets import DatasetReader
+
+        with DatasetReader(shards[1]) as reader:
+            reader.load_arrays("demo_0", ("obs",))
+
+
+def test_a_terminated_merge_leaves_no_partial_file(shards, tmp_path):
+    """SIGTERM while the merge writes (after its first demo): one line, exit status 130, and neither the output nor
+    the hidden partial file beside it is left (the partial file was)."""
+    import subprocess
+    import sys
+
+    from helpers import ROOT
+
+    code = ("import os, signal, sys; sys.path.insert(0, 'tests'); from helpers import load_script;"
+            " from isaaclab.utils.datasets import HDF5DatasetFileHandler as H; write = H.write_episode;"
+            " H.write_episode = lambda self, *a, **k: (write(self, *a, **k), os.kill(os.getpid(), signal.SIGTERM));"
+            " sys.exit(load_script('merge_shards').main(sys.argv[1:]))")
+    output = tmp_path / "out" / "merged.hdf5"
+    run = subprocess.run([sys.executable, "-c", code, "--datasets", *shards, "--output", str(output)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert run.returncode == 130 and "Traceback" not in run.stderr, run.stderr
+    assert lines == ["merge_shards.py: interrupted: no merged dataset written."], run.stderr
+    assert os.listdir(output.parent) == []
+
+
+def _big_obs(path, mib: int) -> int:
+    """Add a gzip'd float64 'obs' of ``mib`` MiB of zeros (a few kB stored) to demo_0; returns its decoded bytes."""
+    with h5py.File(path, "a") as f:
+        n = f["data/demo_0"].attrs["num_samples"]
+        width = mib * 2**20 // (8 * n)
+        obs = f["data/demo_0"].create_dataset("obs", (n, width), "f8", chunks=(256, width), compression="gzip")
+        for t in range(0, n, 256):
+            obs[t: t + 256] = 0.0
+        return obs.size * 8
+
+
+def test_budgets_count_what_is_decoded_and_allocated_and_replay_reads_only_its_members(tmp_path, monkeypatch, capsys):
+    """A small file holding a large gzip'd 'obs': replay's loader never reads it (a spy on h5py's reads) and so
+    fits a budget smaller than it; the export, which makes float32 columns of it, counts those copies too and
+    refuses, in one line with exit status 2, a file whose decoded size fits the budget but whose export would not
+    (was: replay read and counted every member, the export counted the decoded size only); vectors so wide that
+    LeRobot's statistics alone would not fit are refused before a frame is read."""
+    from isaaclab_suspend.datasets import DatasetReader, reader as reader_module
+    from isaaclab_suspend.interop.lerobot_export import EXPORT_COPIES
+
+    path = write_dataset(tmp_path / "small.hdf5", lengths=(2048,))
+    decoded = _big_obs(path, 16)  # 1024 columns
+    assert os.path.getsize(path) < decoded / 50
+    read = []
+    for name in ("__getitem__", "__array__", "read_direct"):
+        original = getattr(h5py.Dataset, name)
+        monkeypatch.setattr(h5py.Dataset, name, lambda self, *a, _f=original, **k: (read.append(self.name),
+                                                                                      _f(self, *a, **k))[1])
+    monkeypatch.setattr(reader_module, "available_memory_bytes", lambda: decoded)  # a budget of half 'obs'
+    with DatasetReader(path) as reader:
+        demo = reader.load("demo_0", "cpu")
+    assert demo.num_samples == 2048 and read and not [name for name in read if "/obs" in name], read
+    monkeypatch.undo()
+    budget = int(decoded * (1 + EXPORT_COPIES) / 2)  # the decoded 'obs' fits, its export's copies do not
+    monkeypatch.setattr(reader_module, "available_memory_bytes", lambda: 2 * budget)
+    with h5py.File(path, "a") as f:
+        f["data"].attrs["env_args"] = json.dumps({"env_name": TASK, "step_dt": 0.02, "sim_args": {"num_envs": 2}})
+    status = load_script("export_lerobot").main([path, "--output", str(tmp_path / "lerobot"), "--no_video"])
+    _one_error_line(capsys, status, "demo 'demo_0' needs", "MiB decoded, with the copies made of it", "over the")
+    assert not os.path.exists(tmp_path / "lerobot")
+    wide = write_dataset(tmp_path / "wide.hdf5", lengths=(4,))
+    with h5py.File(wide, "a") as f:  # 2**14 columns: 1.3 GB of LeRobot's statistics (2**18 took past 15 GB)
+        f["data/demo_0/obs"] = np.zeros((4, 2**14), np.float32)
+        f["data"].attrs["env_args"] = json.dumps({"env_name": TASK, "step_dt": 0.02})
+    monkeypatch.setattr(reader_module, "available_memory_bytes", lambda: 2 * 2**30)
+    status = load_script("export_lerobot").main([wide, "--output", str(tmp_path / "lerobot"), "--no_video"])
+    _one_error_line(capsys, status, "LeRobot's statistics of 16386 vector columns would take 1250 MiB, over the 1024"
+                    " MiB")
+    assert not os.path.exists(tmp_path / "lerobot")

@@ -45,10 +45,11 @@ ALLOWED = {
         "only between a suspend/resume with device ids and the next step, which refreshes the host mirror",
     ("suspension/suspension_manager.py", "SuspensionManager.env_state", ".nonzero()"): "the audit's report",
     ("suspension/newton_state.py", "add_newton_state", ".numpy()"): "set-up: Newton's model layout, once",
-    ("policies/chunking_policy.py", "ActionChunkingPolicy._check_chunk", "if .all()"): "once per model call",
-    ("policies/chunking_policy.py", "ActionChunkingPolicy._check_chunk", "bool(.all())"): "once per model call",
-    ("policies/chunking_policy.py", "ActionChunkingPolicy._check_chunk", ".nonzero()"): "error message only",
-    ("policies/chunking_policy.py", "ActionChunkingPolicy._check_chunk", ".tolist()"): "error message only",
+    ("policies/chunking_policy.py", "check_action_values", "if .all()"): "once per model call (per lerobot-eval"
+                                                                          " step: host rows)",
+    ("policies/chunking_policy.py", "check_action_values", "bool(.all())"): "once per model call",
+    ("policies/chunking_policy.py", "check_action_values", ".nonzero()"): "error message only",
+    ("policies/chunking_policy.py", "check_action_values", ".tolist()"): "error message only",
     ("policies/chunk_queues.py", "ChunkQueues.requests", "if .any()"):
         "only when the host mirror says a queue may run out (or after a reset)",
     ("policies/chunk_queues.py", "ChunkQueues.requests", "bool(.any())"):

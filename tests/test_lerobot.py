@@ -507,6 +507,80 @@ def test_lerobot_eval_env_that_does_not_fit_the_policy_is_one_line(checkpoint, c
         assert exit_.value.code == 2 and "--env.type=isaaclab_suspend: " in line and message in line, err
 
 
+def _plugin_error(capsys, make) -> str:
+    """The one line, exit status 2 and no traceback of the plugin's ``make()`` (as ``lerobot-eval`` calls it)."""
+    with pytest.raises(SystemExit) as exit_:
+        make()
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert exit_.value.code == 2 and "Traceback" not in err and len(lines) == 1, err
+    assert lines[0].startswith("lerobot-eval: error: --env.type=isaaclab_suspend: "), err
+    return lines[0]
+
+
+@pytest.mark.parametrize("padded_to", [2**31, 3])
+def test_lerobot_eval_refuses_the_checkpoints_eval_py_refuses(checkpoint, exported, tmp_path, capsys, padded_to):
+    """A sidecar whose action pad the policy does not output (2**31: the plugin allocated until killed; 3: a
+    RuntimeError traceback): the plugin and eval.py give the same one line, exit status 2, before any env or
+    space is made."""
+    import resource
+
+    from lerobot_env_isaaclab_suspend import IsaacLabSuspendEnv
+
+    copy = tmp_path / "pretrained_model"
+    shutil.copytree(checkpoint, copy)
+    with open(os.path.join(exported, SIDECAR_PATH)) as f:
+        sidecar = json.load(f)
+    sidecar["action"]["padded_to"] = padded_to
+    (copy / os.path.basename(SIDECAR_PATH)).write_text(json.dumps(sidecar))
+    message = f"the export's sidecar says 'action' of shape ({padded_to},)."
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    line = _plugin_error(capsys, lambda: IsaacLabSuspendEnv(task=TASK, policy_path=str(copy)).create_envs(1))
+    assert line.endswith(message), line
+    with pytest.raises(SystemExit) as exit_:
+        load_script("eval").parse_args(["--checkpoint", str(copy)])
+    err = capsys.readouterr().err
+    said = line.split("isaaclab_suspend: ", 1)[1]  # eval.py's line is the plugin's
+    assert exit_.value.code == 2 and "Traceback" not in err and err.strip().endswith(said), err
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak < 512 * 1024  # kB: under 512 MiB more
+
+
+def test_lerobot_eval_settings_are_checked_in_one_line(checkpoint, capsys):
+    """``--env.device`` this machine lacks and ``--env.video_size`` out of 1..1024 (60000: past 3 GiB of frames;
+    -3: a traceback before the line): one line, exit status 2, before any env is built."""
+    import torch
+
+    from lerobot_env_isaaclab_suspend import IsaacLabSuspendEnv
+
+    missing = f"cuda:{torch.cuda.device_count() + 7}"
+    for settings, message in (({"device": missing}, f"--env.device '{missing}': this machine has"),
+                              ({"video_size": 60000}, "--env.video_size must be an integer from 1 to 1024 [px], got"
+                                                      " 60000."),
+                              ({"video_size": -3}, "--env.video_size must be an integer from 1 to 1024 [px], got -3.")):
+        env = IsaacLabSuspendEnv(task="Isaac-PushCube-Suspendable", policy_path=checkpoint, **settings)
+        assert message in _plugin_error(capsys, lambda: env.create_envs(1))
+
+
+def test_lerobot_eval_env_refuses_non_finite_and_huge_actions(checkpoint, capsys):
+    """Actions a policy outputs as NaN or 1e38 (past ActionChunkingPolicyCfg.action_bound): the plugin's env ends
+    lerobot-eval with eval.py's line and exit status 2 (it stepped the physics with them and reported NaN metrics,
+    exit 0); finite actions step."""
+    from lerobot_env_isaaclab_suspend import IsaacLabSuspendEnv
+
+    env = IsaacLabSuspendEnv(task=TASK, policy_path=checkpoint).create_envs(2)["isaaclab_suspend"][0]
+    try:
+        env.reset(seed=[1, 2])
+        for value, said in ((np.nan, "nan"), (1e38, "1e+38")):
+            actions = np.zeros((2, 2), np.float32)
+            actions[1, 0] = value
+            line = _plugin_error(capsys, lambda: env.step(actions))
+            assert f"The model returned actions outside [-action_bound, action_bound] = [-1e+06, 1e+06] or" \
+                   f" non-finite (NaN or inf), e.g. {said} for env 1 (envs [1])" in line, line
+        assert env.step(np.zeros((2, 2), np.float32))[0]["agent_pos"].shape == (2, 5)
+    finally:
+        env.close()
+
+
 def test_lerobot_vector_env_films_a_task_without_cameras():
     """A task without an ``images`` group gets a camera for LeRobot's videos at its viewer's eye (push-cube's: the
     camera task's scene camera), rendered in every env; the policy's observation has no pixels."""

@@ -3,6 +3,7 @@ follower's own names and units, reads back through LeRobot's reader equal to the
 ``lerobot-train`` run on it acts in the follower's action space (the joint-target task) through ``eval.py`` and
 through the ``lerobot-eval`` env, whose joint targets are then exactly the policy's goal positions."""
 
+import json
 import os
 import subprocess
 import sys
@@ -98,6 +99,56 @@ def test_export_errors_are_one_line(so101_camera_dataset, tmp_path, capsys):
     assert export.main([so101_camera_dataset, "--output", str(tmp_path / "b"), "--robot", so101.ROBOT,
                         "--cameras", "side_camera"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1  # no progress bar drawn before the error
+
+
+def _joints_file(path, state: np.ndarray, targets: np.ndarray) -> str:
+    """A one-demo file as an SO-101 recording holds one: joint positions, joint targets, actions."""
+    with h5py.File(path, "w") as f:
+        data = f.create_group("data")
+        data.attrs["env_args"] = json.dumps({"env_name": "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable",
+                                             "step_dt": 0.05, "sim_args": {"num_envs": 1}})
+        demo = data.create_group("demo_0")
+        demo.attrs["num_samples"] = len(state)
+        demo["actions"] = np.zeros((len(state), 7), np.float32)
+        demo[f"obs/{so101.STATE_TERM}"] = state
+        demo[so101.TARGETS_KEY] = targets
+    return str(path)
+
+
+def _vector_file(path, obs: np.ndarray) -> str:
+    """A one-demo file of a task in the env's own terms: ``obs`` (float64) and actions."""
+    with h5py.File(path, "w") as f:
+        data = f.create_group("data")
+        data.attrs["env_args"] = json.dumps({"env_name": "Isaac-Cartpole-Suspendable", "step_dt": 0.05})
+        data["demo_0/actions"] = np.zeros((len(obs), 1), np.float32)
+        data["demo_0/obs"] = obs
+        data["demo_0"].attrs["num_samples"] = len(obs)
+    return str(path)
+
+
+def test_export_refuses_joint_values_no_so101_holds(tmp_path, capsys):
+    """Finite but absurd joint values (1e37 rad: inf in degrees; 1e300 in a float64 file: inf in float32, in any
+    export) end the export with one line naming the file, demo, key, joint and sample, exit status 2, nothing
+    written (were written as +-inf into observation.state, action and stats.json, exit 0); joints at their limits
+    export."""
+    middle = np.float32([(lo + hi) / 2 for lo, hi in so101.JOINT_LIMITS.values()])
+    state, targets = np.tile(middle, (5, 1)), np.tile(middle, (5, 1)).astype(np.float64)
+    state[3, 2] = 1e37
+    far = targets.copy()
+    far[2, 0] = 1e300
+    export = load_script("export_lerobot")
+    check_usage_errors(export, {
+        (_joints_file(tmp_path / "a.hdf5", state, targets), "--output", str(tmp_path / "out"), "--robot", so101.ROBOT):
+            "demo 'demo_0': 'obs/joint_pos_abs' holds 1e+37 rad for the SO-101's 'elbow_flex' at sample 3, outside its"
+            " range -1.690 to 1.690 rad",
+        (_joints_file(tmp_path / "b.hdf5", np.tile(middle, (5, 1)), far), "--output", str(tmp_path / "out"),
+         "--robot", so101.ROBOT): "'joint_targets/robot' holds 1e+300 at sample 2, beyond +-3.40282e+38",
+        (_vector_file(tmp_path / "c.hdf5", far), "--output", str(tmp_path / "out")):
+            "demo 'demo_0': 'obs' holds 1e+300 at sample 2, beyond +-3.40282e+38"}, capsys)
+    assert not os.path.exists(tmp_path / "out")
+    limits = np.float32([[lo for lo, _ in so101.JOINT_LIMITS.values()], [hi for _, hi in so101.JOINT_LIMITS.values()]])
+    assert export.main([_joints_file(tmp_path / "d.hdf5", limits, limits.astype(np.float64)), "--output",
+                        str(tmp_path / "out"), "--robot", so101.ROBOT, "--no_video", "--quiet"]) == 0
 
 
 def test_trivial_joint_targets_never_lift_the_cube():

@@ -6,7 +6,7 @@ import numpy as np
 from PIL import Image, ImageDraw
 
 from ..recording.image_recorders import IMAGE_GROUP
-from .reader import DatasetError, DatasetReader, available_memory_bytes
+from .reader import DatasetError, DatasetReader, memory_budget_bytes
 
 
 def load_images(reader: DatasetReader, demo: str, camera: str) -> np.ndarray:
@@ -14,7 +14,8 @@ def load_images(reader: DatasetReader, demo: str, camera: str) -> np.ndarray:
 
     Raises:
         DatasetError: If the demo has no images of that camera (the error lists the cameras it has), they are not
-            uint8 RGB frames, or the demo is refused by :meth:`DatasetReader.check_demo`.
+            uint8 RGB frames, not one per step of the demo, or the demo is refused by
+            :meth:`DatasetReader.check_demo`.
     """
     key = f"{IMAGE_GROUP}/{camera}"
     datasets = reader.check_demo(demo)  # a missing demo, or one reaching outside the file, is refused here
@@ -25,15 +26,28 @@ def load_images(reader: DatasetReader, demo: str, camera: str) -> np.ndarray:
     if images.dtype != np.uint8 or images.ndim != 4 or 0 in images.shape or images.shape[-1] % 3:
         raise DatasetError(f"'{reader.path}', demo '{demo}': '{camera}' is {images.dtype} {images.shape}, not uint8"
                            " RGB frames (num_samples > 0, H > 0, W > 0, a multiple of 3 channels > 0).")
+    steps = {key: shape[0] for key, shape in reader.dataset_shapes(demo).items()
+             if key in ("actions", "chunk/call") and len(shape)}
+    steps["num_samples"] = reader.demo_attrs(demo).get("num_samples")
+    other = {key: int(n) for key, n in steps.items() if n is not None and n != len(images)}
+    if other:
+        raise DatasetError(f"'{reader.path}', demo '{demo}': '{camera}' holds {len(images)} frames, the demo has"
+                           f" {other}: one frame per step is needed; the file is corrupt.")
     return images[..., -3:]  # the newest frame of a stack
 
 
-def check_tileable(path: str, episodes: dict[str, np.ndarray], columns: int, scale: int) -> None:
-    """Raise unless the demos' frames (by demo name, each (T, H, W, 3)) have one size and their tiling fits in
-    half the memory the machine has left.
+MAX_IMAGE_SIDE = 65535
+"""Most pixels a side of the GIF and of the PNG grid may have (GIF stores its sizes in 16 bits)."""
+
+
+def check_tileable(path: str, episodes: dict[str, np.ndarray], columns: int, scale: int, stills: int = 1) -> None:
+    """Raise unless the demos' frames (by demo name, each (T, H, W, 3)) have one size, their tiling fits in
+    half the memory the machine has left, and neither the GIF nor the grid of ``stills`` per demo has a side
+    over :data:`MAX_IMAGE_SIDE`.
 
     Raises:
-        DatasetError: Naming the demos whose frame size differs, or the size the tiled frames would take.
+        DatasetError: Naming the demos whose frame size differs, the size the tiled frames would take, or the
+            side over the bound.
     """
     sizes = {name: frames.shape[1:3] for name, frames in episodes.items()}
     first = next(iter(sizes.values()))
@@ -44,9 +58,15 @@ def check_tileable(path: str, episodes: dict[str, np.ndarray], columns: int, sca
     rows = -(-len(episodes) // columns)
     steps = max(len(frames) for frames in episodes.values())
     needed = steps * rows * (first[0] + 1) * columns * (first[1] + 1) * 3 * scale**2
-    if needed > available_memory_bytes() // 2:
+    if needed > memory_budget_bytes():
         raise DatasetError(f"'{path}': the tiled frames would take {needed / 2**20:.0f} MiB, over half the memory"
                            " available: show fewer demos (--demos, --max_demos) or a smaller --scale.")
+    sides = {"the GIF": (rows * (first[0] + 1) * scale, columns * (first[1] + 1) * scale),
+             "the PNG grid": (len(episodes) * (first[0] * scale + LABEL_HEIGHT + 1), stills * (first[1] * scale + 1))}
+    for what, (height, width) in sides.items():
+        if max(height, width) > MAX_IMAGE_SIDE:
+            raise DatasetError(f"'{path}': frames of {first[0]} x {first[1]} px make {what} {height} x {width} px,"
+                               f" over {MAX_IMAGE_SIDE} px a side: show fewer demos or stills, or a smaller --scale.")
 
 
 CHUNK_START_COLOR = (255, 200, 0)

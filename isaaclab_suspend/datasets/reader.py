@@ -12,12 +12,14 @@ import json
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import h5py
 import torch
 
 from isaaclab.utils.datasets import EpisodeData, HDF5DatasetFileHandler
+from isaaclab.utils.datasets.hdf5_dataset_file_handler import convert_pose_quat_wxyz_to_xyzw
 
 from ..tensor_tree import flatten_tree
 
@@ -34,7 +36,12 @@ MAX_EXPANSION = 1100
 declaring sizes it does not hold (a few MB claiming GiB)."""
 
 REPLAY_KEYS = ("actions", "initial_state", "states", "pre_step_states", "env_origin")
-"""What a replay reads from a demo; each must hold finite numbers."""
+"""What a replay reads from a demo (nothing else of it is read); each must hold finite numbers."""
+
+
+def memory_budget_bytes() -> int:
+    """Bytes a reader may allocate for one demo: half the memory the machine has left."""
+    return available_memory_bytes() // 2
 
 
 def available_memory_bytes() -> int:
@@ -178,7 +185,7 @@ class DatasetReader:
         for key in ("actions", "initial_state", "states"):
             if key not in group:
                 raise DatasetError(f"{where} has no '{key}': it cannot be replayed (found {sorted(group)}).")
-        episode = self.load_episode(name, device)
+        episode = self.load_episode(name, device, REPLAY_KEYS)
         data = episode.data
         for key in ("actions", "env_origin"):
             if isinstance(data.get(key), dict):
@@ -207,10 +214,6 @@ class DatasetReader:
         origin = data.get("env_origin")
         if origin is not None and tuple(origin.shape) != (1, 3):
             raise DatasetError(f"{where}: 'env_origin' must have shape (1, 3), got {tuple(origin.shape)}.")
-        for key in REPLAY_KEYS:
-            tree = {key: data[key]} if key in data else {}
-            for path, value in flatten_tree(tree):
-                _check_finite(where, "/".join(path), value)
         return Demo(
             name=name,
             actions=actions.float(),
@@ -235,22 +238,44 @@ class DatasetReader:
         _check_fits(where, datasets.items())
         return datasets
 
-    def load_episode(self, name: str, device: str | torch.device = "cpu") -> EpisodeData:
-        """One demo as Isaac Lab's :class:`EpisodeData` (every dataset, unchecked values), after :meth:`check_demo`
-        (what ``scripts/merge_shards.py`` copies).
+    def load_episode(self, name: str, device: str | torch.device = "cpu",
+                     keys: tuple[str, ...] | None = None) -> EpisodeData:
+        """One demo as Isaac Lab's :class:`EpisodeData` (what ``scripts/merge_shards.py`` copies), after
+        :meth:`check_demo`: its datasets under the members ``keys`` (None: all; the others are never read), each
+        read once into its tensor (what the memory budget counts) and checked by :func:`check_values`; legacy
+        ``root_pose`` quaternions converted as Isaac Lab's loader does.
 
         Raises:
-            DatasetError: See :meth:`check_demo`; or if the demo cannot be read.
+            DatasetError: See :meth:`check_demo`; or if the demo cannot be read or holds a NaN or inf.
         """
-        self.check_demo(name)
-        try:
-            return self._handler.load_episode(name, device)
-        except (OSError, KeyError, ValueError, TypeError, RecursionError) as err:
-            raise DatasetError(f"'{self.path}', demo '{name}' cannot be read: {err}") from err
+        where = f"'{self.path}', demo '{name}'"
+        group = self._demo_group(name)
+        datasets = {path: dataset for path, dataset in _stored_datasets(where, group).items()
+                    if keys is None or path.split("/")[0] in keys}
+        _check_fits(where, datasets.items())
+        legacy = self._handler.is_legacy_quaternion_format()
+        episode = EpisodeData()
+        for path, dataset in datasets.items():
+            value = _read(where, path, dataset, device)
+            if legacy and path.rsplit("/", 1)[-1] == "root_pose" and value.shape[-1:] == (7,):
+                value = torch.as_tensor(convert_pose_quat_wxyz_to_xyzw(value.cpu().numpy()), device=device)
+            check_values(where, path, value)
+            node = episode.data
+            *parents, leaf = path.split("/")
+            for part in parents:
+                node = node.setdefault(part, {})
+            node[leaf] = value
+        attrs = group.attrs
+        episode.seed = attrs["seed"] if "seed" in attrs else None
+        episode.success = attrs["success"] if "success" in attrs else None
+        episode.env_id = self.env_name
+        return episode
 
-    def load_arrays(self, name: str, keys: tuple[str, ...], device: str | torch.device = "cpu") -> dict[str, torch.Tensor]:
+    def load_arrays(self, name: str, keys: tuple[str, ...], device: str | torch.device = "cpu",
+                    copies: float | Mapping[str, float] = 1.0) -> dict[str, torch.Tensor]:
         """Load only the datasets ``keys`` of one demo (e.g. ``("obs", "actions")`` to learn from it), without
-        its states.
+        its states; ``copies``: the bytes allocated per byte read, the read included (e.g. an export's
+        conversions; by key, or one for all), counted in the memory budget.
 
         Returns:
             The tensors by key, each of shape (num_samples, ...).
@@ -269,13 +294,10 @@ class DatasetReader:
                 raise DatasetError(f"{where} has no '{key}' (found {sorted(group)}).")
             if key not in datasets:
                 raise DatasetError(f"{where}: '{key}' is a group of {sorted(group[key])}, not one tensor.")
-        _check_fits(where, [(key, datasets[key]) for key in keys])
+        _check_fits(where, [(key, datasets[key]) for key in keys], copies)
         for key in keys:
-            try:
-                arrays[key] = torch.as_tensor(group[key][()], device=device)
-            except (OSError, ValueError, TypeError) as err:
-                raise DatasetError(f"{where}: '{key}' cannot be read: {err}") from err
-            _check_finite(where, key, arrays[key])
+            arrays[key] = _read(where, key, datasets[key], device)
+            check_values(where, key, arrays[key])
         lengths = {key: (value.shape[0] if value.ndim else 0) for key, value in arrays.items()}
         if min(lengths.values(), default=1) == 0 or len(set(lengths.values())) > 1:
             raise DatasetError(f"{where}: every tensor needs the same number of samples > 0, got {lengths}.")
@@ -383,25 +405,49 @@ def _check_stored(where: str, path: str, dataset: h5py.Dataset) -> None:
                            " is corrupt or crafted.")
 
 
-def _check_fits(where: str, datasets) -> None:
-    """Raise if the ``(path, dataset)`` pairs would not fit in half the memory the machine has left."""
-    total = sum(dataset.size * dataset.dtype.itemsize for _, dataset in datasets)
-    available = available_memory_bytes()
-    if total > available // 2:
+def _check_fits(where: str, datasets, copies: float | Mapping[str, float] = 1.0) -> None:
+    """Raise if the ``(path, dataset)`` pairs, decoded (their declared sizes, whatever the compression) and
+    allocated ``copies`` times (by path, or one for all), would not fit in :func:`memory_budget_bytes`."""
+    datasets = [(path, dataset.size * dataset.dtype.itemsize) for path, dataset in datasets]
+    times = copies if isinstance(copies, Mapping) else dict.fromkeys((path for path, _ in datasets), copies)
+    declared = sum(size for _, size in datasets)
+    total, budget = math.ceil(sum(size * times[path] for path, size in datasets)), memory_budget_bytes()
+    if total > budget:
+        said = f" ({declared / 2**20:.0f} MiB decoded, with the copies made of it)" if total != declared else ""
         raise DatasetError(
-            f"{where} holds {total / 2**20:.0f} MiB of tensors, over half of the {available / 2**20:.0f} MiB"
-            " this machine has available: the file is corrupt or too large to load here."
+            f"{where} needs {total / 2**20:.0f} MiB of tensors{said}, over the {budget / 2**20:.0f} MiB this"
+            " machine can give (half the memory available): the file is corrupt or too large to load here."
         )
 
 
-def _check_finite(where: str, key: str, value: torch.Tensor) -> None:
-    """Raise naming ``key`` and the first sample of ``value`` with a NaN or inf."""
-    if value.is_floating_point() and not torch.isfinite(value).all():
-        bad = ~torch.isfinite(value.reshape(value.shape[0] if value.ndim else 1, -1))
-        sample = int(bad.any(dim=1).nonzero()[0])
-        found = "nan" if value.isnan().any() else "inf"
-        raise DatasetError(f"{where}: '{key}' holds a non-finite value ({found}) at sample {sample}: the file is"
-                           " corrupt.")
+def _read(where: str, key: str, dataset: h5py.Dataset, device: str | torch.device) -> torch.Tensor:
+    """``dataset`` read into one array, shared by the tensor returned on the CPU (no second copy)."""
+    try:
+        return torch.as_tensor(dataset[()], device=device)
+    except (OSError, ValueError, TypeError, RuntimeError) as err:
+        raise DatasetError(f"{where}: '{key}' cannot be read: {err}") from err
+
+
+def check_values(where: str, key: str, value: torch.Tensor, bound: float = math.inf) -> None:
+    """Raise naming ``key`` and the first sample of ``value`` that holds a NaN, an inf or a value beyond
+    ``[-bound, bound]``: the one check of a file's numbers (replay, merge, export and training read through it).
+
+    Raises:
+        DatasetError: Naming the file, demo, key, sample and value.
+    """
+    if value.numel() == 0 or (not value.is_floating_point() and bound == math.inf):
+        return
+    rows = value.reshape(value.shape[0] if value.ndim else 1, -1)
+    bad = ~(torch.isfinite(rows) & (rows.abs() <= bound))
+    if not bool(bad.any()):
+        return
+    sample = int(bad.any(dim=1).nonzero()[0])
+    found = float(rows[sample][bad[sample]][0])
+    if not math.isfinite(found):
+        raise DatasetError(f"{where}: '{key}' holds a non-finite value ({'nan' if math.isnan(found) else 'inf'}) at"
+                           f" sample {sample}: the file is corrupt.")
+    raise DatasetError(f"{where}: '{key}' holds {found:g} at sample {sample}, beyond +-{bound:g}: the file is"
+                       " corrupt or not in the units expected.")
 
 
 def _demo_index(name: str) -> tuple[int, str]:

@@ -10,12 +10,15 @@ rank is a shard and rank 0 merges (:mod:`isaaclab_suspend.cli.distributed`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import re
+import signal
+import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
@@ -190,16 +193,18 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
     """Write the episodes of the HDF5 datasets ``paths``, in order, into one new dataset ``output`` with Isaac
     Lab's file handler (``env_args`` of the first shard); returns (episodes, samples).
 
-    Every demo is read through :meth:`DatasetReader.load_episode` (checked: nothing from outside its file). The
-    merge is written to a temporary file beside ``output`` and renamed to it once complete, so a failure leaves
-    no partial output and an existing ``output`` untouched; an ``output`` that is one of ``paths`` (the same file
-    under any name: a symlink or hard link) is refused.
+    Every demo is read through :meth:`DatasetReader.load_episode` (checked: nothing from outside its file, no NaN
+    or inf, as replay and export refuse them). The merge is written to a temporary file beside ``output`` and
+    renamed to it once complete, so a failure, Ctrl-C or SIGTERM (raised as ``KeyboardInterrupt`` meanwhile)
+    leaves no partial output and an existing ``output`` untouched; an ``output`` that is one of ``paths`` (the
+    same file under any name: a symlink or hard link) is refused.
 
     Raises:
         FileNotFoundError: If a shard file is missing.
-        DatasetError: If a shard is not a dataset, a demo is refused or cannot be read or written (naming the
-            file and the demo), ``output`` is one of ``paths`` or its folder cannot be made, or the shards were
-            recorded on different tasks.
+        DatasetError: If a shard is not a dataset, a demo is refused (a NaN or inf among them) or cannot be read
+            or written (naming the file and the demo), ``output`` is one of ``paths`` or its folder cannot be made,
+            or the shards were recorded on different tasks.
+        KeyboardInterrupt: On Ctrl-C or SIGTERM (the temporary file removed).
     """
     output = os.path.abspath(output)
     for path in paths:
@@ -221,25 +226,46 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
                            " choose another path.") from None
     temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.partial.hdf5")
     writer = HDF5DatasetFileHandler()
-    try:
-        writer.create(temporary)
-        writer.add_env_args(shards[0][1])
-        episodes = samples = 0
-        for path, _, names in shards:
-            with DatasetReader(path) as reader:
-                for demo in names:
-                    episode = reader.load_episode(demo, "cpu")
-                    try:
-                        writer.write_episode(episode)
-                    except (OSError, ValueError, TypeError, KeyError) as err:
-                        raise DatasetError(f"'{output}': demo '{demo}' of '{path}' cannot be written: {err}") from err
-                    episodes, samples = episodes + 1, samples + len(episode.data["actions"])
-        writer.flush()
-        writer.close()
-        os.replace(temporary, output)
-    except BaseException:
-        writer.close()
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    with terminated_as_interrupt():
+        try:
+            writer.create(temporary)
+            writer.add_env_args(shards[0][1])
+            episodes = samples = 0
+            for path, _, names in shards:
+                with DatasetReader(path) as reader:
+                    for demo in names:
+                        episode = reader.load_episode(demo, "cpu")
+                        try:
+                            writer.write_episode(episode)
+                        except (OSError, ValueError, TypeError, KeyError) as err:
+                            raise DatasetError(f"'{output}': demo '{demo}' of '{path}' cannot be written:"
+                                               f" {err}") from err
+                        episodes, samples = episodes + 1, samples + len(episode.data["actions"])
+            writer.flush()
+            writer.close()
+            os.replace(temporary, output)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                writer.close()
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(temporary)
+            raise
     return episodes, samples
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """SIGTERM raises ``KeyboardInterrupt`` in the block (as Ctrl-C does), so that what cleans up after an
+    interruption also runs when the process is killed politely; outside the main thread, nothing changes."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 from collections.abc import Callable, Sequence
 
 import gymnasium as gym
@@ -31,12 +32,15 @@ import pxr.UsdUtils  # noqa: F401  (Isaac Lab's SimulationContext imports it lat
 import torch
 
 from ..envs import SuspendableManagerBasedRLEnv
+from ..policies.chunking_policy import DEFAULT_ACTION_BOUND, check_action_values
 from ..solver_notices import say_linesearch_notice_once, without_linesearch_notice
 from ..utils import make_env_cfg, open_env
 from .lerobot_layout import ENV_STATE_FEATURE, STATE_FEATURE, STATE_GROUP, ExportSidecar
 
 VIDEO_CAMERA = "lerobot_video_camera"
 """Scene entity of the camera added for LeRobot's videos to a task without an ``images`` group."""
+MAX_VIDEO_SIZE = 1024
+"""Largest side of the added video camera [px]: its frames are rendered in every env (B x 1024 x 1024 x 3 bytes)."""
 
 
 class LeRobotVectorEnv(gym.vector.VectorEnv):
@@ -49,17 +53,30 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         device: Isaac Lab's simulation device.
         video_camera: The ``images`` camera LeRobot's videos show ('' : the first; a task without cameras gets
             one posed as its ``viewer`` cfg, of ``video_size`` pixels).
-        video_size: Height and width of the added video camera [px].
+        video_size: Height and width of the added video camera [px], 1 to :data:`MAX_VIDEO_SIZE`.
         check: Raises ValueError if the env does not fit the policy (called once it is built; it is then closed).
+        action_bound: Largest absolute action :meth:`step` takes (None: any finite one), as
+            :class:`~isaaclab_suspend.policies.ActionChunkingPolicyCfg` bounds a chunk.
+        refuse: Makes the exception :meth:`step` raises of the ValueError of actions it refuses (``lerobot-eval``'s
+            plugin: one line and exit status 2); None: the ValueError itself.
 
     Raises:
-        ValueError: If the task is unknown, is not suspendable, or lacks the video camera.
+        ValueError: If the task is unknown, is not suspendable, lacks the video camera, or ``video_size`` is out of
+            range.
     """
 
     def __init__(self, task: str, num_envs: int, sidecar: ExportSidecar, device: str = "cpu",
                  video_camera: str = "", video_size: int = 128,
-                 check: Callable[[SuspendableManagerBasedRLEnv], None] | None = None):
+                 check: Callable[[SuspendableManagerBasedRLEnv], None] | None = None,
+                 action_bound: float | None = DEFAULT_ACTION_BOUND,
+                 refuse: Callable[[ValueError], BaseException] | None = None):
         self.sidecar = sidecar
+        if type(video_size) is not int or not 1 <= video_size <= MAX_VIDEO_SIZE:
+            raise ValueError(f"--env.video_size must be an integer from 1 to {MAX_VIDEO_SIZE} [px], got"
+                             f" {video_size!r:.40}.")
+        self.action_bound = action_bound
+        """Largest absolute action :meth:`step` takes (None: any finite one)."""
+        self._refuse = refuse
         cfg = make_env_cfg(task, num_envs, device)
         cameras = _image_terms(cfg)
         if video_camera and video_camera not in cameras:
@@ -123,10 +140,24 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
 
     def step(self, actions: np.ndarray) -> tuple[dict, np.ndarray, np.ndarray, np.ndarray, dict]:
         """Step the B envs with LeRobot's ``action`` rows (B, padded width); the envs whose episode ends are
-        suspended. ``info["is_success"]`` (B,) says which ended in success on this step."""
-        actions = torch.as_tensor(np.asarray(actions), dtype=torch.float32, device=self.env.device)
-        if tuple(actions.shape) != self.action_space.shape:
-            raise ValueError(f"Actions of shape {tuple(actions.shape)}, the envs take {self.action_space.shape}.")
+        suspended. ``info["is_success"]`` (B,) says which ended in success on this step.
+
+        Raises:
+            ValueError: If the rows are not of the action space's shape, or hold a NaN, an inf or a value beyond
+                :attr:`action_bound` (checked on the host, where LeRobot hands them; or what ``refuse`` makes of it).
+        """
+        actions = torch.as_tensor(np.asarray(actions), dtype=torch.float32)
+        try:
+            if tuple(actions.shape) != self.action_space.shape:
+                raise ValueError(f"Actions of shape {tuple(actions.shape)}, the envs take {self.action_space.shape}.")
+            check_action_values(actions, self.action_bound, torch.arange(self.num_envs),
+                                "the policy does not act in this env (check its checkpoint and the export it was"
+                                " trained on)")
+        except ValueError as err:
+            if self._refuse is None:
+                raise
+            raise self._refuse(err) from None
+        actions = actions.to(self.env.device)
         obs, reward, terminated, truncated, _ = self.env.step(self.sidecar.env_action(actions))
         ended = terminated | truncated
         success = ended & self.env.termination_manager.get_term("success") if self._has_success else ended & False
@@ -159,21 +190,21 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
     @classmethod
     def from_checkpoint(cls, task: str, num_envs: int, policy_path: str, **kwargs) -> LeRobotVectorEnv:
         """The vector env for the LeRobot ``pretrained_model`` at ``policy_path``: mapped by the sidecar of its
-        export, checked to fit the policy as ``eval.py --checkpoint`` checks (task, widths, cameras, frame size).
+        export, the checkpoint refused or accepted as ``eval.py --checkpoint`` does (the same
+        :func:`~.lerobot_policy.check_checkpoint`: files, config, sizes, sidecar against the policy's features),
+        checked to fit the policy as ``eval.py --checkpoint`` checks (task, widths, cameras, frame size).
 
         Raises:
-            ValueError: If the checkpoint or its sidecar cannot be read, or the env does not fit the policy.
+            ValueError: If the checkpoint or its sidecar is refused, or the env does not fit the policy.
         """
         import lerobot.policies  # noqa: F401  (registers the policy config types)
-        from lerobot.configs.policies import PreTrainedConfig
 
-        from .lerobot_policy import check_env_fits, find_sidecar, is_lerobot_checkpoint
+        from .lerobot_policy import check_checkpoint, check_env_fits, is_lerobot_checkpoint
 
         if not is_lerobot_checkpoint(policy_path):
             raise ValueError(f"--policy.path '{policy_path}' is not a LeRobot pretrained_model directory (it needs"
                              " config.json and model.safetensors).")
-        sidecar = find_sidecar(policy_path)
-        config = PreTrainedConfig.from_pretrained(policy_path)
+        config, sidecar = check_checkpoint(os.path.abspath(policy_path))
         return cls(task, num_envs, sidecar, check=lambda env: check_env_fits(policy_path, sidecar, config, env),
                    **kwargs)
 

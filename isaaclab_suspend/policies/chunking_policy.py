@@ -424,19 +424,7 @@ class ActionChunkingPolicy:
             raise TypeError(f"The model must return floating-point actions, got {chunk.dtype}.")
         # detached: a chunk that requires grad would make the queues, and every later action, part of its graph
         chunk = chunk.detach().to(device=self.env.device, dtype=self.queues.chunks.dtype)
-        bound = math.inf if self.cfg.action_bound is None else self.cfg.action_bound
-        valid = (chunk.abs() <= bound).flatten(1).all(dim=1)  # False for NaN; one sync, when a chunk arrives
-        if not bool(valid.all()):
-            bad = (~valid).nonzero().squeeze(1)
-            row = chunk[bad[0]].abs().nan_to_num(math.inf)
-            value = chunk[bad[0]].flatten()[int(row.flatten().argmax())]
-            ids = env_ids[bad].tolist()
-            raise ValueError(
-                f"The model returned actions outside [-action_bound, action_bound] = [-{bound:g}, {bound:g}] or"
-                f" non-finite (NaN or inf), e.g. {float(value):g} for env {ids[0]} (envs {ids[:8]}"
-                f"{' ...' if len(ids) > 8 else ''}): check the model and its inputs for these envs, or raise"
-                " ActionChunkingPolicyCfg.action_bound."
-            )
+        check_action_values(chunk, self.cfg.action_bound, env_ids)  # one sync, when a chunk arrives
         return chunk
 
     def _check_dones(self, dones) -> None:
@@ -450,6 +438,35 @@ class ActionChunkingPolicy:
                 f"dones must have shape ({self.num_envs},) on {self.env.device}, got {tuple(dones.shape)} on"
                 f" {dones.device}."
             )
+
+
+DEFAULT_ACTION_BOUND = 1.0e6
+"""Largest absolute action a policy may hand the envs unless configured otherwise (:func:`check_action_values`)."""
+
+
+def check_action_values(actions: torch.Tensor, bound: float | None, env_ids: torch.Tensor,
+                        remedy: str = "check the model and its inputs for these envs, or raise"
+                                      " ActionChunkingPolicyCfg.action_bound") -> None:
+    """Raise if a row of ``actions`` (shape (B, ...), the rows of ``env_ids``) holds a NaN, an inf or a value
+    beyond ``[-bound, bound]`` (None: no bound but finiteness): the one check of what a policy hands the envs
+    (chunks here, the rows ``lerobot-eval`` steps its env plugin with). One host sync.
+
+    Raises:
+        ValueError: Naming a value, its env and the envs affected, and ``remedy``.
+    """
+    bound = math.inf if bound is None else bound
+    valid = (actions.abs() <= bound).flatten(1).all(dim=1)  # False for NaN
+    if bool(valid.all()):
+        return
+    bad = (~valid).nonzero().squeeze(1)
+    row = actions[bad[0]].abs().nan_to_num(math.inf)
+    value = actions[bad[0]].flatten()[int(row.flatten().argmax())]
+    ids = env_ids[bad.to(env_ids.device)].tolist()
+    raise ValueError(
+        f"The model returned actions outside [-action_bound, action_bound] = [-{bound:g}, {bound:g}] or"
+        f" non-finite (NaN or inf), e.g. {float(value):g} for env {ids[0]} (envs {ids[:8]}"
+        f"{' ...' if len(ids) > 8 else ''}): {remedy}."
+    )
 
 
 def _with_overrides(cfg: ActionChunkingPolicyCfg, overrides: dict) -> ActionChunkingPolicyCfg:
@@ -478,7 +495,7 @@ class ActionChunkingPolicyCfg:
     """Fraction g of the chunk: under ``any`` and ``partial_batch`` an env requests a chunk once at most
     ``floor(g * H)`` actions are left (LeRobot's ``chunk_size_threshold``); 0 requests when the queue is empty.
     With g > 0, new chunks meet leftovers and the aggregator merges them."""
-    action_bound: float | None = 1.0e6
+    action_bound: float | None = DEFAULT_ACTION_BOUND
     """Largest absolute action a chunk may hold, checked when a chunk arrives (one host sync per inference, none
     per step): a model returning more (3e38 passes a finite check and turns the physics state to NaN) fails with
     an error naming the envs and the value. None: only NaN and inf are refused."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from argparse import ArgumentTypeError
 from dataclasses import dataclass
 
 from lerobot.configs import parser
@@ -43,6 +44,13 @@ class OneLineVideoDecoderFallback(logging.Filter):
 logging.getLogger("lerobot.utils.import_utils").addFilter(OneLineVideoDecoderFallback())
 
 
+def refuse(err: BaseException) -> SystemExit:
+    """Say ``err`` in one line on stderr; returns the ``SystemExit(2)`` to raise (``lerobot-eval`` closes the env
+    on its way out)."""
+    print(f"lerobot-eval: error: --env.type={ENV_TYPE}: {err}", file=sys.stderr)
+    return SystemExit(2)
+
+
 @EnvConfig.register_subclass(ENV_TYPE)
 @dataclass
 class IsaacLabSuspendEnv(EnvConfig):
@@ -51,13 +59,13 @@ class IsaacLabSuspendEnv(EnvConfig):
     task: str | None = None
     """A registered gym id of a suspendable task (``Isaac-PushCube-Camera-Suspendable``, ...)."""
     device: str = "cpu"
-    """Isaac Lab's simulation device."""
+    """Isaac Lab's simulation device (one this machine has: ``cpu``, ``cuda``, ``cuda:1``)."""
     policy_path: str = ""
     """The ``pretrained_model`` whose export sidecar maps the features ('': ``--policy.path``)."""
     video_camera: str = ""
     """The ``images`` camera the videos show ('': the first; a task without cameras gets one at its viewer pose)."""
     video_size: int = 128
-    """Frame size of the camera added for videos to a task without cameras [px]."""
+    """Frame size of the camera added for videos to a task without cameras [px], 1 to 1024."""
 
     @property
     def gym_kwargs(self) -> dict:
@@ -65,18 +73,25 @@ class IsaacLabSuspendEnv(EnvConfig):
 
     def create_envs(self, n_envs: int, use_async_envs: bool = False) -> dict:
         """``{type: {0: vector env}}``: one Isaac Lab env with ``n_envs`` envs (``use_async_envs`` does not apply:
-        they step together in this process). A bad task or policy ends the command with one line, exit status 2."""
+        they step together in this process). A bad setting, task or policy (the checkpoint checks of ``eval.py
+        --checkpoint``), or actions the env refuses while stepping (NaN, inf, beyond its bound), end the command
+        with one line, exit status 2."""
+        from isaaclab_suspend.cli.arguments import device
         from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
 
         policy_path = self.policy_path or parser.get_path_arg("policy") or ""
         try:
             if not self.task:
                 raise ValueError("give --env.task=<a -Suspendable task>")
+            try:
+                device(self.device)
+            except ArgumentTypeError as err:
+                raise ValueError(f"--env.device {err}") from None
             env = LeRobotVectorEnv.from_checkpoint(self.task, n_envs, policy_path, device=self.device,
-                                                   video_camera=self.video_camera, video_size=self.video_size)
-        except ValueError as err:
-            print(f"lerobot-eval: error: --env.type={ENV_TYPE}: {err}", file=sys.stderr)
-            raise SystemExit(2) from None
+                                                   video_camera=self.video_camera, video_size=self.video_size,
+                                                   refuse=refuse)
+        except (ValueError, OSError) as err:
+            raise refuse(err) from None
         self.features, self.features_map = env.lerobot_features()
         self.fps = env.metadata["render_fps"]
         return {ENV_TYPE: {0: env}}
