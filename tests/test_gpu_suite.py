@@ -26,6 +26,8 @@ def test_small_suite_runs_every_part_on_the_cpu(tmp_path):
         assert syncs[task, "env.step ours, half suspended"]["syncs_per_step"] == stock["syncs_per_step"]
         quiet = syncs[task, "act+observe global_clock, half retired"]
         assert quiet["quiet_steps"] > 0 and quiet["syncs_per_quiet_step"] == 0 and quiet["syncs_per_eventful_step"] > 0
+    assert [r["task"] for r in figures["first_open"]] == ["Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"]
+    assert all(r["open_s"] > 0 for r in figures["first_open"])
     assert {r["suspended"] for r in figures["step_time"]} == {"0%", "50%"}
     assert all(r["stock_ms"] > 0 and r["suspendable_ms"] > 0 for r in figures["step_time"])
     assert {r["schedule"] for r in figures["policy"]} == {"global_clock", "async"}

@@ -1,7 +1,8 @@
 """The parts of ``scripts/benchmarks/gpu_suite.py``: each runs in a process of its own under a time-out and
 returns a dict of figures; the suite merges them into one JSON and prints a table.
 
-* ``syncs``: host syncs per steady step (:mod:`.host_syncs`) of ``env.step`` (stock, and ours with none and half
+* ``syncs``: the first open of each task (open, reset and 5 steps: the kernels compile unless Warp's cache holds
+  them) and host syncs per steady step (:mod:`.host_syncs`) of ``env.step`` (stock, and ours with none and half
   of the envs suspended) and of the chunking policy's ``act`` + ``observe`` (quiet steps and ticks);
 * ``timing``: suspendable / stock step time (none and half suspended) and the chunking loop's throughput
   (:mod:`.step_timing`) at each size;
@@ -66,10 +67,12 @@ LOOP_GOAL = 0.9
 def part_syncs(device: str, size: dict, root: str) -> dict:
     """Host syncs per steady step: ``env.step`` (most per step; steps that reset an env left out) and the policy's
     ``act`` + ``observe`` (all syncs of the quiet steps, goal 0; per eventful step)."""
-    steps, rows = size["sync_steps"], []
+    steps, rows, first_open = size["sync_steps"], [], []
     for task in SYNC_TASKS:
+        start = time.perf_counter()
         with open_env(task, size["sync_envs"], device, suspendable=True, episode_length_s=1e6) as env:
             env.reset()
+            first_open.append({"task": task, "num_envs": env.num_envs, "open_s": _first_steps(env, start)})
             zeros = torch.zeros(env.num_envs, env.action_manager.total_action_dim, device=env.device)
             half = torch.arange(env.num_envs, device=env.device) < env.num_envs // 2
             for label, step, suspended in (("env.step stock", ManagerBasedRLEnv.step, None),
@@ -92,7 +95,18 @@ def part_syncs(device: str, size: dict, root: str) -> dict:
                              "syncs_per_quiet_step": counts["quiet"].total / max(quiet, 1),
                              "syncs_per_eventful_step": counts["eventful"].total / max(steps - quiet, 1),
                              "quiet_sync_sites": sorted(counts["quiet"].sites)})
-    return {"syncs": rows}
+    return {"syncs": rows, "first_open": first_open}
+
+
+def _first_steps(env, start: float) -> float:
+    """Seconds from ``start`` (before the env was opened) to the end of its first 5 steps, device synced: the
+    first open, kernels compiled (Warp compiles them on first launch unless its kernel cache holds them)."""
+    action = torch.zeros(env.num_envs, env.action_manager.total_action_dim, device=env.device)
+    for _ in range(5):
+        env.step(action)
+    if env.device.startswith("cuda"):
+        torch.cuda.synchronize(env.device)
+    return round(time.perf_counter() - start, 2)
 
 
 def _step_syncs(env, step, action: torch.Tensor, suspended: torch.Tensor | None, steps: int) -> dict:
@@ -281,6 +295,7 @@ def table(figures: dict) -> str:
     specs = [
         ("syncs", ["task", "what", "syncs_per_step", "warp_syncs_per_step", "syncs_per_quiet_step",
                    "syncs_per_eventful_step"]),
+        ("first_open", ["task", "num_envs", "open_s"]),
         ("step_time", ["task", "num_envs", "suspended", "stock_ms", "suspendable_ms", "stock_over_ours"]),
         ("policy", ["task", "num_envs", "schedule", "steps_per_s", "env_steps_per_s", "ticks_per_s"]),
         ("recording", ["task", "num_envs", "manager", "hooks_ms", "ends_ms", "write_ms", "total_ms"]),
