@@ -4,7 +4,8 @@ chunking loop's throughput, the tests marked ``cuda`` and the recording cost, at
 Each part (``isaaclab_suspend/cli/gpu_suite.py`` says what it measures) runs in a process of its own under a
 time-out (its share of ``--budget_s``), so that a hang costs one part, not the run. Writes one JSON of figures
 (``--out``, with the card, driver and versions) and prints a table; exits 0 when every part ran and every goal
-is met, 1 otherwise. ``--small`` runs it at a few envs (the CPU test of the suite).
+is met, 1 otherwise. The compiled Warp kernels go beside the JSON (``warp_cache.tar.xz``) and are unpacked into
+Warp's kernel cache by the next run, so that a second run on a fresh machine starts warm. ``--small`` runs it at a few envs (the CPU test of the suite).
 
 On a GPU (about 8 minutes; docs/benchmarks.rst)::
 
@@ -27,7 +28,8 @@ import tempfile
 import time
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.cli.gpu_suite import PART_TIMEOUTS_S, PARTS, SIZES, goals, table, versions
+from isaaclab_suspend.cli.gpu_suite import (PART_TIMEOUTS_S, PARTS, SIZES, goals, restore_kernel_cache,
+                                            save_kernel_cache, table, versions)
 from isaaclab_suspend.utils import set_quiet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,6 +62,8 @@ def main() -> int:
                         help=f"parts to run, of {','.join(PARTS)}")
     parser.add_argument("--budget_s", type=cli.positive_int, default=480, help="time for all parts together")
     parser.add_argument("--out", default=os.path.join("outputs", "gpu_suite.json"), help="the JSON of figures")
+    parser.add_argument("--kernel_cache", default=None, help="tar.xz of Warp's compiled kernels, unpacked before"
+                        " the parts and written after them (default: warp_cache.tar.xz beside --out; 'none': neither)")
     parser.add_argument("--part", choices=list(PARTS), help=argparse.SUPPRESS)  # one part, in this process
     parser.add_argument("--part_out", help=argparse.SUPPRESS)
     parser.add_argument("--part_timeout_s", type=float, default=600.0, help=argparse.SUPPRESS)
@@ -74,6 +78,9 @@ def main() -> int:
             json.dump(figures, f)
         return 0
 
+    archive = args.kernel_cache or os.path.join(os.path.dirname(os.path.abspath(args.out)), "warp_cache.tar.xz")
+    if args.kernel_cache != "none":
+        print(f"[gpu_suite] {restore_kernel_cache(archive)}", flush=True)
     figures, statuses, deadline = {"versions": versions(args.device)}, {}, time.monotonic() + args.budget_s
     for part in [p for p in PARTS if p in args.parts]:
         left = deadline - time.monotonic()
@@ -90,6 +97,8 @@ def main() -> int:
     with open(args.out, "w") as f:
         json.dump(figures, f, indent=1)
     print(table(figures), f"\nFigures: {args.out}", sep="\n")
+    if args.kernel_cache != "none":
+        print(f"Compiled kernels: {archive} ({save_kernel_cache(archive) / 2**20:.1f} MiB)")
     passed = all(s == "ok" for s in statuses.values()) and all(figures["goals"].values())
     return 0 if passed else 1
 
