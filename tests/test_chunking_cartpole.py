@@ -19,7 +19,7 @@ from isaaclab_suspend.policies import (
     LatencyCfg,
     LatencyEmulator,
 )
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 from aggregator_reference import REFERENCES
 from isaaclab_suspend.cli.host_syncs import check_quiet_steps, forbid_syncs

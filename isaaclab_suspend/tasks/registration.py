@@ -3,8 +3,8 @@
 Isaac Lab registers its tasks in the ``__init__`` of each task's config package. A variant is registered from
 that package's registration: Isaac Lab's gym kwargs (cfg and agent entry points) plus the project's (a chunk
 model), on :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv`. Opening it
-(:func:`isaaclab_suspend.utils.open_env`) points its assets at local files and enables suspension
-(:func:`isaaclab_suspend.utils.make_env_cfg`), so the variant needs no cfg of its own.
+(:func:`isaaclab_suspend.tasks.env_factory.open_env`) points its assets at local files and enables suspension
+(:func:`isaaclab_suspend.tasks.env_factory.make_env_cfg`), so the variant needs no cfg of its own.
 """
 
 from __future__ import annotations

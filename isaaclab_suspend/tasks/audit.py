@@ -22,9 +22,9 @@ from prettytable import PrettyTable
 
 from isaaclab.utils import configclass
 
-from .frozen_rows import bits
-from .suspension_manager import PARTS
-from ..utils import open_env
+from ..suspension.frozen_rows import bits
+from ..suspension.suspension_manager import PARTS
+from .env_factory import open_env
 
 
 @configclass
