@@ -14,11 +14,10 @@ from isaaclab.managers import TerminationTermCfg as DoneTerm
 from isaaclab_suspend.policies import (
     SCHEDULES,
     ActionChunkingPolicy,
-    CartpoleLQRCfg,
-    CartpoleLQRChunkModel,
     LatencyCfg,
     LatencyEmulator,
 )
+from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
 from isaaclab_suspend.tasks.env_factory import open_env
 
 from aggregator_reference import REFERENCES

@@ -31,7 +31,7 @@ from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_
 from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
-from isaaclab_suspend.tasks.registration import SUSPENDABLE_ENTRY_POINT
+from isaaclab_suspend.tasks.registration import KITLESS_PHYSICS_PRESET, SUSPENDABLE_ENTRY_POINT
 from isaaclab_tasks.utils import parse_env_cfg
 
 if TYPE_CHECKING:
@@ -67,11 +67,6 @@ def quieted() -> Iterator[None]:
             yield
     finally:
         logging.disable(previous)
-
-
-KITLESS_PHYSICS_PRESET = "newton_mjwarp"
-"""The physics preset chosen for a task whose default physics is PhysX (which needs Isaac Sim) when no
-``presets=`` / ``physics=`` override names one."""
 
 
 def _parse_env_cfg(task: str, device: str, overrides: list[str]):

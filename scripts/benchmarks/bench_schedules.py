@@ -45,8 +45,8 @@ from isaaclab_suspend.policies import (
     ActionChunkingPolicy,
     LatencyCfg,
     LatencyEmulator,
-    make_default_model,
 )
+from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.embedded import tasks_with_chunk_model
 from isaaclab_suspend.tasks.env_factory import open_env
 
