@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import os
 import sys
+import tomllib
 from types import ModuleType
 
-__version__ = '0.1.0'
+EXT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+"""The extension's directory (the one holding ``config/extension.toml``)."""
+
+with open(os.path.join(EXT_DIR, "config", "extension.toml"), "rb") as _file:
+    __version__: str = tomllib.load(_file)["package"]["version"]
+    """The version, read from ``config/extension.toml`` (the one place it is written, as in Isaac Lab's
+    extensions; ``setup.py`` and ``docs/conf.py`` read it too)."""
 
 
 def _init_warp_quietly(warp: ModuleType) -> None:

@@ -2,7 +2,7 @@
 embedded planner's), made before any env is built.
 
 Two kinds of overrides. The user's (a script's trailing ``env.KEY=VALUE`` arguments and ``--presets``,
-:func:`~isaaclab_suspend.utils.make_env_cfg`'s ``overrides``, ``--planner_cfg``) may set any field, but must make
+:func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg`'s ``overrides``, ``--planner_cfg``) may set any field, but must make
 sense: the forms this package supports (``env.KEY=VALUE``, ``presets=NAME``; not Hydra's ``+KEY=``, ``~KEY=`` or
 ``${...}`` interpolations), finite numbers, durations and sizes within :attr:`CfgOverridesCfg.bounds`, episodes of at
 most :attr:`CfgOverridesCfg.max_episode_steps` steps. A file's (a dataset's ``env_args.cfg_overrides``) are data:
@@ -90,7 +90,7 @@ class CfgOverridesCfg:
 
 
 DEFAULT_CFG = CfgOverridesCfg()
-"""The ranges the scripts and :func:`~isaaclab_suspend.utils.make_env_cfg` hold overrides to."""
+"""The ranges the scripts and :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg` hold overrides to."""
 
 
 def check_form(override: str, from_file: bool = False) -> None:

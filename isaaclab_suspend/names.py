@@ -29,5 +29,5 @@ TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
 shared token from when its cfg names none."""
 
 CFG_OVERRIDES_ATTR = "cfg_overrides"
-"""Attribute of a cfg made by :func:`~isaaclab_suspend.utils.make_env_cfg` holding the Hydra overrides it was made
+"""Attribute of a cfg made by :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg` holding the Hydra overrides it was made
 with: a recording stores them in its ``env_args`` (same key), and a replay applies them again."""

@@ -57,9 +57,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="Hydra overrides of the task cfg, e.g. env.events.randomize_joint_state.params.std=0.2"
                              " (the seed is --seed)")
     args = parser.parse_args(argv)
-    from isaaclab_suspend.policies.embedded import planner_actions
-    from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
-    from isaaclab_suspend.utils import import_task_modules, set_quiet
+    from isaaclab_suspend.tasks.embedded import planner_actions
+    from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
+    from isaaclab_suspend.tasks.env_factory import import_task_modules, set_quiet
 
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, windows=args.windows, device=args.device,

@@ -79,7 +79,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def record(args: argparse.Namespace) -> None:
     import torch
-    from isaaclab_suspend.utils import StopAfterStep
+    from isaaclab_suspend.tasks.env_factory import StopAfterStep
 
     start, steps = time.perf_counter(), 0
     with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:

@@ -54,7 +54,7 @@ def replay(args: argparse.Namespace) -> int:
     from isaaclab_suspend.datasets import DatasetError, DatasetReader, DatasetReplayer, check_replay_fits, replay_table
     from isaaclab_suspend.datasets import check_replay_task, make_replay_env_cfg, replay_warnings
     from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
-    from isaaclab_suspend.utils import open_env, set_quiet
+    from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
 
     set_quiet(not args.verbose)
     with DatasetReader(args.dataset) as reader:

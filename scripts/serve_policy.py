@@ -46,7 +46,7 @@ def _interrupt(signum, frame) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    from isaaclab_suspend.utils import set_quiet
+    from isaaclab_suspend.tasks.env_factory import set_quiet
 
     set_quiet(not args.verbose)
     level = logging.WARNING if args.quiet else logging.INFO  # --quiet: no line per connection

@@ -51,7 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def train_agent(args: argparse.Namespace) -> int:
     from isaaclab_suspend.rl import load_agent_cfg, train
     from isaaclab_suspend.rl.runners import agent_seed
-    from isaaclab_suspend.utils import make_env_cfg, open_env, quieted, set_quiet
+    from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env, quieted, set_quiet
 
     set_quiet(not args.verbose)  # set-up tables with --verbose only; --quiet: no per-iteration log either
     with quieted():

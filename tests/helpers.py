@@ -10,8 +10,8 @@ import torch
 
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy
-from isaaclab_suspend.policies.embedded import make_default_model
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.embedded import make_default_model
+from isaaclab_suspend.tasks.env_factory import open_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

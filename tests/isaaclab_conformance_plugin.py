@@ -8,7 +8,8 @@ masked step) and ``isaaclab.managers.RecorderManager`` with the masked recorder.
 import isaaclab.envs
 import isaaclab.managers
 
-from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
+from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
+from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.recording import SuspendableRecorderManager
 
 

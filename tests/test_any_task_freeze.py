@@ -15,7 +15,8 @@ import torch
 
 from isaaclab.app.sim_launcher import launch_simulation
 
-from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
+from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
+from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.suspension.frozen_rows import bits
 from isaaclab_tasks.utils import parse_env_cfg
 

@@ -7,8 +7,8 @@ import sys
 import gymnasium as gym
 import pytest
 
-from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
-from isaaclab_suspend.utils import check_local_assets, import_task_modules, make_env_cfg
+from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
+from isaaclab_suspend.tasks.env_factory import check_local_assets, import_task_modules, make_env_cfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 AUDIT = [sys.executable, os.path.join(ROOT, "scripts", "audit_suspension.py"), "--task", "Test-Stateful-PushCube",

@@ -6,7 +6,7 @@ import torch
 
 from isaaclab.managers import SceneEntityCfg
 
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
 NUM_ENVS = 4

@@ -11,7 +11,7 @@ import h5py
 import pytest
 from helpers import load_script, record_chunk_demos
 
-import isaaclab_suspend.utils
+import isaaclab_suspend.tasks.env_factory
 from isaaclab_suspend.cfg_overrides import Bound, CfgOverridesCfg, check_overrides
 
 TASK = "Isaac-Cartpole-Suspendable"
@@ -34,7 +34,7 @@ def no_env(monkeypatch):
     def launch(*args, **kwargs):
         raise AssertionError("an env was built")
 
-    monkeypatch.setattr(isaaclab_suspend.utils, "launch_simulation", launch)
+    monkeypatch.setattr(isaaclab_suspend.tasks.env_factory, "launch_simulation", launch)
 
 
 def _one_error_line(capsys, status, message, usage=False):
@@ -140,7 +140,7 @@ def test_refused_while_the_arguments_are_parsed(script, argv, message, no_env, c
 
 def test_audit_runs_with_its_seed(monkeypatch, capsys):
     """audit_suspension.py --seed reaches both runs (it had none and ran with 42 whatever env.seed= said)."""
-    import isaaclab_suspend.suspension.audit as audit
+    import isaaclab_suspend.tasks.audit as audit
 
     seen = []
     audited = SimpleNamespace(passed=True)

@@ -13,7 +13,7 @@ import torch
 from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import SHIPPED_CHECKPOINTS, export_actor, read_checkpoint, shipped_checkpoint
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 from isaaclab_suspend.weights_only import load_weights
 
 from helpers import ROOT, load_script

@@ -14,12 +14,11 @@ from isaaclab.managers import TerminationTermCfg as DoneTerm
 from isaaclab_suspend.policies import (
     SCHEDULES,
     ActionChunkingPolicy,
-    CartpoleLQRCfg,
-    CartpoleLQRChunkModel,
     LatencyCfg,
     LatencyEmulator,
 )
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
+from isaaclab_suspend.tasks.env_factory import open_env
 
 from aggregator_reference import REFERENCES
 from isaaclab_suspend.cli.host_syncs import check_quiet_steps, forbid_syncs

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from isaaclab_suspend.policies import ActionChunkingPolicy, ActionChunkingPolicyCfg
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 N = 4
 H = 4

@@ -9,8 +9,6 @@ import torch
 
 from isaaclab_suspend.policies import (
     AGGREGATORS,
-    CartpoleLQRCfg,
-    CartpoleLQRChunkModel,
     ChunkQueues,
     InferenceCostModel,
     LatencyCfg,
@@ -23,6 +21,7 @@ from isaaclab_suspend.policies import (
     stats_table,
     temporal_ensemble,
 )
+from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
 from isaaclab_suspend.policies.schedules import FULL_BATCH, AutoSchedule
 
 from aggregator_reference import REFERENCES, act_temporal_ensemble

@@ -14,12 +14,11 @@ from isaaclab_suspend.policies import (
     ActionChunkingPolicy,
     LatencyCfg,
     LatencyEmulator,
-    PushCubeChunkCfg,
-    PushCubeChunkModel,
 )
+from isaaclab_suspend.tasks.push_cube.chunk_model import PushCubeChunkCfg, PushCubeChunkModel
 from isaaclab_suspend.cli import ConstantPolicy, RandomPolicy, score
-from isaaclab_suspend.policies.embedded import make_default_model
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.embedded import make_default_model
+from isaaclab_suspend.tasks.env_factory import open_env
 
 TASK = "Isaac-PushCube-Suspendable"
 N = 8

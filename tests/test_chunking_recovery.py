@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from isaaclab_suspend.policies import ActionChunkingPolicy
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 N = 4
 H = 4

@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes, make_default_model
+from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
+from isaaclab_suspend.tasks.embedded import make_default_model
 
 TASK = "Isaac-PushCube-Suspendable"
 STEPS = 150

@@ -8,7 +8,7 @@ import torch
 
 from isaaclab_suspend.cli.host_syncs import forbid_syncs
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 pytestmark = pytest.mark.cuda
 

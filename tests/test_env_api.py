@@ -7,7 +7,7 @@ import torch
 from isaaclab.app.sim_launcher import launch_simulation
 
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 from isaaclab_tasks.utils import parse_env_cfg
 from isaaclab_tasks.utils.parse_cfg import load_cfg_from_registry
 

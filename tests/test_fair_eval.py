@@ -18,7 +18,8 @@ import torch
 from isaaclab_suspend import cli
 from isaaclab_suspend.datasets import DatasetReader
 from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR, mark_chunk_starts
-from isaaclab_suspend.policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator, make_default_model
+from isaaclab_suspend.policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator
+from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.recording import ChunkProvenanceRecorder, ChunkProvenanceRecorderCfg
 from isaaclab_suspend.tensor_tree import flatten_tree
 

@@ -6,7 +6,7 @@ import torch
 from isaaclab.app.sim_launcher import launch_simulation
 from isaaclab.envs import ManagerBasedRLEnv
 
-from isaaclab_suspend.utils import make_env_cfg, open_env
+from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env
 
 NUM_ENVS = 4
 STEPS = 120

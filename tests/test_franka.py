@@ -10,11 +10,11 @@ from pxr import Usd, UsdGeom, UsdPhysics
 
 from isaaclab_suspend.assets import robots
 from isaaclab_suspend.assets.franka_panda import COLLIDER_VARIANTS, body_path
-from isaaclab_suspend.policies.embedded import planner_actions
-from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
+from isaaclab_suspend.tasks.embedded import planner_actions
+from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
 from isaaclab_suspend.suspension.state_discovery import discover
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
-from isaaclab_suspend.utils import check_local_assets, make_env_cfg
+from isaaclab_suspend.tasks.env_factory import check_local_assets, make_env_cfg
 
 LIFT = "Isaac-Lift-Cube-Franka-IK-Abs-Suspendable"
 PANDA_JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]

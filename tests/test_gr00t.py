@@ -17,7 +17,8 @@ import pytest
 import torch
 import zmq
 
-from isaaclab_suspend.policies import ActionChunkingPolicy, ObservationHistory, make_default_model
+from isaaclab_suspend.policies import ActionChunkingPolicy, ObservationHistory
+from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
     BatchingCfg,
     Gr00tChunkModel,
@@ -27,7 +28,7 @@ from isaaclab_suspend.serving import (
     Gr00tServerError,
     gr00t_codec,
 )
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 TASK = "Isaac-Cartpole-Suspendable"
 H = 8

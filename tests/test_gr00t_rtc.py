@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from isaaclab_suspend.policies import ActionChunkingPolicy, CartpoleLQRCfg, CartpoleLQRChunkModel
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
 from isaaclab_suspend.serving import (
     BatchingCfg,
     Gr00tChunkModel,

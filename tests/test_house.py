@@ -1,5 +1,6 @@
-"""The package's folders keep their data paths apart: the chunking core imports no transport, no module imports
-another that imports it back (lazy imports inside functions count), and scripts stay entry points."""
+"""The package's folders keep their data paths apart: the chunking core imports no transport, no package imports one
+above it in the order docs/architecture.rst gives, no module imports another that imports it back (lazy imports
+inside functions count), and scripts stay entry points."""
 
 from __future__ import annotations
 
@@ -86,6 +87,44 @@ def test_no_import_cycle_between_modules():
     assert _cycles({pkg: {f"{pkg}.a"}, f"{pkg}.a": {f"{pkg}.b"}, f"{pkg}.b": {f"{pkg}.a"}})
     # ... and the package has none
     assert not _cycles(_graph()), _cycles(_graph())
+
+
+def _layers() -> list[set[str]]:
+    """The package order of docs/architecture.rst (the literal block after "The layers import downwards only"),
+    lowest first: each layer the set of top-level packages and modules of ``isaaclab_suspend`` in it."""
+    text = (ROOT / "docs" / "architecture.rst").read_text()
+    block = text.split("The layers import downwards only", 1)[1].split("::\n\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line.strip())
+    return [{name.strip() for name in layer.split(",")} for layer in " ".join(lines).split("->")]
+
+
+def _package(module: str) -> str:
+    return module.split(".")[1]
+
+
+def _back_edges(graph: dict[str, set[str]], layers: list[set[str]]) -> list[str]:
+    """``module -> imported module`` for each import of a package in the same layer or above the importer's."""
+    rank = {name: i for i, layer in enumerate(layers) for name in layer}
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                  if _package(m) != _package(d) and rank[_package(d)] >= rank[_package(m)])
+
+
+def test_packages_import_downwards_only():
+    layers = _layers()
+    graph = {m: deps for m, deps in _graph().items() if m != "isaaclab_suspend"}
+    placed = {name for layer in layers for name in layer}
+    unplaced = sorted({_package(m) for m in graph} - placed)
+    assert not unplaced, f"packages not in docs/architecture.rst's layer order: {unplaced}"
+    # the check finds an upward import and one within a layer ...
+    assert _back_edges({"isaaclab_suspend.suspension.x": {"isaaclab_suspend.envs.y"},
+                        "isaaclab_suspend.serving.x": {"isaaclab_suspend.rl.y"}}, layers) == [
+        "isaaclab_suspend.serving.x -> isaaclab_suspend.rl.y", "isaaclab_suspend.suspension.x -> isaaclab_suspend.envs.y"]
+    # ... and the package has none
+    assert not _back_edges(graph, layers), _back_edges(graph, layers)
 
 
 def test_scripts_stay_entry_points():

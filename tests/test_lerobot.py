@@ -21,7 +21,7 @@ from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH,
 from isaaclab_suspend.interop.lerobot_policy import HISTORY_KEY, LeRobotChunkModel
 from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.tensor_tree import select_rows
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
 CAMERA = "observation.images.scene_camera"

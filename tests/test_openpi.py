@@ -23,7 +23,8 @@ from websockets.frames import CloseCode
 from websockets.sync.client import connect
 
 from isaaclab_suspend.cli.serving import load_expert
-from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
     OpenpiChunkModel,
     OpenpiChunkModelCfg,
@@ -33,7 +34,7 @@ from isaaclab_suspend.serving import (
 )
 from isaaclab_suspend.serving import WireLimitsCfg, msgpack_arrays
 from isaaclab_suspend.serving.remote import TOKEN_ENV
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 H = 8
 TASK = "Isaac-Cartpole-Suspendable"

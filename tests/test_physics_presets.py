@@ -4,7 +4,7 @@ the pusher then moves it along the floor."""
 import pytest
 import torch
 
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 
 @pytest.mark.parametrize("preset", ["newton_mjwarp", "newton_featherstone"])

@@ -11,7 +11,7 @@ import pytest
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
-from isaaclab_suspend.utils import StopAfterStep
+from isaaclab_suspend.tasks.env_factory import StopAfterStep
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRIPT = os.path.join(ROOT, "scripts", "record.py")

@@ -21,7 +21,7 @@ from isaaclab.utils.datasets import HDF5DatasetFileHandler
 from isaaclab_suspend.datasets import DatasetReader, DatasetReplayer, make_replay_env_cfg
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.recording import EpisodeWriterCfg
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 from helpers import ROOT
 
@@ -139,7 +139,7 @@ KILLED_RUN = """
 import sys, torch
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.recording import EpisodeWriterCfg
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 point, out = sys.argv[1], sys.argv[2]
 recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=out, dataset_filename="run",

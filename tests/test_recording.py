@@ -20,8 +20,8 @@ from isaaclab_suspend.recording import (
 )
 from isaaclab_suspend.recording.staging_ring import StagingRing
 from isaaclab_suspend.policies import ActionChunkingPolicy
-from isaaclab_suspend.policies.embedded import make_default_model
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.embedded import make_default_model
+from isaaclab_suspend.tasks.env_factory import open_env
 
 TASK = "Isaac-PushCube-Suspendable"
 NUM_ENVS = 8

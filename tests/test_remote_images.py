@@ -21,7 +21,7 @@ from isaaclab_suspend.serving import (
     RemoteChunkModel,
     RemoteChunkModelCfg,
 )
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 H = 4
 CAMERA = "scene_camera"

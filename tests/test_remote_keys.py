@@ -7,7 +7,7 @@ import pytest
 from helpers import load_script
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.policies import make_default_model
+from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
     Gr00tPolicyServer,
     Gr00tPolicyServerCfg,

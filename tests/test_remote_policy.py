@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from isaaclab_suspend.datasets import DatasetReader
-from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
+from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
     PolicyServer,
     PolicyServerCfg,
@@ -24,7 +25,7 @@ from isaaclab_suspend.serving import (
     WireLimitsCfg,
 )
 from isaaclab_suspend.serving.wire import receive_message
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H = 8

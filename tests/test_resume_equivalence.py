@@ -6,7 +6,7 @@ import torch
 
 from isaaclab_suspend.rl import load_checkpoint_policy
 from isaaclab_suspend.rl.checkpoint_policy import shipped_checkpoint
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 from scene_state import physics_tensors
 

@@ -20,7 +20,7 @@ from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.rl import load_agent_cfg, load_checkpoint_policy, train
 from isaaclab_suspend.rl.checkpoint_policy import SHIPPED_CHECKPOINTS, shipped_checkpoint
-from isaaclab_suspend.utils import make_env_cfg, open_env
+from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = "Isaac-Cartpole-Suspendable"

@@ -14,10 +14,10 @@ from pxr import Sdf, Usd, UsdPhysics
 
 from isaaclab_suspend.assets import robots
 from isaaclab_suspend.assets.asset_map import ASSET_MAP, local_counterpart
-from isaaclab_suspend.policies.embedded import make_default_model, planner_actions
+from isaaclab_suspend.tasks.embedded import make_default_model, planner_actions
 from isaaclab_suspend.solver_notices import NOTICE
-from isaaclab_suspend.suspension.audit import SuspensionAuditCfg, audit_suspension
-from isaaclab_suspend.utils import check_local_assets, check_suspension_settings, make_env_cfg, set_quiet
+from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
+from isaaclab_suspend.tasks.env_factory import check_local_assets, check_suspension_settings, make_env_cfg, set_quiet
 
 STACK = "IsaacContrib-Stack-Cube-SO101-Suspendable"
 LIFT = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"

@@ -12,17 +12,15 @@ import torch
 
 from isaaclab_suspend.policies import (
     ActionChunkingPolicy,
-    CartpoleLQRCfg,
-    CartpoleLQRChunkModel,
     ChunkQueues,
     LatencyCfg,
     LatencyEmulator,
-    PushCubeChunkCfg,
-    PushCubeChunkModel,
     make_schedule,
     replace,
     soft_mask,
 )
+from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
+from isaaclab_suspend.tasks.push_cube.chunk_model import PushCubeChunkCfg, PushCubeChunkModel
 from isaaclab_suspend.policies.evaluation import ChunkingStats
 from isaaclab_suspend.policies.model import accepts_prefix
 from isaaclab_suspend.policies.schedules import RealTimeChunkSchedule

@@ -40,9 +40,9 @@ def test_verbose_eval_brings_back_the_set_up_tables_the_default_leaves_out():
 
 
 def test_python_api_finds_the_project_tasks_itself_and_set_quiet_drops_the_manager_tables():
-    code = ("from isaaclab_suspend.policies.embedded import make_default_model\n"
+    code = ("from isaaclab_suspend.tasks.embedded import make_default_model\n"
             "print(repr(make_default_model('Isaac-Cartpole-Suspendable', 16)).split(',')[0])\n"
-            "from isaaclab_suspend.utils import open_env, set_quiet\n"
+            "from isaaclab_suspend.tasks.env_factory import open_env, set_quiet\n"
             "set_quiet()\n"
             "with open_env('Isaac-Cartpole-Suspendable', 2) as env:\n"
             "    env.reset()\n"

@@ -37,7 +37,7 @@ def test_stock_task_on_the_asset_server_exits_2_with_one_line(task):
 
 
 def test_a_missing_local_asset_is_named_before_the_env_is_built(tmp_path):
-    from isaaclab_suspend.utils import check_local_assets, make_env_cfg
+    from isaaclab_suspend.tasks.env_factory import check_local_assets, make_env_cfg
 
     cfg = make_env_cfg("Isaac-Cartpole-Suspendable", 2)
     check_local_assets(cfg, "Isaac-Cartpole-Suspendable")  # the project's own assets are local

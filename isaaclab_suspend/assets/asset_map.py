@@ -6,7 +6,7 @@ stands in for each one (a robot converted by :mod:`~isaaclab_suspend.assets.robo
 :mod:`~isaaclab_suspend.assets.generate_usd`) and what else the asset's cfg needs to load it (the server file's
 variant sets dropped, a ground plane spawned from a plain USD file). :func:`localize_scene` applies it to every
 asset of a scene cfg; a server file that no row matches is left as it is, and the check before the env is built
-(:func:`isaaclab_suspend.utils.check_local_assets`) names it.
+(:func:`isaaclab_suspend.tasks.env_factory.check_local_assets`) names it.
 
 Adding an asset is one row: ``LocalAsset(server=r"/Robots/Vendor/arm/arm\\.usd$", local=lambda m: robot_usd(ARM))``.
 """

@@ -182,7 +182,7 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
     """``--task --import --num_envs --device --seed --presets``, Hydra overrides of the task cfg as trailing
     ``env.KEY=VALUE`` arguments (as Isaac Lab's own scripts take them), if ``desync`` ``--desync``, and with
     ``per_env_random`` True ``--shared_rng`` (per-env random streams by default), False ``--per_env_rng``
-    (Isaac Lab's generator by default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`).
+    (Isaac Lab's generator by default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`).
 
     ``--task`` defaults to None: the script (or the policy it loads) chooses; ``tasks`` restricts the choices.
     """
@@ -221,7 +221,7 @@ def add_import_arg(parser: argparse.ArgumentParser) -> None:
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
     """``--quiet`` (only the result and errors) and ``--verbose`` (everything: Isaac Lab's configuration and
     manager tables, its info log, the suspension manager's report); by default what runs, progress and the
-    result, the set-up output dropped (:func:`~isaaclab_suspend.utils.set_quiet`)."""
+    result, the set-up output dropped (:func:`~isaaclab_suspend.tasks.env_factory.set_quiet`)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--quiet", action="store_true",
                        help="print only the result and errors: no set-up tables, info log or progress bars")
@@ -310,7 +310,7 @@ def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> No
 
 def env_overrides(args: argparse.Namespace) -> list[str]:
     """The Hydra-style overrides (``env.KEY=VALUE`` arguments, ``--presets``) for
-    :func:`~isaaclab_suspend.utils.open_env`."""
+    :func:`~isaaclab_suspend.tasks.env_factory.open_env`."""
     return [*getattr(args, "overrides", []), *([f"presets={args.presets}"] if args.presets else [])]
 
 

@@ -10,7 +10,7 @@ from multiprocessing.connection import Connection, wait
 import torch
 
 from ..policies import ActionChunkingPolicy, ChunkModel
-from ..utils import open_env
+from ..tasks.env_factory import open_env
 
 
 def env_process(rank: int, pipe: Connection, task: str, num_envs: int, chunk: int, schedule: str,

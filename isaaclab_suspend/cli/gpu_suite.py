@@ -30,8 +30,8 @@ from prettytable import PrettyTable
 
 from isaaclab.envs import ManagerBasedRLEnv
 
-from ..policies.embedded import make_default_model
-from ..utils import open_env
+from ..tasks.embedded import make_default_model
+from ..tasks.env_factory import open_env
 from .host_syncs import SyncCount, count_syncs, run_chunk_loop
 from .recording_timing import measure_recording
 from .step_timing import measure_overhead, measure_policy

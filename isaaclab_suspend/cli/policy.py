@@ -35,10 +35,10 @@ from ..learning import load_chunk_policy
 from ..policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, connect_remote
 from ..serving.remote import check_observation_paths
-from ..policies.embedded import make_default_model, tasks_with_chunk_model
+from ..tasks.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
-from ..utils import import_task_modules, quieted, resolve_task_id
+from ..tasks.env_factory import import_task_modules, quieted, resolve_task_id
 from .errors import prog, user_errors
 from .arguments import DEFAULT_CHUNK, DEFAULT_TASK
 
@@ -107,7 +107,7 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
 
 def resolve_task(args: argparse.Namespace, default: str | None = DEFAULT_TASK) -> None:
     """Import ``args.modules`` (``--import``), then set ``args.task`` (``default`` when not given; left None if both
-    are) to the registered id it names (:func:`~isaaclab_suspend.utils.resolve_task_id`). A module that does not
+    are) to the registered id it names (:func:`~isaaclab_suspend.tasks.env_factory.resolve_task_id`). A module that does not
     import or an unknown task ends the script with one line and exit status 2."""
     with user_errors():
         import_task_modules(args.modules)

@@ -13,7 +13,7 @@ import torch
 from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManagerCfg
 from isaaclab.managers import RecorderManager
 
-from ..utils import open_env
+from ..tasks.env_factory import open_env
 from .rollouts import desync_episodes
 from .step_timing import random_actions, synchronize
 

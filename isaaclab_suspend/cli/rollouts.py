@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 import torch
 
 from ..recording import SuspendableRecorderManager
-from ..utils import open_env as _open_env
-from ..utils import set_quiet
+from ..tasks.env_factory import open_env as _open_env
+from ..tasks.env_factory import set_quiet
 from .errors import user_errors
 from .arguments import env_overrides
 
@@ -48,9 +48,9 @@ class Transition(NamedTuple):
 
 @contextlib.contextmanager
 def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
-    """:func:`~isaaclab_suspend.utils.open_env` of the env arguments (``--task --num_envs --device --seed --presets``,
-    and ``--quiet`` / ``--verbose``, ``--shared_rng`` or ``--per_env_rng`` where the script has them: a script with
-    ``--verbose`` prints the env's set-up output only with it).
+    """:func:`~isaaclab_suspend.tasks.env_factory.open_env` of the env arguments (``--task --num_envs --device --seed
+    --presets``, and ``--quiet`` / ``--verbose``, ``--shared_rng`` or ``--per_env_rng`` where the script has them: a
+    script with ``--verbose`` prints the env's set-up output only with it).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
     traceback that ``launch_simulation`` would print. Once the env records (a dataset recorder, e.g. attached by

@@ -89,7 +89,7 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
         parser.error("--keys needs --protocol openpi or gr00t")
     if args.allow_kill and args.protocol != "gr00t":
         parser.error("--allow_kill needs --protocol gr00t")
-    from ..policies.embedded import tasks_with_chunk_model
+    from ..tasks.embedded import tasks_with_chunk_model
     from .policy import resolve_task
 
     args.keys = dict(args.keys or ())
@@ -115,7 +115,7 @@ def load_expert(path: str, task: str, device: str = "cpu"):
     ``task`` on ``device`` (where the served requests' observations go), and its action dim."""
     from ..rl import load_checkpoint_policy
     from ..rl.checkpoint_policy import shipped_checkpoint
-    from ..utils import open_env
+    from ..tasks.env_factory import open_env
 
     with open_env(task, 1, device=device) as env:
         model = load_checkpoint_policy(path or shipped_checkpoint(task), env, task=task)
@@ -130,7 +130,8 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer |
         ValueError, OSError: If the model cannot be loaded, the cfg is invalid or the address cannot be bound.
     """
     from ..learning import load_chunk_policy
-    from ..policies import LatencyCfg, LatencyEmulator, make_default_model
+    from ..policies import LatencyCfg, LatencyEmulator
+    from ..tasks.embedded import make_default_model
     from ..serving import BatchingCfg
 
     cfg = protocols()[args.protocol]()

@@ -14,7 +14,7 @@ from isaaclab.managers import EventTermCfg
 
 from ..names import MAX_REPLAY_ENVS
 from ..tensor_tree import flatten_tree, unflatten_tree
-from ..utils import make_env_cfg
+from ..tasks.env_factory import make_env_cfg
 from .reader import DatasetError, DatasetReader, Demo, StatePath, available_memory_bytes
 
 if TYPE_CHECKING:
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_random: bool = True,
                         overrides: Sequence[str] = ()):
     """The cfg of ``task`` for replay: no terminations, no rewards, no recorders and no interval events; per-env random streams
-    (:attr:`~isaaclab_suspend.envs.SuspendCfg.per_env_random`) where the task has a suspend cfg, unless not
+    (:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`) where the task has a suspend cfg, unless not
     ``per_env_random``; ``overrides`` are the Hydra overrides the recording's cfg was made with
     (:attr:`~isaaclab_suspend.datasets.DatasetReader.cfg_overrides`), checked as data: each may only set a number or
     a boolean the task's cfg has, within range (:mod:`isaaclab_suspend.cfg_overrides`; a ``ValueError`` otherwise).

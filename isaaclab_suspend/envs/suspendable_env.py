@@ -15,7 +15,8 @@ from isaaclab.utils import index_fill_
 from ..recording.recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
 from ..suspension.random_streams import RandomStreams
 from ..suspension.suspension_manager import SuspensionManager
-from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg, SuspendCfg
+from ..suspension.suspend_cfg import SuspendCfg
+from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg
 
 EnvIds = torch.Tensor | np.ndarray | Sequence[int]
 """Env selection accepted by :meth:`SuspendableManagerBasedRLEnv.suspend_envs`: a 1-D integer tensor or numpy

@@ -1,43 +1,12 @@
-"""Configuration of per-env suspension for :class:`SuspendableManagerBasedRLEnv`."""
+"""Configuration of :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv`: Isaac Lab's RL env cfg with a
+:class:`~isaaclab_suspend.suspension.SuspendCfg`."""
 
 from __future__ import annotations
 
 from isaaclab.envs import ManagerBasedRLEnvCfg
 from isaaclab.utils import configclass
 
-
-@configclass
-class SuspendCfg:
-    """Per-env suspension settings.
-
-    With :attr:`enabled` False the env behaves bit-identically to :class:`~isaaclab.envs.ManagerBasedRLEnv`
-    and :meth:`~SuspendableManagerBasedRLEnv.suspend_envs` raises.
-    """
-
-    enabled: bool = False
-    """Whether envs can be suspended. Defaults to False (stock behaviour)."""
-
-    freeze_solver_state: bool = True
-    """Whether to also freeze the physics solver's persistent per-world state (MuJoCo-Warp's
-    acceleration warm start and actuator activations), so that a resumed env continues bit-exactly
-    as if it had never been suspended. Defaults to True."""
-
-    record_active_only: bool = True
-    """Whether the recorder manager records only active envs (no samples while suspended). Defaults to True."""
-
-    per_env_random: bool = False
-    """Whether each env draws its random numbers (observation noise and delays, events, command resampling) from
-    its own counter-based stream instead of torch's shared generator
-    (:class:`~isaaclab_suspend.suspension.RandomStreams`): what env i draws then depends only on the seed, i, its
-    own active steps and resets, and the drawing term, so a resumed env draws what it would have drawn and the
-    others' draws do not depend on it. Works with suspension disabled too. Defaults to False (Isaac Lab's
-    generator, bit for bit); the evaluation, recording, replay and audit scripts turn it on."""
-
-    unfrozen_parts: list[str] = []
-    """Parts of the env whose per-env state is NOT frozen, by name (``actions``, ``physics``, ``actuators``,
-    ``sensors``, ``terminations``, ``rewards``, ``commands``, ``events``, ``observations``). For diagnosis only:
-    a suspended env then drifts through that part, which ``scripts/audit_suspension.py`` reports. Defaults to
-    none."""
+from ..suspension.suspend_cfg import SuspendCfg
 
 
 @configclass

@@ -34,7 +34,7 @@ import torch
 from ..envs import SuspendableManagerBasedRLEnv
 from ..policies.chunking_policy import DEFAULT_ACTION_BOUND, check_action_values
 from ..solver_notices import say_linesearch_notice_once, without_linesearch_notice
-from ..utils import make_env_cfg, open_env
+from ..tasks.env_factory import make_env_cfg, open_env
 from .lerobot_layout import ENV_STATE_FEATURE, STATE_FEATURE, STATE_GROUP, ExportSidecar
 
 VIDEO_CAMERA = "lerobot_video_camera"

@@ -297,7 +297,7 @@ def _column(arrays: list, feature: dict) -> np.ndarray:
 
 def _task_fps(task: str) -> float:
     """Control rate of ``task`` from its cfg (files recorded before ``step_dt`` was written)."""
-    from ..utils import make_env_cfg
+    from ..tasks.env_factory import make_env_cfg
 
     try:
         cfg = make_env_cfg(task, 1)

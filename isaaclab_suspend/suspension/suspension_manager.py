@@ -19,7 +19,7 @@ from .state_discovery import FoundTensor, discover
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
 
-    from ..envs.suspendable_env_cfg import SuspendCfg
+    from .suspend_cfg import SuspendCfg
 
 logger = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from isaaclab.sensors import Camera
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.utils import open_env, set_quiet
+from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
 
 CONFIGS = (
     ("stock, task's interval", False, None, 0.0, False),

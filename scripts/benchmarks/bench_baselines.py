@@ -30,9 +30,10 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     import torch
 
-    from isaaclab_suspend.policies import ActionChunkingPolicy, make_default_model
+    from isaaclab_suspend.policies import ActionChunkingPolicy
+    from isaaclab_suspend.tasks.embedded import make_default_model
     from isaaclab_suspend.policies.evaluation import format_figure
-    from isaaclab_suspend.utils import open_env, set_quiet
+    from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
 
     set_quiet()
     table = PrettyTable(["policy", "episodes scored", "success rate", "mean episode length", "wall time (s)"])

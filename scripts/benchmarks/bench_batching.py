@@ -62,7 +62,8 @@ def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float
 def main() -> None:
     args = parse_args()
     import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-    from isaaclab_suspend.policies import LatencyCfg, LatencyEmulator, make_default_model
+    from isaaclab_suspend.policies import LatencyCfg, LatencyEmulator
+    from isaaclab_suspend.tasks.embedded import make_default_model
     from isaaclab_suspend.serving import BatchingCfg, PolicyServerCfg
 
     model = LatencyEmulator(make_default_model(TASK, args.chunk), LatencyCfg(fixed_s=args.latency))

@@ -28,7 +28,7 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 TASKS = {0: "Isaac-PushCube-Suspendable", 1: "Isaac-PushCube-Camera-Suspendable", 2: "Isaac-PushCube-TwoCamera-Suspendable"}
 """Task per number of cameras."""

@@ -31,7 +31,8 @@ TASK = "Isaac-PushCube-Suspendable"
 
 def run(env, args: argparse.Namespace, seed: int, per_env: int | None, first: int | None) -> dict:
     """One protocol on ``env`` from a fresh reset: ``per_env`` episodes from every env, or the ``first`` to end."""
-    from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeLedger, make_default_model
+    from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeLedger
+    from isaaclab_suspend.tasks.embedded import make_default_model
 
     policy = ActionChunkingPolicy(make_default_model(TASK, args.chunk), env, chunk_length=args.chunk,
                                   schedule="global_clock")

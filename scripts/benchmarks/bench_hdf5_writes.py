@@ -24,7 +24,7 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.env_factory import open_env
 
 STATE = {
     "raw": {},

@@ -30,8 +30,8 @@ from prettytable import PrettyTable
 from isaaclab_suspend import cli
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy
-from isaaclab_suspend.policies.embedded import make_default_model, tasks_with_chunk_model
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.embedded import make_default_model, tasks_with_chunk_model
+from isaaclab_suspend.tasks.env_factory import open_env
 
 
 def record(task: str, schedule: str, num_envs: int, steps: int, chunk: int, seed: int, out_dir: str) -> dict:

@@ -55,7 +55,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--plot", default="outputs/bench_junk_bc/bc_junk.png", help="PNG path ('' for none)")
     args = parser.parse_args(argv)
     from isaaclab_suspend.learning import load_chunk_policy
-    from isaaclab_suspend.policies.embedded import tasks_with_chunk_model
+    from isaaclab_suspend.tasks.embedded import tasks_with_chunk_model
 
     if args.task not in tasks_with_chunk_model():
         parser.error(f"--task '{args.task}' has no embedded chunk model; tasks with one: {tasks_with_chunk_model()}")
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> None:
     from isaaclab_suspend.learning import save_chunk_policy, train_bc
     from isaaclab_suspend.learning.image_chunk_dataset import ImageChunkDataset
     from isaaclab_suspend.learning.image_chunk_policy import ImageChunkPolicyCfg
-    from isaaclab_suspend.policies.embedded import make_default_model
+    from isaaclab_suspend.tasks.embedded import make_default_model
 
     datasets, figures = {}, {}
     for schedule in SCHEDULES:

@@ -20,7 +20,7 @@ import time
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend.policies import make_default_model
+from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import OpenpiChunkModel, OpenpiChunkModelCfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

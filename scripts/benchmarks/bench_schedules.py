@@ -45,10 +45,10 @@ from isaaclab_suspend.policies import (
     ActionChunkingPolicy,
     LatencyCfg,
     LatencyEmulator,
-    make_default_model,
 )
-from isaaclab_suspend.policies.embedded import tasks_with_chunk_model
-from isaaclab_suspend.utils import open_env
+from isaaclab_suspend.tasks.embedded import make_default_model
+from isaaclab_suspend.tasks.embedded import tasks_with_chunk_model
+from isaaclab_suspend.tasks.env_factory import open_env
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

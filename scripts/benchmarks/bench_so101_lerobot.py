@@ -25,7 +25,7 @@ from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.interop import so101
-from isaaclab_suspend.utils import open_env, set_quiet
+from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
 
 TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
 CAMERA_TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable"

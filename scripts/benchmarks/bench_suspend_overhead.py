@@ -22,7 +22,7 @@ from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.cli.step_timing import measure_overhead
-from isaaclab_suspend.utils import import_task_modules, open_env
+from isaaclab_suspend.tasks.env_factory import import_task_modules, open_env
 
 
 def measure(task: str, solver: str, num_envs: int, fractions: list[float], blocks: int, steps: int) -> list[dict]:

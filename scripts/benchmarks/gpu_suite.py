@@ -30,7 +30,7 @@ import time
 from isaaclab_suspend import cli
 from isaaclab_suspend.cli.gpu_suite import (PART_TIMEOUTS_S, PARTS, SIZES, goals, restore_kernel_cache,
                                             save_kernel_cache, table, versions)
-from isaaclab_suspend.utils import set_quiet
+from isaaclab_suspend.tasks.env_factory import set_quiet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

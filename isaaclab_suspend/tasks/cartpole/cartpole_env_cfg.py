@@ -11,7 +11,7 @@ from isaaclab.utils import configclass
 from isaaclab_tasks.core.cartpole.cartpole_manager_env_cfg import CartpoleEnvCfg
 
 from isaaclab_suspend.assets import CARTPOLE_USD, GROUND_USD
-from isaaclab_suspend.envs.suspendable_env_cfg import SuspendCfg
+from isaaclab_suspend.suspension.suspend_cfg import SuspendCfg
 
 from ..physics_cfg import NewtonPhysicsCfg
 

@@ -3,7 +3,7 @@ local props (:mod:`isaaclab_suspend.assets.asset_map`), and a cube lift with a s
 
 import gymnasium as gym
 
-from ..registration import SUSPENDABLE_ENTRY_POINT, register_suspendable
+from ..registration import SUSPENDABLE_ENTRY_POINT, kitless_cfg_entry_point, register_suspendable
 
 register_suspendable("Isaac-Reach-Franka", "isaaclab_tasks.core.reach.config.franka")
 register_suspendable("Isaac-Reach-Franka-OSC", "isaaclab_tasks.core.reach.config.franka")
@@ -14,7 +14,7 @@ gym.register(
     entry_point=SUSPENDABLE_ENTRY_POINT,
     disable_env_checker=True,
     kwargs={
-        "env_cfg_entry_point": f"{__name__}.lift_cube_env_cfg:FrankaLiftCubeEnvCfg",
+        "env_cfg_entry_point": kitless_cfg_entry_point(f"{__name__}.lift_cube_env_cfg:FrankaLiftCubeEnvCfg"),
         "chunk_model_entry_point": f"{__name__}.chunk_model:FrankaLiftChunkCfg",
     },
 )

@@ -29,7 +29,7 @@ from isaaclab_tasks.contrib.stack import mdp as stack_mdp
 from isaaclab_tasks.core.lift.config.franka.franka_env_cfg import FrankaLiftEnvCfg
 from isaaclab_tasks.core.lift.lift_env_cfg import ObjectCfg
 
-from ...envs.suspendable_env_cfg import SuspendCfg
+from ...suspension.suspend_cfg import SuspendCfg
 from ..so101 import mdp
 from . import mdp as franka_mdp
 

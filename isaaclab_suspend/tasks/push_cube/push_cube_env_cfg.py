@@ -21,7 +21,7 @@ from isaaclab.utils import configclass
 
 from isaaclab_suspend.assets import CUBE_USD, GROUND_USD, PUSHER_USD
 from isaaclab_suspend.assets.params import CUBE, PUSHER
-from isaaclab_suspend.envs.suspendable_env_cfg import SuspendCfg
+from isaaclab_suspend.suspension.suspend_cfg import SuspendCfg
 
 from ..physics_cfg import ContactPhysicsCfg
 from . import mdp

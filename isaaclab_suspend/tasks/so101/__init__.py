@@ -3,7 +3,7 @@ local props (:mod:`isaaclab_suspend.assets.asset_map`)."""
 
 import gymnasium as gym
 
-from ..registration import SUSPENDABLE_ENTRY_POINT, register_suspendable
+from ..registration import SUSPENDABLE_ENTRY_POINT, kitless_cfg_entry_point, register_suspendable
 
 _ISAACLAB = "isaaclab_tasks.contrib.stack.config.so101"
 """Isaac Lab's package registering the SO-101 stack tasks."""
@@ -16,7 +16,7 @@ gym.register(
     entry_point=SUSPENDABLE_ENTRY_POINT,
     disable_env_checker=True,
     kwargs={
-        "env_cfg_entry_point": f"{__name__}.lift_cube_env_cfg:SO101LiftCubeEnvCfg",
+        "env_cfg_entry_point": kitless_cfg_entry_point(f"{__name__}.lift_cube_env_cfg:SO101LiftCubeEnvCfg"),
         "chunk_model_entry_point": f"{__name__}.chunk_model:SO101LiftChunkCfg",
     },
 )
@@ -26,7 +26,7 @@ gym.register(
     entry_point=SUSPENDABLE_ENTRY_POINT,
     disable_env_checker=True,
     kwargs={
-        "env_cfg_entry_point": f"{__name__}.lift_cube_camera_env_cfg:SO101LiftCubeCameraEnvCfg",
+        "env_cfg_entry_point": kitless_cfg_entry_point(f"{__name__}.lift_cube_camera_env_cfg:SO101LiftCubeCameraEnvCfg"),
         "chunk_model_entry_point": f"{__name__}.chunk_model:SO101LiftChunkCfg",
     },
 )
@@ -39,5 +39,5 @@ for _id, _cfg in (
         id=_id,
         entry_point=SUSPENDABLE_ENTRY_POINT,
         disable_env_checker=True,
-        kwargs={"env_cfg_entry_point": f"{__name__}.lift_cube_joint_env_cfg:{_cfg}"},
+        kwargs={"env_cfg_entry_point": kitless_cfg_entry_point(f"{__name__}.lift_cube_joint_env_cfg:{_cfg}")},
     )

@@ -17,7 +17,7 @@ from isaaclab.utils import configclass
 from isaaclab_tasks.contrib.stack import mdp as stack_mdp
 from isaaclab_tasks.contrib.stack.config.so101.stack_ik_abs_env_cfg import SO101CubeStackEnvCfg
 
-from ...envs.suspendable_env_cfg import SuspendCfg
+from ...suspension.suspend_cfg import SuspendCfg
 from . import mdp
 
 LIFT_CUBE = "cube_2"

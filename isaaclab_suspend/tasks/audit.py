@@ -22,10 +22,10 @@ from prettytable import PrettyTable
 
 from isaaclab.utils import configclass
 
-from .frozen_rows import bits
-from .suspension_manager import PARTS
 from ..names import MAX_SEED
-from ..utils import open_env
+from ..suspension.frozen_rows import bits
+from ..suspension.suspension_manager import PARTS
+from .env_factory import open_env
 
 
 @configclass

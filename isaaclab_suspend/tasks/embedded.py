@@ -16,18 +16,16 @@ import torch
 from isaaclab.utils.string import string_to_callable
 
 from ..cfg_overrides import check_planner_field
+from ..policies.model import ChunkModel
 from ..tensor_tree import select_rows
-from .model import ChunkModel
 
 ENTRY_POINT = "chunk_model_entry_point"
 """The gym kwarg naming a task's chunk model cfg (``"module:CfgClass"``)."""
 
 
 def tasks_with_chunk_model() -> list[str]:
-    """The registered gym ids that name an embedded chunk model, sorted (the project's tasks are registered
-    first, so importing this module alone is enough)."""
-    import isaaclab_suspend.tasks  # noqa: F401  (registers the project's gym ids)
-
+    """The registered gym ids that name an embedded chunk model, sorted (this module lies in the tasks package,
+    so importing it registers the project's tasks)."""
     return sorted(task for task, spec in gym.registry.items() if ENTRY_POINT in (spec.kwargs or {}))
 
 
@@ -78,7 +76,7 @@ def planner_actions(task: str, chunk_length: int = 16):
     """``actions(obs, env) -> (num_envs, action_dim)``: each env runs chunks of ``task``'s embedded chunk model
     planned from its own observation every ``chunk_length`` of its own active steps (a suspended env's count stands
     still), so an env's actions depend on nothing but its own history, e.g. for
-    :func:`~isaaclab_suspend.suspension.audit_suspension`.
+    :func:`~isaaclab_suspend.tasks.audit.audit_suspension`.
 
     Raises:
         ValueError: If the task names no chunk model.
@@ -102,8 +100,3 @@ def planner_actions(task: str, chunk_length: int = 16):
 
     return actions
 
-
-def __getattr__(name: str):
-    if name == "DEFAULT_MODELS":  # the registry at the time of access: factories ``chunk_length -> model``
-        return {task: (lambda h, task=task: make_default_model(task, h)) for task in tasks_with_chunk_model()}
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

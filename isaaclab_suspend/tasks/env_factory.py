@@ -1,5 +1,5 @@
-"""Helpers for scripts: create the project's envs the standard Isaac Lab way (kitless, Newton), after checking that
-their USD assets can be opened here, quietly for ``--quiet``; stop on Ctrl-C."""
+"""The project's env factory: open a task (the project's or another package's) the standard Isaac Lab way, kitless on
+Newton, after checking that its USD assets can be opened here; resolve task ids; quiet set-up output; stop on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -26,12 +26,13 @@ from isaaclab_newton.physics import NewtonCfg
 import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.assets.asset_map import localize_scene
 from isaaclab_suspend.cfg_overrides import SELECTOR_KEYS, check_data_overrides, check_form, check_overrides
-from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv, SuspendCfg
+from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
 from isaaclab_suspend.names import CFG_OVERRIDES_ATTR
 from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_linesearch_notice
+from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
-from isaaclab_suspend.tasks.registration import SUSPENDABLE_ENTRY_POINT
+from isaaclab_suspend.tasks.registration import KITLESS_PHYSICS_PRESET, SUSPENDABLE_ENTRY_POINT
 from isaaclab_tasks.utils import parse_env_cfg
 
 if TYPE_CHECKING:
@@ -67,11 +68,6 @@ def quieted() -> Iterator[None]:
             yield
     finally:
         logging.disable(previous)
-
-
-KITLESS_PHYSICS_PRESET = "newton_mjwarp"
-"""The physics preset chosen for a task whose default physics is PhysX (which needs Isaac Sim) when no
-``presets=`` / ``physics=`` override names one."""
 
 
 def _parse_env_cfg(task: str, device: str, overrides: list[str]):
