@@ -191,15 +191,30 @@ def test_an_unbounded_episode_length_starts_small_buffers(tmp_path):
 
 
 class SyncSpy:
-    """Records the tensor methods that copy a value to the host on the main thread while it is armed."""
+    """Records, on the main thread while it is armed, the tensor methods that copy a value to the host and, with
+    ``factories``, the tensor factories fed host data (numpy arrays, lists, Python numbers) for a device (the
+    env's, named by the code): on a GPU such a factory copies pageable host memory to the device, which CUDA's sync debug mode reports as a sync (the
+    episode-end hand-over makes one such copy on purpose; the step hooks make none)."""
 
     NAMES = ("item", "tolist", "nonzero", "numpy", "cpu", "__bool__", "__int__", "__float__", "__index__")
+    FACTORIES = ("as_tensor", "tensor")
 
-    def __init__(self, monkeypatch):
+    def __init__(self, monkeypatch, factories: bool = False):
         self.armed = False
         self.calls: list[str] = []
         for name in self.NAMES:
             monkeypatch.setattr(torch.Tensor, name, self._spy(name, getattr(torch.Tensor, name)))
+        for name in self.FACTORIES if factories else ():
+            monkeypatch.setattr(torch, name, self._spy_factory(name, getattr(torch, name)))
+
+    def _spy_factory(self, name, original):
+        def spy(data, *args, **kwargs):
+            if (self.armed and not isinstance(data, torch.Tensor) and kwargs.get("device") is not None
+                    and threading.current_thread() is threading.main_thread()):
+                self.calls.append(f"torch.{name}(host data)")
+            return original(data, *args, **kwargs)
+
+        return spy
 
     def _spy(self, name, original):
         def spy(tensor, *args, **kwargs):
@@ -221,7 +236,8 @@ class SyncSpy:
 
 
 def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
-    """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path). The
+    """The recorder's step hooks run without a host sync while the buffers have room (the GPU hot path), from
+    the first step on: a key's first record makes its rows on the device, with no copy of host data. The
     hand-over of ended episodes they may run is left out (the writer's check is not): on the CPU it reads numpy
     views of the buffers (no sync there); its GPU path is checked by
     test_retired_episodes_stay_in_their_slots_until_taken."""
@@ -229,9 +245,10 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
     with open_env(TASK, 4, recorders=recorders) as env:
         env.reset()
         manager = env.recorder_manager
-        spy = SyncSpy(monkeypatch)
+        spy = SyncSpy(monkeypatch, factories=True)
         spy.armed_during(lambda: bool(torch.ones(1).sum() > 0))()
-        assert spy.calls == ["__bool__"], "the spy must see a host read"
+        spy.armed_during(lambda: torch.as_tensor([1, 2], device=env.device))()
+        assert spy.calls == ["__bool__", "torch.as_tensor(host data)"], "the spy must see a host read and copy"
         spy.calls.clear()
         calls_before = len(manager.get_episode(0).data.get("actions", []))
         monkeypatch.setattr(manager, "_hand_over", spy.armed_during(manager._hand_over, armed=False))

@@ -179,6 +179,10 @@ class EpisodeBuffers:
         """First row of each key and slot: the slot times the key's capacity. Shape: (num_keys, num_slots)."""
         self._slots = np.arange(num_envs, dtype=np.int64)
         """Slot of each env's open episode. Shape: (num_envs,)."""
+        self._env_slots = torch.arange(num_envs, dtype=torch.long, device=device)
+        """:attr:`_slots` on the device, kept in step by :meth:`retire`, so that a stream's first use and a growth
+        compute their rows there instead of copying host slots to the device (a sync on a GPU). Shape:
+        (num_envs,)."""
         self._free = np.arange(num_envs, self.num_slots, dtype=np.int64)
         """The free spare slots, a stack: the first :attr:`free_slots` entries."""
         self.free_slots = spare_slots
@@ -312,6 +316,7 @@ class EpisodeBuffers:
             index = torch.as_tensor(slots, device=self.device)
             retired = _Retired(slots, index, counts, self._bounds(host_ids), info)
             starts = torch.as_tensor(starts, device=self.device)
+            self._env_slots[env_ids] = torch.as_tensor(fresh, device=self.device)
         # recorded first: an interrupt before the envs move leaves an episode both retired and open, written once
         # (the open one is dropped at close), never lost
         self._retired.append(retired)
@@ -320,6 +325,7 @@ class EpisodeBuffers:
         if self._on_cpu:
             row_starts[:, host_ids] = starts
             rows[:, host_ids] = starts
+            self._env_slots[host_ids] = torch.from_numpy(fresh)
         else:
             self._row_starts[:, env_ids] = starts
             self._rows[:, env_ids] = starts
@@ -441,7 +447,7 @@ class EpisodeBuffers:
         return [min(s.bound, s.capacity, since_clear[k]) for k, s in enumerate(self._streams.values())]
 
     def _grow(self, stream: _Stream, capacity: int) -> None:
-        stream.grow(capacity, torch.as_tensor(self._slots, device=self.device))
+        stream.grow(capacity, self._env_slots)
         self._slot_starts[stream.index] = capacity * np.arange(self.num_slots)
 
     def _host_rows(self) -> tuple[np.ndarray, np.ndarray]:
@@ -456,7 +462,7 @@ class EpisodeBuffers:
         if stream is None:
             capacity = self.capacity if per_step else 1
             stream = self._streams[key] = _Stream(key, capacity, per_step, self.num_slots)
-            start = torch.as_tensor(self._slots * capacity, device=self.device).unsqueeze(0)
+            start = (self._env_slots * capacity).unsqueeze(0)
             self._row_starts = torch.cat((self._row_starts, start))
             self._rows = torch.cat((self._rows, start))
             self._slot_starts = np.concatenate((self._slot_starts, capacity * np.arange(self.num_slots)[None]))
