@@ -111,6 +111,7 @@ def test_bad_env_ids(cartpole, env_ids, error, message):
         (torch.zeros(NUM_ENVS), ValueError, "shape"),
         (torch.zeros(NUM_ENVS, 1, dtype=torch.long), TypeError, "floating-point"),
         ([[0.0]] * NUM_ENVS, TypeError, "torch.Tensor"),
+        (torch.zeros(NUM_ENVS, 1, device="meta"), ValueError, "action is on meta, the env runs on cpu"),
     ],
 )
 def test_bad_actions(cartpole, action, error, message):

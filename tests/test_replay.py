@@ -150,3 +150,29 @@ def test_bad_input_names_the_file_and_demo(dataset, tmp_path):
     with DatasetReader(str(short_states)) as reader:
         with pytest.raises(DatasetError, match="demo 'demo_2': 'states/articulation/robot/joint_position' has"):
             reader.load("demo_2", "cpu")
+
+
+def test_state_is_written_on_the_scenes_device():
+    """Replay reads a dataset on the CPU; Warp's state writers take a tensor on the scene's device only (on an H200
+    a CPU tensor handed to ``write_joint_vel_user_to_backend_with_indices`` broke the CUDA context). The rows
+    reach every writer on the scene's device, the env origins added to the root pose there. The scene here is a
+    stand-in whose device is 'meta', the one other device a CPU machine has."""
+    from types import SimpleNamespace
+
+    from isaaclab_suspend.datasets import write_scene_state
+
+    written = []
+
+    class Asset:
+        def __getattr__(self, writer):
+            return lambda env_ids, **value: written.append((writer, *(v.device.type for v in value.values())))
+
+    scene = SimpleNamespace(device="meta", articulations={"robot": Asset()}, rigid_objects={"cube": Asset()},
+                            env_origins=torch.zeros(4, 3, device="meta"))
+    state = {"articulation": {"robot": {"joint_position": torch.zeros(2, 2), "joint_velocity": torch.zeros(2, 2)}},
+             "rigid_object": {"cube": {"root_pose": torch.zeros(2, 7), "root_velocity": torch.zeros(2, 6)}}}
+    write_scene_state(scene, state, torch.tensor([0, 3], device="meta"))
+    assert sorted(written) == [("write_joint_position_to_sim_index", "meta"),
+                               ("write_joint_velocity_to_sim_index", "meta"),
+                               ("write_root_pose_to_sim_index", "meta"),
+                               ("write_root_velocity_to_sim_index", "meta")]

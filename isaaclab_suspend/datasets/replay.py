@@ -140,7 +140,9 @@ def write_scene_state(
     """Write a scene state (relative to the env origins) into envs ``env_ids`` with the assets' state writers.
 
     Unlike :meth:`InteractiveScene.reset_to` it writes only the state, not the joint targets: writing the values
-    just read with these writers leaves the next physics step unchanged, so the replay is state-exact.
+    just read with these writers leaves the next physics step unchanged, so the replay is state-exact. Rows on
+    another device than the scene's (a dataset is read on the CPU) are copied to it first: Warp's state writers
+    take a tensor on the scene's device only (a CPU tensor on a CUDA scene breaks the CUDA context).
 
     Args:
         scene: The scene.
@@ -168,6 +170,7 @@ def write_scene_state(
             for key, value in rows.items():
                 if paths is not None and (kind, name, key) not in paths:
                     continue
+                value = value.to(scene.device)
                 if key == "root_pose":
                     value = value.clone()
                     value[:, :3] += scene.env_origins[env_ids]

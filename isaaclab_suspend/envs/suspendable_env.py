@@ -239,7 +239,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             action: Actions for all envs, rows of suspended envs are ignored. Shape: (num_envs, action_dim).
 
         Raises:
-            TypeError, ValueError: If ``action`` is not a floating tensor of shape (num_envs, action_dim).
+            TypeError, ValueError: If ``action`` is not a floating tensor of shape (num_envs, action_dim) on the
+                env's device.
         """
         self._check_action(action)
         masked = self.suspension_manager is not None and self.suspension_manager.maybe_suspended
@@ -353,7 +354,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             )
 
     def _check_action(self, action: torch.Tensor) -> None:
-        """Raise a clear error for actions that Isaac Lab would choke on deep inside a manager."""
+        """Raise a clear error for actions that Isaac Lab would choke on deep inside a manager, or copy to the
+        device on every step (a tensor on another device: a host round trip per step on a GPU)."""
         if not isinstance(action, torch.Tensor):
             raise TypeError(f"action must be a torch.Tensor, got {type(action).__name__}.")
         expected = (self.num_envs, self.action_manager.total_action_dim)
@@ -361,6 +363,10 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             raise ValueError(f"action must have shape (num_envs, action_dim) = {expected}, got {tuple(action.shape)}.")
         if not action.is_floating_point():
             raise TypeError(f"action must be a floating-point tensor, got {action.dtype}.")
+        device = torch.device(self.device)
+        if action.device.type != device.type or device.index not in (None, action.device.index):
+            raise ValueError(f"action is on {action.device}, the env runs on {self.device}: make the actions on"
+                             " env.device (a copy to it on every step would synchronise with a GPU).")
 
     def _record(self, hook: str, env_mask: torch.Tensor | None) -> None:
         """Call a recorder step hook for the envs in ``env_mask`` (bool, on the device; all envs if None)."""
