@@ -27,6 +27,9 @@ MAX_SEED = 2**32 - 1
 TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
 """Environment variable a :class:`~isaaclab_suspend.serving.RemoteChunkModel` (and ``serve_policy.py``) reads the
 shared token from when its cfg names none."""
+DETERMINISM = ("auto", "on", "off")
+"""``--deterministic``: Isaac Lab 3.0's reproducible physics (``PhysicsCfg.deterministic``) always, never, or on a
+CUDA device only (auto: the CPU's physics is reproducible already)."""
 
 CFG_OVERRIDES_ATTR = "cfg_overrides"
 """Attribute of a cfg made by :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg` holding the Hydra overrides it was made

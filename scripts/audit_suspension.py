@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--presets", default=None, metavar="NAME[,NAME]",
                         help="Isaac Lab cfg presets, e.g. newton_featherstone (as the other scripts take them)")
     parser.add_argument("--unfrozen", nargs="*", default=[], help="parts left unfrozen (SuspendCfg.unfrozen_parts)")
+    cli.add_deterministic_arg(parser, "auto")
     parser.add_argument("--shared_rng", action="store_true",
                         help="draw from Isaac Lab's one shared generator instead of per-env random streams")
     cli.add_quiet_arg(parser)
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, windows=args.windows, device=args.device,
                              seed=args.seed, unfrozen=list(args.unfrozen), overrides=cli.env_overrides(args),
-                             per_env_random=not args.shared_rng)
+                             per_env_random=not args.shared_rng, deterministic=args.deterministic)
     try:
         cfg.check()
     except ValueError as err:

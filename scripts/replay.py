@@ -41,6 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tolerance", type=cli.float_in(0.0), default=1e-5, help="largest state error allowed (>= 0)")
     parser.add_argument("--device", type=cli.device, default="cpu")
     parser.add_argument("--shared_rng", action="store_true", help="Isaac Lab's one generator, not per-env streams")
+    cli.add_deterministic_arg(parser, "auto")
     parser.add_argument("--check_images", action="store_true",
                         help="also compare the re-rendered camera images with the recorded ones (camera tasks)")
     cli.add_import_arg(parser)
@@ -72,7 +73,8 @@ def replay(args: argparse.Namespace) -> int:
         num_envs = args.num_envs or reader.recorded_num_envs or 16
         check_replay_fits(num_envs, demos, "--num_envs" if args.num_envs else f"'{reader.path}' (sim_args.num_envs)")
         try:  # the file's cfg overrides are data: checked before the env is built
-            cfg = make_replay_env_cfg(task, num_envs, args.device, not args.shared_rng, reader.cfg_overrides)
+            cfg = make_replay_env_cfg(task, num_envs, args.device, not args.shared_rng, reader.cfg_overrides,
+                                      args.deterministic)
         except ValueError as err:
             raise DatasetError(f"'{reader.path}': {err}") from None
         with open_env(task, cfg=cfg) as env:  # an error inside is re-raised after the launcher closed, no traceback

@@ -33,7 +33,7 @@ def _rollout(env, steps: int = STEPS) -> dict[str, torch.Tensor]:
 @pytest.mark.parametrize("task", ["Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"])
 def test_flag_off_and_idle_match_stock(task, preset, device):
     overrides = [f"presets={preset}"]
-    cfg = make_env_cfg(task, NUM_ENVS, device, overrides=overrides, episode_length_s=1.0)
+    cfg = make_env_cfg(task, NUM_ENVS, device, overrides=overrides, deterministic="auto", episode_length_s=1.0)
     with launch_simulation(cfg, {}):
         stock = ManagerBasedRLEnv(cfg)
         try:
@@ -42,7 +42,8 @@ def test_flag_off_and_idle_match_stock(task, preset, device):
             stock.close()
     assert reference["term"].any() or reference["trunc"].any(), "the rollout must cross episode boundaries"
     for enabled in (False, True):
-        with open_env(task, NUM_ENVS, device, overrides, episode_length_s=1.0, suspend__enabled=enabled) as env:
+        with open_env(task, NUM_ENVS, device, overrides, deterministic="auto", episode_length_s=1.0,
+                      suspend__enabled=enabled) as env:
             if not enabled:
                 with pytest.raises(RuntimeError, match="suspend.enabled"):
                     env.suspend_envs([0])

@@ -36,7 +36,7 @@ def _rollout(task: str, preset: str, suspend: bool, device: str, **attrs) -> dic
         attrs.update(events__nudge_cube=None, terminations__success=None, rewards__success=None)
         if preset == "newton_featherstone":  # the shipped expert, trained on MuJoCo-Warp, pushes past x = 2.5 there
             attrs.update(terminations__cube_out_of_bounds=None, rewards__out_of_bounds=None)
-    with open_env(task, NUM_ENVS, device, overrides=[f"presets={preset}"], **attrs) as env:
+    with open_env(task, NUM_ENVS, device, overrides=[f"presets={preset}"], deterministic="auto", **attrs) as env:
         if "PushCube" in task:  # the shipped expert: a closed-loop, state-only policy that pushes the cube
             policy = load_checkpoint_policy(shipped_checkpoint(task), env).act
         else:

@@ -13,7 +13,7 @@ import importlib
 
 _MODULES = {
     ".app": ("run",),
-    ".arguments": ("add_env_args", "add_episode_args", "add_import_arg", "add_policy_args", "add_quiet_arg",
+    ".arguments": ("add_deterministic_arg", "add_env_args", "add_episode_args", "add_import_arg", "add_policy_args", "add_quiet_arg",
         "add_report_args", "add_shard_args", "address", "cfg_override", "DEFAULT_TASK", "device", "env_override",
         "env_overrides", "env_seed", "existing_file", "float_in", "fraction", "int_in", "key_pair", "latency", "non_negative_float",
         "non_negative_int", "POLICIES", "positive_int", "schedules", "shard", "suspension_window"),

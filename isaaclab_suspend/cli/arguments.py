@@ -14,7 +14,7 @@ import os
 from collections.abc import Callable
 
 from ..cfg_overrides import Bound, check_form
-from ..names import AGGREGATOR_NAMES, MAX_SEED, SCHEDULE_NAMES
+from ..names import AGGREGATOR_NAMES, DETERMINISM, MAX_SEED, SCHEDULE_NAMES
 
 DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
 """The task when neither ``--task`` nor the policy names one."""
@@ -178,11 +178,13 @@ suspension_window = _parsed_by(_suspension_window, "suspension window")
 
 
 def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int | None = 42, desync: bool = True,
-                 tasks: list[str] | None = None, per_env_random: bool | None = None) -> None:
+                 tasks: list[str] | None = None, per_env_random: bool | None = None,
+                 deterministic: str | None = None) -> None:
     """``--task --import --num_envs --device --seed --presets``, Hydra overrides of the task cfg as trailing
     ``env.KEY=VALUE`` arguments (as Isaac Lab's own scripts take them), if ``desync`` ``--desync``, and with
     ``per_env_random`` True ``--shared_rng`` (per-env random streams by default), False ``--per_env_rng``
-    (Isaac Lab's generator by default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`).
+    (Isaac Lab's generator by default): ``args.per_env_random`` (:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`),
+    and with ``deterministic`` (its default) ``--deterministic`` (:func:`add_deterministic_arg`).
 
     ``--task`` defaults to None: the script (or the policy it loads) chooses; ``tasks`` restricts the choices.
     """
@@ -209,6 +211,17 @@ def add_env_args(parser: argparse.ArgumentParser, num_envs: int = 16, seed: int 
     elif per_env_random is not None:
         parser.add_argument("--per_env_rng", dest="per_env_random", action="store_true",
                             help="each env draws from its own random stream (SuspendCfg.per_env_random)")
+    if deterministic is not None:
+        add_deterministic_arg(parser, deterministic)
+
+
+def add_deterministic_arg(parser: argparse.ArgumentParser, default: str) -> None:
+    """``--deterministic {auto,on,off}``: Isaac Lab 3.0's reproducible physics
+    (:func:`~isaaclab_suspend.tasks.env_factory.deterministic_physics`)."""
+    parser.add_argument("--deterministic", choices=DETERMINISM, default=default,
+                        help="Isaac Lab's reproducible physics (PhysicsCfg.deterministic): auto turns it on for a"
+                             " CUDA device, where contact physics is not reproducible without it, so that a resumed"
+                             f" env retraces the run that never suspended it (default: {default})")
 
 
 def add_import_arg(parser: argparse.ArgumentParser) -> None:

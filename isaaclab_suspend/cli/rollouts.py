@@ -49,8 +49,8 @@ class Transition(NamedTuple):
 @contextlib.contextmanager
 def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
     """:func:`~isaaclab_suspend.tasks.env_factory.open_env` of the env arguments (``--task --num_envs --device --seed
-    --presets``, and ``--quiet`` / ``--verbose``, ``--shared_rng`` or ``--per_env_rng`` where the script has them: a
-    script with ``--verbose`` prints the env's set-up output only with it).
+    --presets``, and ``--quiet`` / ``--verbose``, ``--shared_rng`` or ``--per_env_rng``, ``--deterministic`` where
+    the script has them: a script with ``--verbose`` prints the env's set-up output only with it).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
     traceback that ``launch_simulation`` would print. Once the env records (a dataset recorder, e.g. attached by
@@ -63,6 +63,7 @@ def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) ->
         attrs["seed"] = args.seed
     if getattr(args, "per_env_random", False):
         attrs["suspend__per_env_random"] = True
+    attrs["deterministic"] = getattr(args, "deterministic", "off")
     with _open_env(args.task, args.num_envs, args.device, env_overrides(args), **attrs) as env:
         with user_errors(*errors, note=lambda: _kept_note(env)):
             yield env

@@ -304,4 +304,16 @@ class SuspensionManager:
             table.add_row(list(row))
         unfrozen = ", ".join(self.cfg.unfrozen_parts) or "none"
         unclassified = ", ".join(self.unclassified) or "none"
-        return f"{table}\nParts left unfrozen (SuspendCfg.unfrozen_parts): {unfrozen}. Unclassified: {unclassified}."
+        return (f"{table}\nParts left unfrozen (SuspendCfg.unfrozen_parts): {unfrozen}. Unclassified: {unclassified}."
+                f"\n{self.guarantee}")
+
+    @property
+    def guarantee(self) -> str:
+        """What holds on this env's device: a suspended env's rows are frozen bit for bit on any device; a resumed
+        env retraces the run that never suspended it only where the physics is reproducible (the CPU, or Isaac
+        Lab's ``PhysicsCfg.deterministic`` on a GPU)."""
+        physics = self._env.cfg.sim.physics
+        reproducible = not str(self._env.device).startswith("cuda") or physics.deterministic
+        resume = ("bit-exact" if reproducible else "not guaranteed: the GPU physics is not reproducible without"
+                  " Isaac Lab's PhysicsCfg.deterministic (--deterministic on)")
+        return f"Suspended envs frozen bit for bit on {self._env.device}; resume equivalence: {resume}."

@@ -57,6 +57,9 @@ class SuspensionAuditCfg:
     """Hydra-style cfg overrides, e.g. ``presets=newton_featherstone``."""
     per_env_random: bool = True
     """Per-env random streams (:attr:`SuspendCfg.per_env_random`); False: Isaac Lab's shared generator."""
+    deterministic: str = "auto"
+    """Isaac Lab's reproducible physics (:func:`~isaaclab_suspend.tasks.env_factory.deterministic_physics`): by
+    default on a CUDA device, where two runs of a contact task differ without it and no resume could match."""
 
     def check(self) -> None:
         """Raise a ``ValueError`` saying which setting is out of range."""
@@ -227,7 +230,8 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
     attrs = {"seed": args.seed, **({"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {})}
     attrs["suspend__per_env_random"] = args.per_env_random
     _clear_task_caches()
-    with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True, **attrs) as env:
+    with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True,
+                  deterministic=args.deterministic, **attrs) as env:
         obs, _ = env.reset()
         drawn: dict[str, int] = {}
         drawn_per_env: dict[str, int] = {}

@@ -27,7 +27,7 @@ import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
 from isaaclab_suspend.assets.asset_map import localize_scene
 from isaaclab_suspend.cfg_overrides import SELECTOR_KEYS, check_data_overrides, check_form, check_overrides
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
-from isaaclab_suspend.names import CFG_OVERRIDES_ATTR
+from isaaclab_suspend.names import CFG_OVERRIDES_ATTR, DETERMINISM
 from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_linesearch_notice
 from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
@@ -85,7 +85,7 @@ def _parse_env_cfg(task: str, device: str, overrides: list[str]):
 
 def make_env_cfg(
     task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False,
-    overrides_are_data: bool = False, **attrs
+    overrides_are_data: bool = False, deterministic: str = "off", **attrs
 ):
     """``parse_env_cfg`` for ``task`` with ``num_envs`` envs, made to open kitless; ``attrs`` set dotted cfg fields
     (e.g. ``seed=3``). A total contact buffer the cfg sizes for its own number of envs is scaled to ``num_envs``
@@ -94,7 +94,8 @@ def make_env_cfg(
     ``overrides`` are checked before they reach Hydra and after (:mod:`isaaclab_suspend.cfg_overrides`): a user's
     must make sense (supported forms, finite numbers, durations and sizes in range); with ``overrides_are_data``
     (a file's, e.g. a dataset's ``env_args.cfg_overrides``) each may also only set a number or a boolean the task's
-    cfg (with the file's presets) has.
+    cfg (with the file's presets) has. ``deterministic`` (``auto``, ``on``, ``off``) turns on Isaac Lab 3.0's
+    reproducible physics where :func:`deterministic_physics` says so.
 
     Kitless: a task whose default physics is PhysX gets :data:`KITLESS_PHYSICS_PRESET` (unless ``overrides`` pick a
     preset), and the scene's assets on NVIDIA's asset server are pointed at their local files
@@ -135,6 +136,8 @@ def make_env_cfg(
         cfg.suspend = SuspendCfg(enabled=True)
     if suspendable and hasattr(getattr(cfg.sim.physics, "solver_cfg", None), "update_data_interval"):
         cfg.sim.physics.solver_cfg.update_data_interval = 1
+    if deterministic_physics(device, deterministic):
+        cfg.sim.physics.deterministic = True
     for dotted, value in attrs.items():
         owner = cfg
         *path, leaf = dotted.split("__")
@@ -142,6 +145,21 @@ def make_env_cfg(
             owner = getattr(owner, part)
         setattr(owner, leaf, value)
     return cfg
+
+
+def deterministic_physics(device: str, mode: str) -> bool:
+    """Whether an env on ``device`` runs with Isaac Lab 3.0's reproducible physics (``PhysicsCfg.deterministic``:
+    Warp's ``RUN_TO_RUN`` mode in Newton, MuJoCo-Warp's own sensor stage off) under ``mode``: ``on``, ``off``, or
+    ``auto``, on a CUDA device only. There Newton's contact and solver kernels use floating-point atomics, so two
+    runs of a contact task differ and a resumed env cannot retrace the run that never suspended it; the CPU's
+    physics is reproducible already. A suspension freezes an env's rows exactly either way.
+
+    Raises:
+        ValueError: If ``mode`` is not one of :data:`~isaaclab_suspend.names.DETERMINISM`.
+    """
+    if mode not in DETERMINISM:
+        raise ValueError(f"deterministic must be one of {', '.join(DETERMINISM)}, got {mode!r}.")
+    return mode == "on" or (mode == "auto" and str(device).startswith("cuda"))
 
 
 def resolve_task_id(task: str) -> str:
