@@ -62,8 +62,10 @@ def train_agent(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"[INFO] Logging experiment in directory: {args.log_dir}")
     start = time.perf_counter()
-    with open_env(args.task, cfg=env_cfg) as env, cli.user_errors(), quieted():
-        train(env, args.rl_library, agent_cfg, args.log_dir)
+    with open_env(args.task, cfg=env_cfg) as env, cli.user_errors():
+        set_quiet(args.quiet)  # the library's per-iteration log unless --quiet
+        with quieted():
+            train(env, args.rl_library, agent_cfg, args.log_dir)
     print(f"Training time: {time.perf_counter() - start:.1f} s. Logs and checkpoints: {args.log_dir}")
     return 0
 
