@@ -1,12 +1,16 @@
 """On a GPU (``--device cuda:N``), under CUDA's sync debug mode set to raise: the guard raises on a host read and
-the recorder's step hooks never synchronise with the device (the CPU twins spy on the tensor methods that would:
-``test_recording.py::test_step_hooks_never_read_the_device``; the chunking loop's quiet steps:
-``test_chunking_cartpole.py::test_no_host_sync_between_ticks``, marked ``cuda`` too)."""
+the recorder's step hooks never synchronise with the device (the CPU twins spy on the calls that would:
+``test_recording.py::test_step_hooks_never_read_the_device`` and ``::test_step_hooks_never_sync_from_the_first_step``;
+the chunking loop's quiet steps: ``test_chunking_cartpole.py::test_no_host_sync_between_ticks``, marked ``cuda``
+too). On any device: the suite's rows of ``env.step`` syncs, ours against the stock step."""
 
 import pytest
 import torch
 
-from isaaclab_suspend.cli.host_syncs import forbid_syncs
+from isaaclab.envs import ManagerBasedRLEnv
+
+from isaaclab_suspend.cli.gpu_suite import _step_syncs
+from isaaclab_suspend.cli.host_syncs import count_syncs, forbid_syncs
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.tasks.env_factory import open_env
 
@@ -48,3 +52,21 @@ def test_recorder_step_hooks_never_sync_on_cuda(cuda, tmp_path, monkeypatch):
             env.step(torch.zeros(4, 1, device=cuda))
         monkeypatch.undo()
         assert {"record_pre_step", "record_post_step"} <= set(calls)
+
+
+def test_our_step_syncs_no_more_than_the_stock_step(device):
+    """The GPU suite's rows on push-cube (stock ``env.step``, then ours with none suspended, 48 steps each, as the
+    suite counts them): ours makes no sync the stock step does not, however late push-cube's interval push
+    (every 1-2 s, from step 60 on) first fires. Counted by CUDA's sync debug mode on a GPU, on the CPU by the spy
+    on the calls that would sync there (host reads, host data copied to the device)."""
+    with open_env("Isaac-PushCube-Suspendable", 4, device, suspendable=True, episode_length_s=1e6) as env:
+        env.reset()
+        zeros = torch.zeros(env.num_envs, env.action_manager.total_action_dim, device=env.device)
+        stock = _step_syncs(env, ManagerBasedRLEnv.step, zeros, None, 48)
+        ours = _step_syncs(env, type(env).step, zeros, None, 48)
+        with count_syncs(env.device) as check:
+            bool(zeros.sum() > 0)
+        assert check.total == 1, "the count must see a host read"
+    assert stock["reset_steps"] == ours["reset_steps"] == 0 and stock["syncs_per_step"] > 0
+    assert set(ours["sites"]) <= set(stock["sites"]), (ours["sites"], stock["sites"])
+    assert ours["syncs_per_step"] <= stock["syncs_per_step"], (ours, stock)

@@ -32,7 +32,7 @@ from isaaclab.envs import ManagerBasedRLEnv
 
 from ..tasks.embedded import make_default_model
 from ..tasks.env_factory import open_env
-from .host_syncs import SyncCount, count_syncs, run_chunk_loop
+from .host_syncs import SyncCount, count_syncs, fire_interval_events, run_chunk_loop
 from .recording_timing import measure_recording
 from .step_timing import measure_overhead, measure_policy
 
@@ -110,6 +110,7 @@ def _first_steps(env, start: float) -> float:
 
 
 def _step_syncs(env, step, action: torch.Tensor, suspended: torch.Tensor | None, steps: int) -> dict:
+    fire_interval_events(env)  # a term's first call (one upload of its bounds) is no steady-step sync
     if suspended is not None:
         env.suspend_envs(suspended)
     for _ in range(2):  # refreshes the host mirror after a suspension

@@ -12,6 +12,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
+import math
 import os
 import sys
 import warnings
@@ -135,6 +137,15 @@ def count_syncs(device: str) -> Iterator[SyncCount]:
             if "synchroniz" in str(w.message):
                 count.torch += 1
                 count.sites[_site(w.filename, w.lineno)] += 1
+
+
+def fire_interval_events(env) -> None:
+    """Fire every interval event term once in every env (``interval`` mode with an infinite time step), so that
+    the steps counted after see no term's first call: Isaac Lab's samplers upload their bounds to the device at
+    their first call and cache them (``isaaclab/utils/math.py``, ``_cached_uniform_bounds``), a host-to-device
+    copy that otherwise lands in whichever step first fires the term."""
+    if "interval" in env.event_manager.active_terms:
+        env.event_manager.apply(mode="interval", dt=math.inf)
 
 
 def run_chunk_loop(
