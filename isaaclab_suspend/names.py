@@ -11,7 +11,7 @@ SCHEDULE_NAMES = ("any", "async", "auto", "global_clock", "hold", "partial_batch
 AGGREGATOR_NAMES = ("blend", "replace", "soft_mask", "temporal_ensemble")
 """The aggregators' names, sorted (:data:`~isaaclab_suspend.policies.AGGREGATORS`)."""
 EXPORT_MODE_NAMES = ("all", "separate", "succeeded")
-"""``record.py --export`` choices, sorted (:data:`~isaaclab_suspend.cli.outputs.EXPORT_MODES`)."""
+"""``record.py --export`` choices, sorted (:data:`~isaaclab_suspend.runs.EXPORT_MODES`)."""
 SERVER_PROTOCOLS = ("gr00t", "openpi", "project")
 """``serve_policy.py --protocol`` choices, sorted (:func:`~isaaclab_suspend.cli.serving.protocols`)."""
 RL_LIBRARIES = ("rsl_rl", "skrl")
@@ -34,3 +34,7 @@ CUDA device only (auto: the CPU's physics is reproducible already)."""
 CFG_OVERRIDES_ATTR = "cfg_overrides"
 """Attribute of a cfg made by :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg` holding the Hydra overrides it was made
 with: a recording stores them in its ``env_args`` (same key), and a replay applies them again."""
+DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
+"""The task of a run when neither it nor its policy names one."""
+DEFAULT_CHUNK = 16
+"""H of a model that plans any number of actions (the embedded planners) when none is asked for."""

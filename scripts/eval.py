@@ -38,8 +38,6 @@ import argparse
 import os
 import sys
 
-from tqdm import tqdm
-
 from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
@@ -66,8 +64,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "report")
     if args.report and os.path.isfile(args.report):
         parser.error(f"--report '{args.report}' is a file: give a folder (it gets report.html and episodes.jsonl)")
-    args.suffixes = {s: f"_{s}" if len(args.schedules) > 1 else "" for s in args.schedules}  # a file per schedule
-    args.record_cfgs = {s: cli.dataset_recorder_cfg(args.record, args.suffixes[s]) for s in args.schedules
+    from isaaclab_suspend.runs import dataset_recorder_cfg, schedule_suffixes  # torch, Isaac Lab: once parsed
+
+    args.suffixes = schedule_suffixes(args.schedules)  # a file per schedule
+    args.record_cfgs = {s: dataset_recorder_cfg(args.record, suffix) for s, suffix in args.suffixes.items()
                         if args.record}
     try:
         for cfg in args.record_cfgs.values():
@@ -78,38 +78,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def run(args: argparse.Namespace, schedule: str) -> tuple[dict, list[dict], object]:
-    """Run ``schedule`` on a fresh env; returns its figures, its episode records and its timeline (and frames)."""
-    with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
-        policy = cli.make_policy(args, env, schedule)  # a policy that does not fit fails before any file exists
-        if args.record:
-            env.start_recording(args.record_cfgs[schedule])
-        obs = cli.start_episodes(env, args.seed, args.desync)
-        kept = cli.RunFigures(args, env, obs)  # the timeline (and on a camera task the report's frames)
-        ledger = cli.make_ledger(args, env, policy, export="all" if args.record else None)
-        progress = tqdm(cli.rollout(env, policy, obs, args.steps, ledger), total=args.steps, desc=f"{schedule:>13}",
-                        unit="step", disable=args.quiet or cli.is_other_rank())
-        for t in progress:
-            kept.record(policy.last_step, t.step, t.obs, t.dones)
-            if t.step % 20 == 0:
-                progress.set_postfix(calls=policy.stats_counters.inference_calls)
-        policy.close()
-        figures = cli.episode_figures(ledger, args.episode_log, args.suffixes[schedule])
-        return {**policy.stats, **figures}, ledger.records(), kept
-
-
 def evaluate(args: argparse.Namespace) -> None:
+    from isaaclab_suspend import runs
     from isaaclab_suspend.policies import stats_table
 
     header = cli.describe_run(args, args.steps)
     if not args.quiet:
         print(f"{header}\nSchedules: {', '.join(args.schedules)}, a fresh env each (set-up tables: --verbose)")
-    runs = {s: run(args, s) for s in args.schedules}  # episodes recorded before an error are already in the file
-    written = cli.write_eval_outputs(args, header, runs)  # this shard's timeline and report, before torchrun merges
-    header, results = cli.gather_results(args, header, {s: r[0] for s, r in runs.items()})  # torchrun: rank 0's
-    print(f"\n{header}\n{stats_table(results)}\nEpisodes scored: {cli.describe_scoring(args)}.", *written, sep="\n")
+    errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; recorded episodes stay in the file
+    results = runs.evaluate(cli.evaluation_cfg(args), args.source, cli.env_opener(*errors))
+    for schedule, run in results.items():
+        cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule])
+    written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges
+    header, figures = cli.gather_results(args, header, {s: r.figures for s, r in results.items()})  # rank 0's
+    print(f"\n{header}\n{stats_table(figures)}\nEpisodes scored: {cli.describe_scoring(args)}.", *written, sep="\n")
     if args.results:
-        print(f"Figures written to {cli.write_results(args.results, header, results)}")
+        print(f"Figures written to {cli.write_results(args.results, header, figures)}")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")

@@ -30,22 +30,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--steps", type=cli.positive_int, default=600, help="env steps to run")
     args = parser.parse_args(argv)
     cli.resolve_task(args)
-    args.policy = "checkpoint"
     return args
 
 
 def play(args: argparse.Namespace) -> dict:
     """Run the checkpoint for ``args.steps`` steps; returns :meth:`EpisodeOutcomes.as_dict` and the wall time."""
+    from isaaclab_suspend import runs
     from isaaclab_suspend.policies.evaluation import format_figure
-    from isaaclab_suspend.rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 
-    args.checkpoint = args.checkpoint or shipped_checkpoint(args.task)
-    read_checkpoint(args.checkpoint)  # a bad file stops the script before the env is built
+    source = runs.ChunkModelSource(runs.RlActorModelCfg(path=args.checkpoint), args.task, args.device)  # file read
     with cli.open_env(args) as env:
-        policy = cli.make_chunk_model(args, env)
+        policy = source.make(env)
         start = time.perf_counter()
-        figures = cli.score(env, policy, cli.start_episodes(env, None, desync=False), args.steps)
-        results = {"checkpoint": args.checkpoint, **figures, "seconds": time.perf_counter() - start}
+        figures = runs.score(env, policy, runs.start_episodes(env, None, desync=False), args.steps)
+        results = {"checkpoint": source.path, **figures, "seconds": time.perf_counter() - start}
     table = PrettyTable(["checkpoint", "episodes", "mean episode length", "success rate", "wall time (s)"])
     table.add_row([results["checkpoint"], results["episodes_scored"], f"{results['mean_episode_length']:.1f}",
                    format_figure("{:.3f}", results["success_rate"]), f"{results['seconds']:.1f}"])

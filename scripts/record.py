@@ -39,9 +39,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-
-from tqdm import tqdm
 
 from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
@@ -68,9 +65,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--output must end with .hdf5, got '{args.output}'")
     cli.apply_episode_args(parser, args, "episodes", 32)
     cli.apply_shard(parser, args, files=("output", "episode_log"), episodes=args.episodes is not None)
-    args.recorders = cli.dataset_recorder_cfg(args.output, export=args.export)
+    from isaaclab_suspend.runs import dataset_recorder_cfg  # torch, Isaac Lab: once parsed
+
     try:
-        args.paths = cli.check_new_datasets(args.recorders, args.overwrite)
+        args.paths = cli.check_new_datasets(dataset_recorder_cfg(args.output, export=args.export), args.overwrite)
     except ValueError as err:
         parser.error(str(err))
     args.on_interrupt = f"Interrupted: the episodes exported so far are in {args.paths}; open episodes were dropped."
@@ -78,38 +76,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def record(args: argparse.Namespace) -> None:
-    import torch
-    from isaaclab_suspend.tasks.env_factory import StopAfterStep
+    from isaaclab_suspend import runs
 
-    start, steps = time.perf_counter(), 0
-    with cli.open_env(args, *((RuntimeError,) if args.remote else ())) as env:
-        generator = torch.Generator(device=env.device).manual_seed(args.seed)
-        has_success = "success" in env.termination_manager.active_terms
-        policy = cli.make_policy(args, env, generator=generator)  # a policy that does not fit fails before any file
-        manager = env.start_recording(args.recorders)
-        if args.policy != "random":  # the file says how its chunks were scheduled (scripts/export_lerobot.py reads it)
-            manager.writer.add_env_args({"schedule": args.schedule, "chunk_length": args.chunk})
-        obs = cli.start_episodes(env, args.seed, args.desync, generator)
-        ledger = cli.make_ledger(args, env, policy, total=args.episodes, export=args.export)
-        expected = args.episodes or args.episodes_per_env * args.num_envs
-        progress = tqdm(total=expected, desc="episodes", unit="ep", disable=args.quiet or cli.is_other_rank())
-        with progress, StopAfterStep() as stop:
-            for t in cli.rollout(env, policy, obs, ledger=ledger):
-                steps += 1
-                if steps == 1:
-                    cli.check_space(env, expected)
-                progress.update(min(cli.written_count(manager, args.export), expected) - progress.n)
-                if steps >= args.max_steps or stop.requested:
-                    break
-        figures = cli.episode_figures(ledger, args.episode_log)
-    if stop.requested:
+    errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; exported episodes stay in the file
+    result = runs.record(cli.recording_cfg(args), args.source, cli.env_opener(*errors))
+    if result.interrupted:
         raise KeyboardInterrupt
-    seconds = time.perf_counter() - start
-    if not ledger.finished:
-        print(f"[WARN] stopped at --max_steps {args.max_steps} with {ledger.ended_count} of {expected} episodes run.")
-    written = cli.written_count(manager, args.export)
-    print(cli.recording_summary(args, written, steps, seconds, figures, ledger.finished))
-    print(cli.dataset_table(cli.gather_datasets(args), has_success))  # under torchrun rank 0 merges the ranks' files
+    cli.log_episodes(args.episode_log, result.episodes)
+    if not result.finished:
+        print(f"[WARN] stopped at --max_steps {args.max_steps} with {len(result.episodes)} of {result.expected}"
+              " episodes run.")
+    print(cli.recording_summary(args, result.written, result.steps, result.seconds, result.figures, result.finished))
+    print(cli.dataset_table(cli.gather_datasets(args), result.has_success))  # torchrun: rank 0 merges the ranks'
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from isaaclab_suspend.policies import (
     LatencyEmulator,
 )
 from isaaclab_suspend.tasks.push_cube.chunk_model import PushCubeChunkCfg, PushCubeChunkModel
-from isaaclab_suspend.cli import ConstantPolicy, RandomPolicy, score
+from isaaclab_suspend.runs import ConstantPolicy, RandomPolicy, score
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 

@@ -201,7 +201,7 @@ def test_help_and_a_malformed_argument_import_nothing_heavy(script):
 
 def test_the_names_scripts_list_are_those_of_their_registries():
     from isaaclab_suspend import names
-    from isaaclab_suspend.cli.outputs import EXPORT_MODES
+    from isaaclab_suspend.runs import EXPORT_MODES
     from isaaclab_suspend.cli.serving import protocols
     from isaaclab_suspend.policies import AGGREGATORS, SCHEDULES
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from isaaclab_suspend import cli
+from isaaclab_suspend import cli, runs
 from isaaclab_suspend.datasets import DatasetReader
 from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR, mark_chunk_starts
 from isaaclab_suspend.policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator
@@ -48,7 +48,7 @@ def quota_run(tmp_path_factory):
     directory = tmp_path_factory.mktemp("fair")
     args = _args()
     frozen, ends = {}, {}
-    with cli.open_env(args, recorders=cli.dataset_recorder_cfg(str(directory / "quota.hdf5"))) as env:
+    with cli.open_env(args, recorders=runs.dataset_recorder_cfg(str(directory / "quota.hdf5"))) as env:
         policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
         retire, record_pre_reset = policy.retire, env.recorder_manager.record_pre_reset
 
@@ -63,11 +63,13 @@ def quota_run(tmp_path_factory):
             return record_pre_reset(env_ids, *rest)
 
         policy.retire, env.recorder_manager.record_pre_reset = spy_retire, spy_pre_reset
-        obs = cli.start_episodes(env, args.seed, args.desync)
+        obs = runs.start_episodes(env, args.seed, args.desync)
         ledger = cli.make_ledger(args, env, policy, export="all")
-        steps = sum(1 for _ in cli.rollout(env, policy, obs, 2000, ledger))
+        steps = sum(1 for _ in runs.rollout(env, policy, obs, 2000, ledger))
         at_end = {i: _env_state(env, [i]) for i in frozen}
-        figures = cli.episode_figures(ledger, str(directory / "log.jsonl"))
+        records = ledger.records()
+        cli.log_episodes(str(directory / "log.jsonl"), records)
+        figures = ledger.as_dict(records)
         finished, stats = ledger.finished, policy.stats
     log = [json.loads(line) for line in open(directory / "log.jsonl")]
     return dict(path=directory / "quota.hdf5", frozen=frozen, at_end=at_end, ends=ends, figures=figures, log=log,
@@ -165,9 +167,9 @@ def test_async_provenance_ages_by_the_lead():
     with cli.open_env(args) as env:
         model = LatencyEmulator(make_default_model(TASK, 8), LatencyCfg.parse("gr1", virtual=True))  # 200 ms a call
         policy = ActionChunkingPolicy(model, env, chunk_length=8, schedule="async", refill_threshold=0.25)
-        obs = cli.start_episodes(env, args.seed, desync=False)
+        obs = runs.start_episodes(env, args.seed, desync=False)
         rows = []
-        for _ in cli.rollout(env, policy, obs, 320):  # every env ends its first episode (300 steps at most)
+        for _ in runs.rollout(env, policy, obs, 320):  # every env ends its first episode (300 steps at most)
             rows.append(torch.stack([policy.provenance.current[k] for k in ("call", "index", "age")], dim=1))
     call, index, age = torch.stack(rows).unbind(-1)  # (steps, envs)
     executing = call >= 0
@@ -183,7 +185,7 @@ def test_no_host_read_on_steps_without_a_reset():
     with cli.open_env(args) as env:
         policy = ActionChunkingPolicy(make_default_model(args.task, 8), env, chunk_length=8, schedule="global_clock")
         term = ChunkProvenanceRecorder(ChunkProvenanceRecorderCfg(), env)
-        obs = cli.start_episodes(env, args.seed, args.desync)
+        obs = runs.start_episodes(env, args.seed, args.desync)
         ledger = cli.make_ledger(args, env, policy)
         quiet = steps = 0
         while not ledger.finished:

@@ -154,7 +154,7 @@ def test_export_refuses_joint_values_no_so101_holds(tmp_path, capsys):
 def test_trivial_joint_targets_never_lift_the_cube():
     """The lift is a test of a policy: zero joint targets, the start pose held and random targets lift the cube in
     none of their episodes (2 envs, one full episode each, in the follower's action space)."""
-    from isaaclab_suspend.cli import ConstantPolicy, HoldPosePolicy, RandomPolicy, score, start_episodes
+    from isaaclab_suspend.runs import ConstantPolicy, HoldPosePolicy, RandomPolicy, score, start_episodes
     from isaaclab_suspend.tasks.env_factory import open_env
 
     with open_env("IsaacContrib-Lift-Cube-SO101-Joint-Suspendable", 2) as env:

@@ -25,7 +25,7 @@ from isaaclab.utils import configclass
 from isaaclab_tasks.core.cartpole.cartpole_manager_env_cfg import CartpoleEnvCfg
 
 from isaaclab_suspend.assets import CARTPOLE_USD, GROUND_USD
-from isaaclab_suspend.cli import rollout, start_episodes
+from isaaclab_suspend.runs import rollout, start_episodes
 from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
 from isaaclab_suspend.tasks.embedded import make_default_model

@@ -1,6 +1,7 @@
-"""What the scripts share: argument types with ranges, env and policy arguments, the chunk-model factory, the
-rollout loop, the episodes counted (quotas, episode log), output checks, shards and how a script ends (the policy
-server's arguments: :mod:`.serving`). A script is then: parse, build, run, report.
+"""The scripts' flag-to-cfg layer: argument types with ranges, the env and policy arguments as the library's cfgs
+(:mod:`isaaclab_suspend.runs`), which episodes are counted (quotas, episode log), output checks, shards and torchrun
+ranks, and how a script ends (the policy server's arguments: :mod:`.serving`). A script is then: parse, build,
+run, report.
 
 The names below are imported from their modules on first use: ``from isaaclab_suspend import cli`` and building a
 parser with :mod:`.arguments` (and the choices of :mod:`isaaclab_suspend.names`) import no torch, Warp or Isaac Lab,
@@ -19,17 +20,17 @@ _MODULES = {
         "non_negative_int", "POLICIES", "positive_int", "schedules", "shard", "suspension_window"),
     ".distributed": ("apply_distributed_training", "gather_datasets", "gather_replay", "gather_results",
         "is_other_rank", "rank_device", "run_ranks", "share"),
-    ".episodes": ("apply_episode_args", "describe_scoring", "episode_figures", "make_ledger", "recording_summary",
+    ".envs": ("env_cfg", "env_opener", "open_env"),
+    ".episodes": ("apply_episode_args", "describe_scoring", "log_episodes", "make_ledger", "recording_summary",
         "write_episode_log"),
     ".errors": ("fail", "USER_ERRORS", "user_errors"),
-    ".outputs": ("check_new_datasets", "check_output_args", "check_space", "check_writable", "dataset_recorder_cfg",
-        "dataset_table", "EXPORT_MODES", "written_count"),
-    ".policy": ("ConstantPolicy", "HoldPosePolicy", "describe_policy", "describe_run", "make_chunk_model",
-        "make_policy", "RandomPolicy", "resolve_policy", "resolve_task"),
+    ".outputs": ("check_new_datasets", "check_output_args", "check_writable", "dataset_table"),
+    ".policy": ("chunking_cfg", "describe_policy", "describe_run", "make_chunk_model", "make_policy", "model_cfg",
+        "resolve_policy", "resolve_task", "warn"),
     "..names": ("AGGREGATOR_NAMES", "EXPORT_MODE_NAMES", "MAX_REPLAY_ENVS", "RL_LIBRARIES", "SCHEDULE_NAMES",
         "SERVER_PROTOCOLS", "SO101_ROBOT", "TOKEN_ENV", "VCODECS"),
-    ".reports": ("RunFigures", "write_eval_outputs"),
-    ".rollouts": ("desync_episodes", "open_env", "rollout", "score", "start_episodes", "Transition"),
+    ".reports": ("write_eval_outputs",),
+    ".run_cfgs": ("evaluation_cfg", "recording_cfg"),
     ".sharding": ("apply_shard", "describe_shard", "write_results"),
 }
 """The module of each name this package exports (no name is also a submodule's: importing the submodule would

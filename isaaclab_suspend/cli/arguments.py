@@ -14,12 +14,8 @@ import os
 from collections.abc import Callable
 
 from ..cfg_overrides import Bound, check_form
-from ..names import AGGREGATOR_NAMES, DETERMINISM, MAX_SEED, SCHEDULE_NAMES
+from ..names import AGGREGATOR_NAMES, DEFAULT_CHUNK, DEFAULT_TASK, DETERMINISM, MAX_SEED, SCHEDULE_NAMES
 
-DEFAULT_TASK = "Isaac-Cartpole-Suspendable"
-"""The task when neither ``--task`` nor the policy names one."""
-DEFAULT_CHUNK = 16
-"""H of the embedded planners when ``--chunk`` is not given."""
 POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
 """``--policy`` choices (see :mod:`.policy`); ``random`` is for recording only."""
 

@@ -9,8 +9,10 @@ import json
 import os
 from typing import TYPE_CHECKING
 
+from .. import runs
 from ..policies import EpisodeLedger
 from ..policies.evaluation import format_figure
+from .envs import env_cfg
 from .outputs import check_writable
 
 if TYPE_CHECKING:
@@ -33,25 +35,15 @@ def apply_episode_args(parser: argparse.ArgumentParser, args: argparse.Namespace
 
 def make_ledger(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, policy, total: int | None = None,
                 export: str | None = None) -> EpisodeLedger:
-    """The ledger of a run of ``policy`` (whose ``retire`` takes envs out; else they are suspended): the
-    ``--episodes_per_env`` quota or ``total`` episodes (successes only if ``export`` is ``succeeded``), the
-    first episodes counted unless ``--desync``; when recording (``export``), episodes that do not count are not
-    written and each record names its demo."""
-    return EpisodeLedger(env, per_env=args.episodes_per_env, total=total, count_first=not args.desync,
-                         only_successes=export == "succeeded" and total is not None,
-                         retire=getattr(policy, "retire", env.suspend_envs),
-                         discard=getattr(env.recorder_manager, "discard_open_episodes", None), export=export,
-                         seed=args.seed)
+    """:func:`~isaaclab_suspend.runs.make_ledger` of the env arguments and ``--episodes_per_env``."""
+    return runs.make_ledger(env_cfg(args), env, policy, per_env=args.episodes_per_env, total=total, export=export)
 
 
-def episode_figures(ledger: EpisodeLedger, log_path: str | None = None, suffix: str = "") -> dict:
-    """The figures of the ledger's episodes (:meth:`EpisodeLedger.as_dict`), after writing its records to
-    ``log_path`` (with ``suffix``, see :func:`write_episode_log`) if given: the log and the figures are of the
-    same episodes."""
-    records = ledger.records()
-    if log_path:
-        print(f"Episode log: {write_episode_log(log_path, records, suffix)}")
-    return ledger.as_dict(records)
+def log_episodes(path: str | None, records: list[dict], suffix: str = "") -> None:
+    """Write ``records`` to the ``--episode_log`` ``path`` (with ``suffix``, see :func:`write_episode_log`) if
+    given, and say where."""
+    if path:
+        print(f"Episode log: {write_episode_log(path, records, suffix)}")
 
 
 def describe_scoring(args: argparse.Namespace, finished: bool = True) -> str:

@@ -1,27 +1,20 @@
-"""Output paths of the scripts: checked for writability before any env is built, dataset names, disk space."""
+"""Output paths of the scripts: checked for writability before any env is built, new dataset files, the
+datasets' table."""
 
 from __future__ import annotations
 
 import argparse
-
 import os
-import shutil
 from typing import TYPE_CHECKING
 
 import h5py
 from prettytable import PrettyTable
 
-from isaaclab.managers import DatasetExportMode
-
-from ..recording import DatasetRecorderManagerCfg
 from ..recording.recorder_manager import dataset_file_paths
 from .distributed import merged_path
 
 if TYPE_CHECKING:
     from isaaclab.managers import RecorderManagerBaseCfg
-
-    from ..envs import SuspendableManagerBasedRLEnv
-    from ..recording import SuspendableRecorderManager
 
 
 def check_writable(path: str, what: str) -> str:
@@ -43,14 +36,6 @@ def check_writable(path: str, what: str) -> str:
     return path
 
 
-EXPORT_MODES = {
-    "all": DatasetExportMode.EXPORT_ALL,
-    "succeeded": DatasetExportMode.EXPORT_SUCCEEDED_ONLY,
-    "separate": DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES,
-}
-"""``--export`` choices of ``record.py``: Isaac Lab's export modes."""
-
-
 def check_output_args(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
     """Stop the script with ``parser.error`` unless each output argument ``--<name>`` that is given is a path
     this process can write (see :func:`check_writable`)."""
@@ -60,14 +45,6 @@ def check_output_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
                 check_writable(getattr(args, name), f"--{name}")
     except ValueError as err:
         parser.error(str(err))
-
-
-def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all") -> DatasetRecorderManagerCfg:
-    """The recorder of replayable HDF5 episodes (active env-steps only) into ``<stem><suffix>.hdf5`` beside
-    ``path`` (``<stem>.hdf5`` or ``<stem>``), exporting as :data:`EXPORT_MODES` ``[export]``."""
-    directory, name = os.path.split(os.path.abspath(path))
-    return DatasetRecorderManagerCfg(dataset_export_dir_path=directory, dataset_filename=name.removesuffix(".hdf5")
-                                     + suffix, dataset_export_mode=EXPORT_MODES[export])
 
 
 def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str = "--output") -> list[str]:
@@ -98,31 +75,6 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
         if os.path.exists(path) and not overwrite:
             raise ValueError(f"{what}: '{path}' exists: pass --overwrite to replace it.")
     return paths
-
-
-def written_count(manager: SuspendableRecorderManager, export: str) -> int:
-    """Episodes ``manager`` has written so far (successes only with ``export`` ``succeeded``; also after the env
-    closed)."""
-    succeeded = manager.exported_successful_episode_count
-    return succeeded if export == "succeeded" else succeeded + manager.exported_failed_episode_count
-
-
-def check_space(env: SuspendableManagerBasedRLEnv, episodes: int) -> None:
-    """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound).
-
-    Raises:
-        OSError: Saying how much is needed and free.
-    """
-    manager = env.recorder_manager
-    path = manager.dataset_file_paths[0]
-    bytes_per_episode = manager.buffers.bytes_per_step * env.max_episode_length + 8192
-    needed_mb = episodes * bytes_per_episode / 2**20
-    free_mb = shutil.disk_usage(os.path.dirname(path)).free / 2**20
-    if needed_mb > free_mb:
-        raise OSError(
-            f"{episodes} episodes of up to {env.max_episode_length} steps may need {needed_mb:.0f} MiB"
-            f" (uncompressed), but only {free_mb:.0f} MiB are free for '{path}'."
-        )
 
 
 def dataset_table(paths: list[str], has_success: bool = True) -> PrettyTable:

@@ -17,7 +17,7 @@ from .gr00t_server import Gr00tPolicyServer, Gr00tPolicyServerCfg
 from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
 from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
-from .remote_address import GR00T_SCHEME, OPENPI_SCHEME, connect_remote, parse_address
+from .remote_address import GR00T_SCHEME, OPENPI_SCHEME, parse_address, remote_model_cfg
 from .wire import ProtocolError, WireLimitsCfg
 
 __all__ = [
@@ -42,6 +42,6 @@ __all__ = [
     "RemoteChunkModel",
     "RemoteChunkModelCfg",
     "WireLimitsCfg",
-    "connect_remote",
     "parse_address",
+    "remote_model_cfg",
 ]

@@ -3,9 +3,9 @@
 
 from __future__ import annotations
 
-from .gr00t_client import Gr00tChunkModel, Gr00tChunkModelCfg
-from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
-from .remote import RemoteChunkModel, RemoteChunkModelCfg
+from .gr00t_client import Gr00tChunkModelCfg
+from .openpi_client import OpenpiChunkModelCfg
+from .remote import RemoteChunkModelCfg
 
 OPENPI_SCHEME = "openpi://"
 """Prefix of the address of a server speaking openpi's websocket protocol."""
@@ -26,32 +26,30 @@ def parse_address(address: str) -> RemoteChunkModelCfg | OpenpiChunkModelCfg | G
     return RemoteChunkModelCfg.parse(address)
 
 
-def connect_remote(address: str, chunk_length: int | None = None, keys: dict[str, str] | None = None,
-                   prompt: str | None = None, form: str = "flat", rtc_options: bool = False
-                   ) -> RemoteChunkModel | OpenpiChunkModel | Gr00tChunkModel:
-    """The chunk model of the policy served at ``address``.
+def remote_model_cfg(address: str, chunk_length: int | None = None, keys: dict[str, str] | None = None,
+                     prompt: str | None = None, form: str = "flat", rtc_options: bool = False
+                     ) -> RemoteChunkModelCfg | OpenpiChunkModelCfg | Gr00tChunkModelCfg:
+    """The client cfg of the policy served at ``address`` with the options that apply to its protocol (nothing is
+    connected: ``cfg.class_type(cfg)`` connects).
 
     Args:
-        address: ``host:port`` of a :class:`PolicyServer`, or ``openpi://host:port`` of an openpi server.
-        chunk_length: openpi: actions H to take from each reply (None: the server's metadata must say).
+        address: ``host:port`` of a :class:`PolicyServer`, ``openpi://host:port`` or ``gr00t://host:port``.
+        chunk_length: openpi / GR00T: actions H to take from each reply (None: the server's must say).
         keys: openpi / GR00T: request key -> observation path of the env (None: the paths themselves).
         prompt: openpi / GR00T: text sent with every observation.
         form: GR00T: ``flat`` or ``nested`` observations.
         rtc_options: GR00T: send the ``rtc`` schedule's prefix as real-time chunking options.
 
     Raises:
-        ValueError: If the address is malformed, or openpi options are given for the project's protocol.
-        ConnectionError, TimeoutError, RuntimeError: If no compatible server answers (see each model).
+        ValueError: If the address is malformed, or openpi / GR00T options are given for the project's protocol.
     """
     cfg = parse_address(address)
     if isinstance(cfg, Gr00tChunkModelCfg):
         cfg.chunk_length, cfg.keys, cfg.prompt, cfg.form = chunk_length, keys or None, prompt, form
         cfg.rtc_options = rtc_options
-        return Gr00tChunkModel(cfg)
-    if isinstance(cfg, OpenpiChunkModelCfg):
+    elif isinstance(cfg, OpenpiChunkModelCfg):
         cfg.chunk_length, cfg.keys, cfg.prompt = chunk_length, keys or None, prompt
-        return OpenpiChunkModel(cfg)
-    if keys or prompt is not None:
+    elif keys or prompt is not None:
         raise ValueError(f"Observation keys and a prompt are openpi and GR00T options: use --remote"
                          f" {OPENPI_SCHEME}{address} or {GR00T_SCHEME}{address}.")
-    return RemoteChunkModel(cfg)
+    return cfg

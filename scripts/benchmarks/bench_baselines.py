@@ -30,6 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     import torch
 
+    from isaaclab_suspend import runs
     from isaaclab_suspend.policies import ActionChunkingPolicy
     from isaaclab_suspend.tasks.embedded import make_default_model
     from isaaclab_suspend.policies.evaluation import format_figure
@@ -39,16 +40,16 @@ def main(argv: list[str] | None = None) -> None:
     table = PrettyTable(["policy", "episodes scored", "success rate", "mean episode length", "wall time (s)"])
     with open_env(TASK, args.num_envs) as env:
         policies = {
-            "zero (do nothing)": lambda: cli.ConstantPolicy(env, 0.0),
-            "constant +1 (push all the time)": lambda: cli.ConstantPolicy(env, 1.0),
-            "constant +0.3 (push gently)": lambda: cli.ConstantPolicy(env, 0.3),
-            "random in [-1, 1]": lambda: cli.RandomPolicy(env, torch.Generator(env.device).manual_seed(args.seed)),
+            "zero (do nothing)": lambda: runs.ConstantPolicy(env, 0.0),
+            "constant +1 (push all the time)": lambda: runs.ConstantPolicy(env, 1.0),
+            "constant +0.3 (push gently)": lambda: runs.ConstantPolicy(env, 0.3),
+            "random in [-1, 1]": lambda: runs.RandomPolicy(env, torch.Generator(env.device).manual_seed(args.seed)),
             "embedded planner (global_clock)": lambda: ActionChunkingPolicy(
                 make_default_model(TASK, 16), env, chunk_length=16, schedule="global_clock"),
         }
         for name, make in policies.items():
             start = time.perf_counter()
-            figures = cli.score(env, make(), cli.start_episodes(env, args.seed, desync=False), args.steps)
+            figures = runs.score(env, make(), runs.start_episodes(env, args.seed, desync=False), args.steps)
             table.add_row([name, figures["episodes_scored"], format_figure("{:.3f}", figures["success_rate"]),
                            format_figure("{:.1f}", figures["mean_episode_length"]),
                            f"{time.perf_counter() - start:.1f}"])

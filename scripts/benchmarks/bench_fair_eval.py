@@ -31,15 +31,16 @@ TASK = "Isaac-PushCube-Suspendable"
 
 def run(env, args: argparse.Namespace, seed: int, per_env: int | None, first: int | None) -> dict:
     """One protocol on ``env`` from a fresh reset: ``per_env`` episodes from every env, or the ``first`` to end."""
+    from isaaclab_suspend import runs
     from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeLedger
     from isaaclab_suspend.tasks.embedded import make_default_model
 
     policy = ActionChunkingPolicy(make_default_model(TASK, args.chunk), env, chunk_length=args.chunk,
                                   schedule="global_clock")
-    obs = cli.start_episodes(env, seed, desync=False)  # a full reset also resumes the envs a previous run retired
+    obs = runs.start_episodes(env, seed, desync=False)  # a full reset also resumes the envs a previous run retired
     ledger = EpisodeLedger(env, per_env=per_env, retire=policy.retire, seed=seed)
     steps = 0
-    for _ in cli.rollout(env, policy, obs, args.max_steps, ledger):
+    for _ in runs.rollout(env, policy, obs, args.max_steps, ledger):
         steps += 1
         if first is not None and ledger.ended_count >= first:  # a host count: no device read
             break

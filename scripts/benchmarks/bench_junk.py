@@ -27,7 +27,7 @@ import h5py
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
+from isaaclab_suspend import cli, runs
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model, tasks_with_chunk_model
@@ -43,7 +43,7 @@ def record(task: str, schedule: str, num_envs: int, steps: int, chunk: int, seed
         junk = torch.zeros(num_envs, dtype=torch.long)  # of which holding
         episodes = []  # (samples, junk) of each ended episode, in export order
         first = torch.ones(num_envs, dtype=torch.bool)  # in its first episode, cut short by the start: not a demo
-        for t in cli.rollout(env, policy, cli.start_episodes(env, seed, desync=True), steps):
+        for t in runs.rollout(env, policy, runs.start_episodes(env, seed, desync=True), steps):
             status, dones = policy.last_step, t.dones
             samples += (~status.suspended).long()
             junk += (~status.executing & ~status.suspended).long()

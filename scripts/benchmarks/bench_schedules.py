@@ -39,15 +39,9 @@ import time
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
-from isaaclab_suspend.policies import (
-    SCHEDULES,
-    ActionChunkingPolicy,
-    LatencyCfg,
-    LatencyEmulator,
-)
-from isaaclab_suspend.tasks.embedded import make_default_model
-from isaaclab_suspend.tasks.embedded import tasks_with_chunk_model
+from isaaclab_suspend import cli, runs
+from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
+from isaaclab_suspend.tasks.embedded import make_default_model, tasks_with_chunk_model
 from isaaclab_suspend.tasks.env_factory import open_env
 
 
@@ -94,7 +88,7 @@ def run(env, args, schedule: str, chunk_length: int, latency: LatencyCfg) -> dic
     plain_step = step_time(env)
     model = LatencyEmulator(make_default_model(args.task, chunk_length), latency)
     policy = ActionChunkingPolicy(model, env, chunk_length=chunk_length, schedule=schedule)
-    for _ in cli.rollout(env, policy, cli.start_episodes(env, args.seed, not args.no_desync), args.steps):
+    for _ in runs.rollout(env, policy, runs.start_episodes(env, args.seed, not args.no_desync), args.steps):
         pass
     stats, n = policy.stats, env.num_envs
     stats["plain_step_s"] = plain_step

@@ -23,7 +23,7 @@ import sys
 import torch
 from prettytable import PrettyTable
 
-from isaaclab_suspend import cli
+from isaaclab_suspend import cli, runs
 from isaaclab_suspend.interop import so101
 from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
 
@@ -95,10 +95,10 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     with open_env(JOINT_TASK, args.eval_envs) as env:
         steps = int(env.max_episode_length) * args.episodes_per_env
         generator = torch.Generator(env.device).manual_seed(args.eval_seeds[0])
-        for name, policy in (("zero joint targets", cli.ConstantPolicy(env, 0.0)),
-                             ("start pose held", cli.HoldPosePolicy(env, so101.STATE_TERM)),
-                             ("random targets in [-1, 1] rad", cli.RandomPolicy(env, generator))):
-            f = cli.score(env, policy, cli.start_episodes(env, args.eval_seeds[0], desync=True), steps)
+        for name, policy in (("zero joint targets", runs.ConstantPolicy(env, 0.0)),
+                             ("start pose held", runs.HoldPosePolicy(env, so101.STATE_TERM)),
+                             ("random targets in [-1, 1] rad", runs.RandomPolicy(env, generator))):
+            f = runs.score(env, policy, runs.start_episodes(env, args.eval_seeds[0], desync=True), steps)
             rows[name] = {"episodes": f["episodes_scored"], "success": f["success_rate"] or 0.0,
                           "length": f["mean_episode_length"] or 0.0}
     with open(path, "w") as f:

@@ -1,24 +1,17 @@
-"""The env loop every script runs: start (seeded, optionally desynchronised) episodes, then act -> step -> observe,
+"""The env loop every run drives: start (seeded, optionally desynchronised) episodes, then act -> step -> observe,
 with an episode ledger that counts the episodes and ends the run."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 import torch
 
-from ..recording import SuspendableRecorderManager
-from ..tasks.env_factory import open_env as _open_env
-from ..tasks.env_factory import set_quiet
-from .errors import user_errors
-from .arguments import env_overrides
-
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
     from ..policies import EpisodeLedger
+
 
 
 class StepPolicy(Protocol):
@@ -44,38 +37,6 @@ class Transition(NamedTuple):
     """The observation after the step."""
     dones: torch.Tensor
     """``terminated | truncated`` of the step. Shape: (num_envs,), bool."""
-
-
-@contextlib.contextmanager
-def open_env(args: argparse.Namespace, *errors: type[BaseException], **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
-    """:func:`~isaaclab_suspend.tasks.env_factory.open_env` of the env arguments (``--task --num_envs --device --seed
-    --presets``, and ``--quiet`` / ``--verbose``, ``--shared_rng`` or ``--per_env_rng``, ``--deterministic`` where
-    the script has them: a script with ``--verbose`` prints the env's set-up output only with it).
-
-    User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
-    traceback that ``launch_simulation`` would print. Once the env records (a dataset recorder, e.g. attached by
-    :meth:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv.start_recording` after the policy was checked) the
-    line also says where the episodes exported before the error are kept (closing the env still hands them to the
-    file).
-    """
-    set_quiet(getattr(args, "quiet", False) or not getattr(args, "verbose", True))  # set-up output: --verbose
-    if args.seed is not None:  # None: the cfg's own seed
-        attrs["seed"] = args.seed
-    if getattr(args, "per_env_random", False):
-        attrs["suspend__per_env_random"] = True
-    attrs["deterministic"] = getattr(args, "deterministic", "off")
-    with _open_env(args.task, args.num_envs, args.device, env_overrides(args), **attrs) as env:
-        with user_errors(*errors, note=lambda: _kept_note(env)):
-            yield env
-
-
-def _kept_note(env: SuspendableManagerBasedRLEnv) -> str | None:
-    """Where a recording's exported episodes are kept, for an error line; None while the env writes no dataset."""
-    recorder = getattr(env, "recorder_manager", None)
-    paths = recorder.dataset_file_paths if isinstance(recorder, SuspendableRecorderManager) else []
-    if not paths:
-        return None
-    return f"The episodes exported so far are kept in {', '.join(paths)}; open episodes were dropped."
 
 
 def desync_episodes(env: SuspendableManagerBasedRLEnv, generator: torch.Generator) -> None:

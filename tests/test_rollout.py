@@ -1,12 +1,10 @@
-"""The scripts' shared loop on the real push-cube env: (desynchronised) starts, act -> step -> observe, and the
+"""The runs' shared loop on the real push-cube env: (desynchronised) starts, act -> step -> observe, and the
 episode outcomes it feeds (with the cube's distance to its target at the end of each scored episode)."""
-
-import argparse
 
 import pytest
 import torch
 
-from isaaclab_suspend import cli
+from isaaclab_suspend import runs
 from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
 from isaaclab_suspend.tasks.embedded import make_default_model
 
@@ -15,17 +13,17 @@ STEPS = 150
 
 
 def test_rollout_runs_the_policy_and_scores_the_final_distance():
-    args = argparse.Namespace(task=TASK, num_envs=4, device="cpu", seed=3, presets=None)
-    with cli.open_env(args) as env:
+    cfg = runs.RunEnvCfg(task=TASK, num_envs=4, seed=3, per_env_random=False)
+    with runs.open_run_env(cfg) as env:
         policy = ActionChunkingPolicy(make_default_model(TASK, 8), env, chunk_length=8, schedule="global_clock")
-        cli.start_episodes(env, args.seed, desync=True)
+        runs.start_episodes(env, cfg.seed, desync=True)
         expected_start = torch.randint(0, int(env.max_episode_length), (4,), generator=torch.Generator().manual_seed(3))
         assert torch.equal(env.episode_length_buf.cpu(), expected_start) and expected_start.unique().numel() > 1
-        obs = cli.start_episodes(env, args.seed, desync=False)  # every episode from its start: all are scored
+        obs = runs.start_episodes(env, cfg.seed, desync=False)  # every episode from its start: all are scored
         assert not env.episode_length_buf.any()
         outcomes = EpisodeOutcomes(env, final_term="cube_to_target")
         previous, final_distances = obs, []
-        for t in cli.rollout(env, policy, obs, STEPS):
+        for t in runs.rollout(env, policy, obs, STEPS):
             assert t.obs is previous, "the policy acts on the observation of the step before"
             # cube_to_target is the last of the five one-wide terms of the policy group
             final_distances += t.obs["policy"][:, 4].abs()[t.dones & outcomes.scored].tolist()

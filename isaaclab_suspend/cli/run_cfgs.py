@@ -1,0 +1,29 @@
+"""The scripts' flags as the library's run cfgs: ``eval.py``'s as an
+:class:`~isaaclab_suspend.runs.EvaluationCfg`, ``record.py``'s as a :class:`~isaaclab_suspend.runs.RecordingCfg`
+(the flags are the cfgs' fields)."""
+
+from __future__ import annotations
+
+import argparse
+
+from ..runs import EvaluationCfg, RecordingCfg
+from .distributed import is_other_rank
+from .envs import env_cfg
+from .policy import chunking_cfg
+
+
+def evaluation_cfg(args: argparse.Namespace) -> EvaluationCfg:
+    """``eval.py``'s resolved arguments as an evaluation (the model: ``args.source``'s cfg)."""
+    return EvaluationCfg(env=env_cfg(args), model=args.source.cfg, chunking=chunking_cfg(args),
+                         schedules=list(args.schedules), latency=args.latency, virtual_latency=args.virtual_latency,
+                         steps=args.steps, episodes_per_env=args.episodes_per_env, record=args.record,
+                         timeline_envs=args.timeline_envs, frames=bool(args.report),
+                         show_progress=not (args.quiet or is_other_rank()))
+
+
+def recording_cfg(args: argparse.Namespace) -> RecordingCfg:
+    """``record.py``'s resolved arguments as a recording (the model: ``args.source``'s cfg, None for random)."""
+    return RecordingCfg(env=env_cfg(args), model=None if args.source is None else args.source.cfg,
+                        chunking=chunking_cfg(args), output=args.output, export=args.export, episodes=args.episodes,
+                        episodes_per_env=args.episodes_per_env, max_steps=args.max_steps,
+                        show_progress=not (args.quiet or is_other_rank()))

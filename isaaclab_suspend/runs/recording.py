@@ -1,0 +1,172 @@
+"""A recording: episodes of a policy written to an Isaac Lab HDF5 dataset, active env-steps only, exactly the
+number asked for (an env whose next episode would exceed them waits suspended); episodes still open when the run
+stops are dropped, and every exported one is already in the file.
+
+Example::
+
+    from isaaclab_suspend.runs import EmbeddedModelCfg, RecordingCfg, RunEnvCfg, record
+
+    result = record(RecordingCfg(env=RunEnvCfg(task="Isaac-PushCube-Suspendable", num_envs=16),
+                                 model=EmbeddedModelCfg(), episodes=100, output="datasets/push_cube.hdf5"))
+    print(result.written, result.paths)
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from tqdm import tqdm
+
+from isaaclab.managers import DatasetExportMode
+from isaaclab.utils import configclass
+
+from ..policies import ActionChunkingPolicyCfg
+from ..recording import DatasetRecorderManagerCfg, SuspendableRecorderManager
+from ..tasks.env_factory import StopAfterStep
+from .baselines import RandomPolicy
+from .chunk_models import ChunkModelSource, ModelCfg, make_chunking_policy
+from .rollout import rollout, start_episodes
+from .run_env import RunEnvCfg, make_ledger, open_run_env
+
+EXPORT_MODES = {
+    "all": DatasetExportMode.EXPORT_ALL,
+    "succeeded": DatasetExportMode.EXPORT_SUCCEEDED_ONLY,
+    "separate": DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES,
+}
+"""Which episodes a recording exports: Isaac Lab's export modes by name."""
+
+
+def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all") -> DatasetRecorderManagerCfg:
+    """The recorder of replayable HDF5 episodes (active env-steps only) into ``<stem><suffix>.hdf5`` beside
+    ``path`` (``<stem>.hdf5`` or ``<stem>``), exporting as :data:`EXPORT_MODES` ``[export]``."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return DatasetRecorderManagerCfg(dataset_export_dir_path=directory, dataset_filename=name.removesuffix(".hdf5")
+                                     + suffix, dataset_export_mode=EXPORT_MODES[export])
+
+
+@configclass
+class RecordingCfg:
+    """A recording of a policy's episodes (:func:`record`)."""
+
+    env: RunEnvCfg = RunEnvCfg()
+    """The env; with ``desync`` its first episodes, cut short, are not written."""
+    model: ModelCfg | None = None
+    """Where the chunk model comes from (:data:`~.chunk_models.CHUNK_MODELS`); None: uniform random actions."""
+    chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg()
+    """The chunking policy around the model; its ``chunk_length`` is the model's."""
+    output: str = "outputs/datasets/recording.hdf5"
+    """The dataset file (with ``export`` ``separate``: ``<stem>.hdf5`` and ``<stem>_failed.hdf5``)."""
+    export: str = "all"
+    """``all`` episodes, ``succeeded`` only, or succeeded and failed in ``separate`` files."""
+    episodes: int | None = 32
+    """Episodes to write, exactly (successes only with ``export`` ``succeeded``)."""
+    episodes_per_env: int | None = None
+    """Instead of ``episodes``: this many from every env (give ``episodes`` None)."""
+    max_steps: int = 100_000
+    """Stop after this many steps in any case."""
+    show_progress: bool = True
+    """A progress bar of the episodes written."""
+
+
+@dataclass
+class RecordingResult:
+    """What a recording wrote."""
+
+    paths: list[str]
+    """The dataset files."""
+    written: int
+    """Episodes written (successes only with ``export`` ``succeeded``)."""
+    expected: int
+    """Episodes asked for."""
+    steps: int
+    """Steps run."""
+    seconds: float
+    """Wall time of the run, env set-up included."""
+    figures: dict
+    """The counted episodes' figures (success rate, mean length, ...)."""
+    episodes: list[dict]
+    """A record per counted episode."""
+    finished: bool
+    """Whether every episode asked for ended (False: ``max_steps`` or an interrupt stopped the run first)."""
+    interrupted: bool
+    """Whether a Ctrl-C stopped the run (after its step: no export was cut)."""
+    has_success: bool
+    """Whether the task has a ``success`` termination term."""
+
+
+def written_count(manager: SuspendableRecorderManager, export: str) -> int:
+    """Episodes ``manager`` has written so far (successes only with ``export`` ``succeeded``; also after the env
+    closed)."""
+    succeeded = manager.exported_successful_episode_count
+    return succeeded if export == "succeeded" else succeeded + manager.exported_failed_episode_count
+
+
+def check_space(env, episodes: int) -> None:
+    """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound).
+
+    Raises:
+        OSError: Saying how much is needed and free.
+    """
+    manager = env.recorder_manager
+    path = manager.dataset_file_paths[0]
+    bytes_per_episode = manager.buffers.bytes_per_step * env.max_episode_length + 8192
+    needed_mb = episodes * bytes_per_episode / 2**20
+    free_mb = shutil.disk_usage(os.path.dirname(path)).free / 2**20
+    if needed_mb > free_mb:
+        raise OSError(
+            f"{episodes} episodes of up to {env.max_episode_length} steps may need {needed_mb:.0f} MiB"
+            f" (uncompressed), but only {free_mb:.0f} MiB are free for '{path}'."
+        )
+
+
+def record(cfg: RecordingCfg, source: ChunkModelSource | None = None,
+           open_env: Callable = open_run_env) -> RecordingResult:
+    """Record ``cfg``'s episodes. A first Ctrl-C stops the run after its step (``interrupted``), a second at once.
+
+    Args:
+        source: ``cfg.model`` already opened (a script opens it while parsing); None: opened here.
+        open_env: Opens a :class:`~.run_env.RunEnvCfg`'s env as a context manager (a script's adds its error lines).
+
+    Raises:
+        ValueError: If the model does not fit the env, or neither or both of ``episodes`` and
+            ``episodes_per_env`` are given.
+        OSError: If the episodes may not fit on the disk.
+    """
+    if (cfg.episodes is None) == (cfg.episodes_per_env is None):
+        raise ValueError("RecordingCfg: give one of episodes and episodes_per_env.")
+    if source is None and cfg.model is not None:
+        source = ChunkModelSource(cfg.model, cfg.env.task, cfg.env.device)
+    env_cfg = cfg.env.replace(task=source.task if source is not None else cfg.env.task)
+    start, steps = time.perf_counter(), 0
+    with open_env(env_cfg) as env:
+        generator = torch.Generator(device=env.device).manual_seed(env_cfg.seed or 0)
+        has_success = "success" in env.termination_manager.active_terms
+        if source is None:
+            policy = RandomPolicy(env, generator)
+        else:
+            policy = make_chunking_policy(cfg.chunking, source, env, cfg.chunking.schedule)  # before any file
+        manager = env.start_recording(dataset_recorder_cfg(cfg.output, export=cfg.export))
+        if source is not None:  # the file says how its chunks were scheduled (the LeRobot export reads it)
+            manager.writer.add_env_args({"schedule": cfg.chunking.schedule, "chunk_length": source.chunk_length})
+        obs = start_episodes(env, env_cfg.seed, env_cfg.desync, generator)
+        ledger = make_ledger(env_cfg, env, policy, per_env=cfg.episodes_per_env, total=cfg.episodes,
+                             export=cfg.export)
+        expected = cfg.episodes or cfg.episodes_per_env * env.num_envs
+        with tqdm(total=expected, desc="episodes", unit="ep", disable=not cfg.show_progress) as bar, \
+                StopAfterStep() as stop:
+            for _ in rollout(env, policy, obs, ledger=ledger):
+                steps += 1
+                if steps == 1:
+                    check_space(env, expected)
+                bar.update(min(written_count(manager, cfg.export), expected) - bar.n)
+                if steps >= cfg.max_steps or stop.requested:
+                    break
+        records = ledger.records()
+    return RecordingResult(manager.dataset_file_paths, written_count(manager, cfg.export), expected, steps,
+                           time.perf_counter() - start, ledger.as_dict(records), records, ledger.finished,
+                           stop.requested, has_success)

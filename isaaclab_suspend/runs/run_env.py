@@ -1,0 +1,68 @@
+"""The env of a run: the task and how it is opened (envs, device, seed, Hydra overrides, random streams,
+reproducible physics), and the ledger that counts its episodes."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from isaaclab.utils import configclass
+
+from ..policies import EpisodeLedger
+from ..tasks.env_factory import open_env, set_quiet
+
+if TYPE_CHECKING:
+    from ..envs import SuspendableManagerBasedRLEnv
+
+
+@configclass
+class RunEnvCfg:
+    """The env a run opens, kitless, with :func:`~isaaclab_suspend.tasks.env_factory.open_env`."""
+
+    task: str | None = None
+    """Registered gym id (None: the model's task, else Cartpole)."""
+    num_envs: int = 16
+    """Parallel envs."""
+    device: str = "cpu"
+    """Simulation and policy device."""
+    seed: int | None = 42
+    """Env (and policy) seed, in [0, 2**32); None: the task cfg's own."""
+    overrides: list[str] = []
+    """Hydra overrides of the task cfg, as Isaac Lab's scripts take them (``env.KEY=VALUE``, ``presets=NAME``)."""
+    per_env_random: bool = True
+    """Each env draws from its own random stream (:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`)."""
+    deterministic: str = "off"
+    """Isaac Lab's reproducible physics: ``auto`` (on a CUDA device), ``on`` or ``off``."""
+    desync: bool = False
+    """Start every env at a random point of its episode, so episodes end at different steps; these first
+    episodes, cut short, are not counted."""
+    verbose: bool = False
+    """Print Isaac Lab's set-up tables and the suspension manager's report."""
+
+
+@contextlib.contextmanager
+def open_run_env(cfg: RunEnvCfg, **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
+    """Open ``cfg``'s env (``cfg.task`` must be set) and close it on exit; ``attrs`` set more fields of the task
+    cfg (``__`` for nesting, as :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg` takes them)."""
+    set_quiet(not cfg.verbose)
+    attrs["deterministic"] = cfg.deterministic
+    if cfg.seed is not None:
+        attrs["seed"] = cfg.seed
+    if cfg.per_env_random:
+        attrs["suspend__per_env_random"] = True
+    with open_env(cfg.task, cfg.num_envs, cfg.device, cfg.overrides, **attrs) as env:
+        yield env
+
+
+def make_ledger(cfg: RunEnvCfg, env: SuspendableManagerBasedRLEnv, policy, per_env: int | None = None,
+                total: int | None = None, export: str | None = None) -> EpisodeLedger:
+    """The ledger of a run of ``policy`` (whose ``retire`` takes envs out; else they are suspended): a quota of
+    ``per_env`` episodes from every env or ``total`` episodes (successes only if ``export`` is ``succeeded``),
+    the first episodes counted unless ``cfg.desync``; when recording (``export``), episodes that do not count are
+    not written and each record names its demo."""
+    return EpisodeLedger(env, per_env=per_env, total=total, count_first=not cfg.desync,
+                         only_successes=export == "succeeded" and total is not None,
+                         retire=getattr(policy, "retire", env.suspend_envs),
+                         discard=getattr(env.recorder_manager, "discard_open_episodes", None), export=export,
+                         seed=cfg.seed)
