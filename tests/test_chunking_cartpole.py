@@ -21,7 +21,7 @@ from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, Cartpole
 from isaaclab_suspend.tasks.env_factory import open_env
 
 from aggregator_reference import REFERENCES
-from isaaclab_suspend.cli.host_syncs import check_quiet_steps, forbid_syncs
+from isaaclab_suspend.benchmarks.host_syncs import check_quiet_steps, forbid_syncs
 
 N = 8
 H = 8

@@ -9,8 +9,8 @@ import torch
 
 from isaaclab.envs import ManagerBasedRLEnv
 
-from isaaclab_suspend.cli.gpu_suite import _step_syncs
-from isaaclab_suspend.cli.host_syncs import count_syncs, forbid_syncs
+from isaaclab_suspend.benchmarks.gpu_suite import _step_syncs
+from isaaclab_suspend.benchmarks.host_syncs import count_syncs, forbid_syncs
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.tasks.env_factory import open_env
 

@@ -23,7 +23,7 @@ from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.recording import ChunkProvenanceRecorder, ChunkProvenanceRecorderCfg
 from isaaclab_suspend.tensor_tree import flatten_tree
 
-from isaaclab_suspend.cli.host_syncs import forbid_syncs
+from isaaclab_suspend.benchmarks.host_syncs import forbid_syncs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "Isaac-PushCube-Suspendable"

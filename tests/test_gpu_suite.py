@@ -61,7 +61,7 @@ def test_a_part_past_its_time_out_is_killed_and_named(tmp_path):
 
 def test_goals_name_the_loop_rate_against_the_bare_step():
     """The chunking loop's goal compares its env-steps/s with the bare stock step's at 4096 envs (0.9)."""
-    from isaaclab_suspend.cli.gpu_suite import goals
+    from isaaclab_suspend.benchmarks.gpu_suite import goals
 
     def figures(loop_rate):
         return {"step_time": [{"num_envs": 4096, "suspended": "0%", "stock_ms": 4.096, "stock_over_ours": 1.0}],
@@ -76,7 +76,7 @@ def test_goals_name_the_loop_rate_against_the_bare_step():
 def test_a_damaged_kernel_cache_is_skipped_in_one_line(tmp_path, monkeypatch):
     """The kernel cache of an earlier run is untrusted data: a damaged archive is named and skipped (the kernels
     compile), a good one is unpacked into Warp's cache."""
-    from isaaclab_suspend.cli import gpu_suite
+    from isaaclab_suspend.benchmarks import gpu_suite
 
     cache = tmp_path / "cache"
     (cache / "mod").mkdir(parents=True)

@@ -33,7 +33,7 @@ def parse_args() -> argparse.Namespace:
 
 def client(rank: int, args: argparse.Namespace, pipe) -> None:
     """An env process: for each (host, port) it receives, run the global clock and send its figures back."""
-    from isaaclab_suspend.cli.bench_clients import env_process
+    from isaaclab_suspend.benchmarks.server_clients import env_process
     from isaaclab_suspend.serving import RemoteChunkModel, RemoteChunkModelCfg
 
     env_process(rank, pipe, TASK, args.num_envs, args.chunk, "global_clock", args.warmup_ticks, args.ticks,
@@ -43,7 +43,7 @@ def client(rank: int, args: argparse.Namespace, pipe) -> None:
 def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float, float]:
     """Model calls per tick (K requests / requests per call) while every client measures, and useful env-steps/s
     of the clients of ``pipes`` against one server."""
-    from isaaclab_suspend.cli.bench_clients import measure
+    from isaaclab_suspend.benchmarks.server_clients import measure
     from isaaclab_suspend.serving import PolicyServer
 
     rows = []

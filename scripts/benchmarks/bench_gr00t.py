@@ -40,7 +40,7 @@ def parse_args() -> argparse.Namespace:
 
 def client(rank: int, args: argparse.Namespace, pipe) -> None:
     """An env process: for each port it receives, run the schedule and send (seconds, active env-steps, calls)."""
-    from isaaclab_suspend.cli.bench_clients import env_process
+    from isaaclab_suspend.benchmarks.server_clients import env_process
     from isaaclab_suspend.serving import Gr00tChunkModel, Gr00tChunkModelCfg
 
     env_process(rank, pipe, TASK, args.num_envs, args.chunk, args.schedule, args.warmup_ticks, args.ticks,
@@ -89,7 +89,7 @@ class RepServer:
 def run(port: int, pipes: list, args: argparse.Namespace, calls) -> tuple[float, float, float]:
     """``get_action`` calls per tick and client, model calls per tick (while every client measures) and useful
     env-steps/s of all clients against the server at ``port``; ``calls()`` counts its model calls."""
-    from isaaclab_suspend.cli.bench_clients import measure
+    from isaaclab_suspend.benchmarks.server_clients import measure
 
     figures, window = measure(pipes, port, calls)
     return (sum(f[2] for f in figures) / len(pipes) / args.ticks, (window.stop - window.start) / args.ticks,

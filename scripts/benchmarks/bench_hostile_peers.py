@@ -29,9 +29,9 @@ from openpi_client import msgpack_numpy
 from prettytable import PrettyTable
 from websockets.sync.client import connect
 
-from isaaclab_suspend.cli.hostile_peers import (MIB, gr00t_declared_batch, gr00t_half_frames, gr00t_marker_flood,
-                                                half_frames, idle_openpi, idle_tcp, marker_flood, object_flood,
-                                                pipelined, ws)
+from isaaclab_suspend.benchmarks.hostile_peers import (MIB, gr00t_declared_batch, gr00t_half_frames,
+                                                       gr00t_marker_flood, half_frames, idle_openpi, idle_tcp,
+                                                       marker_flood, object_flood, pipelined, ws)
 from isaaclab_suspend.serving import RemoteChunkModel, RemoteChunkModelCfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

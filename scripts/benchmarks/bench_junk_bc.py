@@ -31,7 +31,8 @@ import os
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
-from isaaclab_suspend.cli.junk_experiment import SCHEDULES, evaluate_under_global_clock, means_table, record_expert
+from isaaclab_suspend.benchmarks.junk_experiment import (SCHEDULES, evaluate_under_global_clock, means_table,
+                                                         record_expert)
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])

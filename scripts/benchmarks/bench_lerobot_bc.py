@@ -26,7 +26,7 @@ from prettytable import PrettyTable
 
 from bench_junk_bc import evaluate  # the evaluation of the project's experiment
 from isaaclab_suspend import cli  # light: torch, Isaac Lab and LeRobot are imported after parsing
-from isaaclab_suspend.cli.junk_experiment import SCHEDULES, record_expert
+from isaaclab_suspend.benchmarks.junk_experiment import SCHEDULES, record_expert
 
 TASK = "Isaac-PushCube-Camera-Suspendable"
 

@@ -28,7 +28,7 @@ import tempfile
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.cli.recording_timing import measure_recording
+from isaaclab_suspend.benchmarks.recording_timing import measure_recording
 
 
 def main() -> None:

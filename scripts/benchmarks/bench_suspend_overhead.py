@@ -21,7 +21,7 @@ import argparse
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.cli.step_timing import measure_overhead
+from isaaclab_suspend.benchmarks.step_timing import measure_overhead
 from isaaclab_suspend.tasks.env_factory import import_task_modules, open_env
 
 

@@ -1,10 +1,10 @@
 """One command that proves the hot path on a device: host syncs per step, suspendable / stock step time, the
 chunking loop's throughput, the tests marked ``cuda`` and the recording cost, at 1024 and 4096 envs.
 
-Each part (``isaaclab_suspend/cli/gpu_suite.py`` says what it measures) runs in a process of its own under a
-time-out (its share of ``--budget_s``), so that a hang costs one part, not the run. Writes one JSON of figures
-(``--out``, with the card, driver and versions) and prints a table; exits 0 when every part ran and every goal
-is met, 1 otherwise. The compiled Warp kernels go beside the JSON (``warp_cache.tar.xz``) and are unpacked into
+Each part (``isaaclab_suspend/benchmarks/gpu_suite.py`` says what it measures) runs in a process of its own
+under a time-out (its share of ``--budget_s``), so that a hang costs one part, not the run. Writes one JSON of
+figures (``--out``, with the card, driver and versions) and prints a table; exits 0 when every part ran and every
+goal is met, 1 otherwise. The compiled Warp kernels go beside the JSON (``warp_cache.tar.xz``) and are unpacked into
 Warp's kernel cache by the next run, so that a second run on a fresh machine starts warm. ``--small`` runs it at a few envs (the CPU test of the suite).
 
 On a GPU (about 8 minutes; docs/benchmarks.rst)::
@@ -28,8 +28,8 @@ import tempfile
 import time
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.cli.gpu_suite import (PART_TIMEOUTS_S, PARTS, SIZES, goals, restore_kernel_cache,
-                                            save_kernel_cache, table, versions)
+from isaaclab_suspend.benchmarks.gpu_suite import (PART_TIMEOUTS_S, PARTS, SIZES, goals, restore_kernel_cache,
+                                                   save_kernel_cache, table, versions)
 from isaaclab_suspend.tasks.env_factory import set_quiet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

@@ -38,9 +38,9 @@ def evaluate_under_global_clock(task: str, model: ChunkModel, chunk: int, num_en
                                 label: str) -> dict:
     """Run ``model`` under ``global_clock`` on a fresh env (seeded, desynchronised starts): the scored episodes'
     figures, the cube's final distance to its target on push-cube (NaN elsewhere), and the inference calls."""
+    from ..runs import rollout, start_episodes
     from ..policies import ActionChunkingPolicy, EpisodeOutcomes
     from ..tasks.env_factory import open_env
-    from .rollouts import rollout, start_episodes
 
     with open_env(task, num_envs, seed=seed) as env:
         if hasattr(model, "check_env"):

@@ -13,8 +13,8 @@ import torch
 from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManagerCfg
 from isaaclab.managers import RecorderManager
 
+from ..runs import desync_episodes
 from ..tasks.env_factory import open_env
-from .rollouts import desync_episodes
 from .step_timing import random_actions, synchronize
 
 STEP_HOOKS = ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
