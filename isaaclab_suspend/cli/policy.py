@@ -34,7 +34,7 @@ import torch
 from ..learning import load_chunk_policy
 from ..policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, connect_remote
-from ..serving.remote import check_observation_paths
+from ..serving.common import check_observation_paths
 from ..tasks.embedded import make_default_model, tasks_with_chunk_model
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint

@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-from .gr00t_client import Gr00tChunkModel, Gr00tChunkModelCfg
-from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
-from .remote import RemoteChunkModel, RemoteChunkModelCfg
-
-OPENPI_SCHEME = "openpi://"
-"""Prefix of the address of a server speaking openpi's websocket protocol."""
-GR00T_SCHEME = "gr00t://"
-"""Prefix of the address of a server speaking GR00T's ZeroMQ protocol."""
+from .gr00t_client import GR00T_SCHEME, Gr00tChunkModel, Gr00tChunkModelCfg
+from .openpi_client import OPENPI_SCHEME, OpenpiChunkModel, OpenpiChunkModelCfg
+from .remote_client import RemoteChunkModel, RemoteChunkModelCfg
 
 
 def parse_address(address: str) -> RemoteChunkModelCfg | OpenpiChunkModelCfg | Gr00tChunkModelCfg:
