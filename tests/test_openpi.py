@@ -23,6 +23,7 @@ from websockets.frames import CloseCode
 from websockets.sync.client import connect
 
 from isaaclab_suspend.cli.serving import load_expert
+from isaaclab_suspend.names import TOKEN_ENV
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
@@ -33,7 +34,6 @@ from isaaclab_suspend.serving import (
     OpenpiServerError,
 )
 from isaaclab_suspend.serving import WireLimitsCfg, msgpack_arrays
-from isaaclab_suspend.serving.remote import TOKEN_ENV
 from isaaclab_suspend.tasks.env_factory import open_env
 
 H = 8

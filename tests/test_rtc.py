@@ -25,8 +25,7 @@ from isaaclab_suspend.policies.evaluation import ChunkingStats
 from isaaclab_suspend.policies.model import accepts_prefix
 from isaaclab_suspend.policies.schedules import RealTimeChunkSchedule
 from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
-from isaaclab_suspend.serving.remote import PROTOCOL_VERSION
-from isaaclab_suspend.serving.wire import WireLimitsCfg, receive_message, send_message
+from isaaclab_suspend.serving.wire import PROTOCOL_VERSION, WireLimitsCfg, receive_message, send_message
 
 from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
 

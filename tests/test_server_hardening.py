@@ -32,12 +32,13 @@ from openpi_client.websocket_client_policy import WebsocketClientPolicy
 from websockets.asyncio.server import serve as ws_serve
 from websockets.sync.client import connect as ws_connect
 
+from isaaclab_suspend.names import TOKEN_ENV
 from isaaclab_suspend.serving import msgpack_arrays
 from isaaclab_suspend.serving.batching import PATIENCE, BatchingCfg
 from isaaclab_suspend.serving.openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
 from isaaclab_suspend.serving.openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
-from isaaclab_suspend.serving.remote import (TOKEN_ENV, PolicyServer, PolicyServerCfg, PolicyServerError,
-                                             RemoteChunkModel, RemoteChunkModelCfg)
+from isaaclab_suspend.serving.policy_server import PolicyServer, PolicyServerCfg
+from isaaclab_suspend.serving.remote_client import PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
 from isaaclab_suspend.serving.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
 H = 4
 MESSAGE_MB, CONNECTIONS = 4, 8

@@ -196,7 +196,7 @@ class ChunkModelSource:
         else:
             model = self.model
         if isinstance(self.cfg, (OpenpiChunkModelCfg, Gr00tChunkModelCfg)):  # paths the env lacks: the first call
-            from ..serving.remote import check_observation_paths
+            from ..serving.common import check_observation_paths
 
             check_observation_paths(env, dict(self.cfg.keys or ()), self.keys_label)
         check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract

@@ -1,6 +1,7 @@
 """Transports: chunk models served to and called from other processes.
 
-* the project's TCP protocol (``wire``): :class:`PolicyServer` and :class:`RemoteChunkModel` (``remote``);
+* the project's TCP protocol (``wire``): :class:`PolicyServer` (``policy_server``) and :class:`RemoteChunkModel`
+  (``remote_client``);
 * openpi's websocket protocol both ways (``openpi_server``, ``openpi_client``) and its msgpack array codec
   (``msgpack_arrays``);
 * GR00T's ZeroMQ protocol both ways (``gr00t_server``, ``gr00t_client``), its array codec (``gr00t_codec``) and
@@ -12,12 +13,13 @@ Nothing in :mod:`isaaclab_suspend.policies` imports from here: a transport is ju
 """
 
 from .batching import BatchingCfg, BatchingChunkModel
-from .gr00t_client import Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tServerError
+from .gr00t_client import GR00T_SCHEME, Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tServerError
 from .gr00t_server import Gr00tPolicyServer, Gr00tPolicyServerCfg
-from .openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
+from .openpi_client import OPENPI_SCHEME, OpenpiChunkModel, OpenpiChunkModelCfg, OpenpiServerError
 from .openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
-from .remote import PolicyServer, PolicyServerCfg, PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
-from .remote_address import GR00T_SCHEME, OPENPI_SCHEME, parse_address, remote_model_cfg
+from .policy_server import PolicyServer, PolicyServerCfg
+from .remote_address import parse_address, remote_model_cfg
+from .remote_client import PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
 from .wire import ProtocolError, WireLimitsCfg
 
 __all__ = [

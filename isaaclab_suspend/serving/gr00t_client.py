@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hmac
 import math
-import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -32,11 +31,13 @@ from isaaclab.utils import configclass
 from ..policies.observation_history import MAX_STEPS, ObservationHistories
 from ..tensor_tree import flatten_names
 from . import gr00t_codec, gr00t_rtc
-from .openpi_client import _describe
-from .remote import TOKEN_ENV, RemoteChunkModel, check_observation_paths
+from .common import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
+
+GR00T_SCHEME = "gr00t://"
+"""Prefix of the address of a server speaking GR00T's ZeroMQ protocol."""
 
 HISTORY_KEY = "gr00t_history"
 """Entry that :meth:`Gr00tChunkModel.observe_step` adds to the observation: ``{gr00t key: (N, T, ...)}``."""
@@ -50,7 +51,7 @@ class Gr00tServerError(RuntimeError):
     """The GR00T server failed a request (it replied ``{"error": ...}`` or ``b"ERROR"``), or its reply does not fit."""
 
 
-class Gr00tChunkModel:
+class Gr00tChunkModel(ChunkModelClient):
     """A chunk model served over GR00T's protocol: ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
 
     Pings the server and reads its modality config at construction. H is the length of the action modality's
@@ -147,15 +148,11 @@ class Gr00tChunkModel:
         self.action_dim: int | None = self.cfg.action_dim
         """Action dim the concatenated action keys must have (None: not checked until :meth:`check_env`)."""
 
-    @property
-    def _address(self) -> str:
-        return f"{self.cfg.host}:{self.cfg.port}"
-
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise a ``ValueError`` if an observation path of :attr:`keys` is not one of the env's, or the server's
         task is known and is not the env's; from then on replies are checked against the env's action dim."""
         check_observation_paths(env, self.keys, "Gr00tChunkModelCfg.keys")
-        RemoteChunkModel.check_env(self, env)
+        super().check_env(env)
         self.action_dim = env.action_manager.total_action_dim
 
     def observe_step(self, obs: Mapping, moved: torch.Tensor, restarted: torch.Tensor | None) -> Mapping:
@@ -247,14 +244,14 @@ class Gr00tChunkModel:
         """The first H actions of every action key, concatenated in the modality config's order. Shape: (B, H, D)."""
         actions = reply[0] if isinstance(reply, list) and len(reply) == 2 else None
         if not isinstance(actions, Mapping):
-            self._fail(f"answered get_action with {_describe(reply)}, not [actions, info]")
+            self._fail(f"answered get_action with {describe_reply(reply)}, not [actions, info]")
         parts = []
         for key in self.action_keys:
             value = actions.get(f"action.{key}", actions.get(key))
             if not (isinstance(value, np.ndarray) and value.ndim == 3 and value.dtype.kind == "f"
                     and value.shape[0] == batch):
                 self._fail(f"sent no float (B = {batch}, T, D) array for the action key '{key}' (reply: "
-                           f"{_describe(actions)})")
+                           f"{describe_reply(actions)})")
             if value.shape[1] < self.chunk_length:
                 self._fail(f"sent {value.shape[1]} actions of '{key}' per chunk, fewer than H = {self.chunk_length}")
             parts.append(value[:, : self.chunk_length])
@@ -271,7 +268,7 @@ class Gr00tChunkModel:
         raise Gr00tServerError(f"The GR00T server at {self._address} {what}.")
 
     def _request(self, request: dict, timeout_s: float, connecting: bool = False, configs: bool = False) -> Any:
-        token = self.cfg.token or os.environ.get(TOKEN_ENV)
+        token = self._token()
         if token:
             request["api_token"] = token
         if self._socket is None:
@@ -307,13 +304,12 @@ class Gr00tChunkModel:
 
 
 @configclass
-class Gr00tChunkModelCfg:
-    """Configuration of :class:`Gr00tChunkModel`."""
+class Gr00tChunkModelCfg(ChunkModelClientCfg):
+    """Configuration of :class:`Gr00tChunkModel`: that of every client, what to send (keys, prompt, form), the
+    client's limits on the server's modality config and the real-time chunking options."""
 
     class_type: type = Gr00tChunkModel
     """The class this cfg configures."""
-    host: str = "127.0.0.1"
-    """Address of the GR00T policy server."""
     port: int = 5555
     """TCP port of the server (GR00T's default 5555)."""
     chunk_length: int | None = None
@@ -327,19 +323,11 @@ class Gr00tChunkModelCfg:
     """Text sent under the server's language key (required when it has one)."""
     form: str = "flat"
     """``flat`` keys (``state.x``, as GR00T's sim wrapper takes them) or ``nested`` (``{"state": {"x": ...}}``)."""
-    token: str | None = None
-    """Sent as GR00T's ``api_token`` (None: ``$ISAACLAB_SUSPEND_POLICY_TOKEN`` if set, else none)."""
-    timeout_s: float = 30.0
-    """Longest wait for a reply [s]; the socket is re-created after one is missed."""
-    connect_timeout_s: float = 5.0
-    """Longest wait for the first ping's reply [s]."""
     max_message_bytes: int = 64 * 2**20
     """Largest reply accepted [bytes] (ZeroMQ drops a larger one, and the request times out)."""
     max_history_steps: int = MAX_STEPS
     """Most steps the observation-history ring of a key keeps (1 - the oldest ``delta_indices``): the ring takes
     N x steps x D of the env device, so a server asking for more is refused."""
-    max_chunk_length: int = 4096
-    """Largest H (the action modality's ``delta_indices``) the server may announce."""
     max_keys: int = 64
     """Most keys one modality of the server's config may have."""
     rtc_options: bool = False
@@ -355,8 +343,5 @@ class Gr00tChunkModelCfg:
         Raises:
             ValueError: If ``address`` is not of that form with a port in 1-65535.
         """
-        host, _, port = address.removeprefix("gr00t://").rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"GR00T server address must be 'gr00t://host:port' with a port in 1-65535, got"
-                             f" '{address}'.")
-        return cls(host=host, port=int(port), **kwargs)
+        host, port = split_address(address, GR00T_SCHEME, "GR00T server")
+        return cls(host=host, port=port, **kwargs)

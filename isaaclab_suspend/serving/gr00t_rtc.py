@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .openpi_client import _describe
+from .common import describe_reply
 
 HORIZON, OVERLAP, FROZEN, RAMP_RATE = "action_horizon", "rtc_overlap_steps", "rtc_frozen_steps", "rtc_ramp_rate"
 """N1.7's option names: the previous chunk's length, the steps inpainted from it, the steps frozen to it, the ramp."""
@@ -108,7 +108,7 @@ def options_prefix(options: Any, action_keys: Sequence[str], batch: int, chunk_l
         if not (isinstance(value, np.ndarray) and value.dtype == np.float32 and value.ndim == 3
                 and value.shape[:2] == (batch, horizon)):
             raise ValueError(f"'{PREVIOUS_ACTION}' must hold a float32 array of shape (B = {batch}, {HORIZON} ="
-                             f" {horizon}, D) for the action key '{key}', got {_describe({key: value})}.")
+                             f" {horizon}, D) for the action key '{key}', got {describe_reply({key: value})}.")
         parts.append(value)
     actions = np.concatenate(parts, axis=2)
     if action_dim is not None and actions.shape[2] != action_dim:
@@ -122,7 +122,7 @@ def options_prefix(options: Any, action_keys: Sequence[str], batch: int, chunk_l
     elif not (isinstance(rows, np.ndarray) and rows.dtype.kind in "iu" and rows.shape == (batch,)
               and ((rows >= 0) & (rows <= frozen)).all()):
         raise ValueError(f"'{ROW_FROZEN_STEPS}' must be an integer array of shape (B = {batch},) with values in"
-                         f" [0, {FROZEN} = {frozen}], got {_describe({ROW_FROZEN_STEPS: rows})}.")
+                         f" [0, {FROZEN} = {frozen}], got {describe_reply({ROW_FROZEN_STEPS: rows})}.")
     if overlap == 0:
         return {}
     return {"prefix": torch.tensor(actions[:, horizon - overlap: horizon], device=device),

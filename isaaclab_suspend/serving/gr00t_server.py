@@ -50,7 +50,7 @@ from ..tensor_tree import unflatten_names
 from . import gr00t_codec
 from .gr00t_rtc import options_prefix
 from .batching import BatchingCfg, BatchingChunkModel
-from .remote import PolicyServerCfg
+from .policy_server import PolicyServerCfg
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ are stacked in ``env_ids`` order.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -23,12 +22,16 @@ from websockets.protocol import State
 
 from isaaclab.utils import configclass
 
+from ..names import TOKEN_ENV
 from ..tensor_tree import flatten_names
 from . import msgpack_arrays
-from .remote import TOKEN_ENV, RemoteChunkModel, check_observation_paths
+from .common import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
+
+OPENPI_SCHEME = "openpi://"
+"""Prefix of the address of a server speaking openpi's websocket protocol."""
 
 
 class OpenpiServerError(ConnectionError, RuntimeError):
@@ -40,7 +43,7 @@ class OpenpiServerError(ConnectionError, RuntimeError):
     """
 
 
-class OpenpiChunkModel:
+class OpenpiChunkModel(ChunkModelClient):
     """A chunk model served over openpi's protocol: ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
 
     Each env row becomes one observation ``{openpi key: row of its observation path, "prompt": cfg.prompt}``;
@@ -92,15 +95,11 @@ class OpenpiChunkModel:
         self.action_dim: int | None = cfg.action_dim or self.metadata.get("action_dim")
         """Action dimension every reply must have (None: not checked until :meth:`check_env`)."""
 
-    @property
-    def _address(self) -> str:
-        return f"{self.cfg.host}:{self.cfg.port}"
-
     def check_env(self, env: ManagerBasedRLEnv) -> None:
         """Raise a ``ValueError`` if the server's task or action dim is known and differs from ``env``'s, or an
         observation path of ``cfg.keys`` is not one of the env's; from then on replies are checked against the
         env's action dim."""
-        RemoteChunkModel.check_env(self, env)
+        super().check_env(env)
         check_observation_paths(env, self.cfg.keys or {}, "OpenpiChunkModelCfg.keys")
         self.action_dim = env.action_manager.total_action_dim
 
@@ -142,7 +141,7 @@ class OpenpiChunkModel:
         actions = reply.get("actions") if isinstance(reply, Mapping) else None
         if not isinstance(actions, np.ndarray) or actions.ndim != 2 or actions.dtype.kind != "f":
             raise OpenpiServerError(f"The openpi server at {self._address} replied without a float 'actions' array"
-                                    f" of shape (H, action_dim): {_describe(reply)}.")
+                                    f" of shape (H, action_dim): {describe_reply(reply)}.")
         if actions.shape[0] < self.chunk_length:
             raise OpenpiServerError(f"The openpi server at {self._address} returns {actions.shape[0]} actions per chunk;"
                                f" H = {self.chunk_length} are needed: lower the chunk length to at most"
@@ -167,7 +166,7 @@ class OpenpiChunkModel:
                                " for a slow model, or check the server.") from None
 
     async def _connect(self) -> tuple[ClientConnection, object]:
-        token = self.cfg.token or os.environ.get(TOKEN_ENV)
+        token = self._token()
         try:
             connection = await connect(f"ws://{self._address}", compression=None,
                                        open_timeout=self.cfg.connect_timeout_s, max_size=self.cfg.max_message_bytes,
@@ -255,21 +254,13 @@ class OpenpiChunkModel:
             await self._drop(connection)
 
 
-def _describe(reply) -> str:
-    if isinstance(reply, Mapping):
-        return "{" + ", ".join(f"{k!r}: " + (f"{v.dtype} {v.shape}" if isinstance(v, np.ndarray) else type(v).__name__)
-                               for k, v in reply.items()) + "}"
-    return type(reply).__name__
-
-
 @configclass
-class OpenpiChunkModelCfg:
-    """Configuration of :class:`OpenpiChunkModel`."""
+class OpenpiChunkModelCfg(ChunkModelClientCfg):
+    """Configuration of :class:`OpenpiChunkModel`: that of every client with openpi's port, and what to send
+    (keys, prompt), how many connections and the largest reply."""
 
     class_type: type = OpenpiChunkModel
     """The class this cfg configures."""
-    host: str = "127.0.0.1"
-    """Address of the openpi policy server."""
     port: int = 8000
     """TCP port of the server (openpi's default 8000)."""
     chunk_length: int | None = None
@@ -281,29 +272,19 @@ class OpenpiChunkModelCfg:
     "policy"}``; None: every observation path under its own name."""
     prompt: str | None = None
     """Text sent as ``prompt`` with every observation (None: no prompt)."""
-    token: str | None = None
-    """Token the server requires, sent as openpi's ``api_key`` (None: ``$ISAACLAB_SUSPEND_POLICY_TOKEN`` if set)."""
     connections: int = 64
     """Most connections open at once, hence most requests (and replies held) in flight; a batch of more rows
     queues for them."""
-    timeout_s: float = 30.0
-    """Longest wait for all the replies of a batch [s]."""
-    connect_timeout_s: float = 5.0
-    """Longest wait to connect [s]."""
     max_message_bytes: int = 2**20
     """Largest reply accepted [bytes] (a larger one closes the connection, code 1009): with ``connections`` it
     bounds what the replies of a batch hold at once (64 x 1 MiB). pi0's 50 x 32 float32 actions take 6.4 kB."""
-    max_chunk_length: int = 4096
-    """Largest H taken from the server's metadata or the cfg."""
 
     @classmethod
     def parse(cls, address: str, **kwargs) -> OpenpiChunkModelCfg:
         """A cfg from ``"openpi://host:port"`` or ``"host:port"``.
 
         Raises:
-            ValueError: If ``address`` is not of that form with an integer port.
+            ValueError: If ``address`` is not of that form with a port in 1-65535.
         """
-        host, _, port = address.removeprefix("openpi://").rpartition(":")
-        if not host or not port.isdigit():
-            raise ValueError(f"openpi server address must be 'openpi://host:port', got '{address}'.")
-        return cls(host=host, port=int(port), **kwargs)
+        host, port = split_address(address, OPENPI_SCHEME, "openpi server")
+        return cls(host=host, port=port, **kwargs)

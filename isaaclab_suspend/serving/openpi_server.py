@@ -47,7 +47,8 @@ from ..tensor_tree import flatten_names, unflatten_names
 from . import msgpack_arrays
 from .batching import BatchingCfg, BatchingChunkModel
 from ..policies.model import ChunkModel
-from .remote import PolicyServerCfg
+from .common import peer_name
+from .policy_server import PolicyServerCfg
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +177,7 @@ class OpenpiPolicyServer:
 
     def _drop(self, connection: _Connection, reason: str) -> None:
         """Close a connection at once (its buffers are freed), with one log line."""
-        logger.warning("openpi server: dropped %s: %s", _peer(connection), reason)
+        logger.warning("openpi server: dropped %s: %s", peer_name(connection.remote_address), reason)
         self._release(connection)
         self._live.discard(connection)
         connection.transport.abort()
@@ -272,7 +273,7 @@ class OpenpiPolicyServer:
     async def _handle(self, connection: _Connection) -> None:
         self._live.add(connection)
         self.batcher.register_client(connection)
-        logger.info("openpi server: %s connected", _peer(connection))
+        logger.info("openpi server: %s connected", peer_name(connection.remote_address))
         try:
             await connection.send(msgpack_arrays.packb(self.metadata))
             while True:
@@ -300,7 +301,7 @@ class OpenpiPolicyServer:
             self._release(connection)
             self._live.discard(connection)
             self.batcher.forget_client(connection)
-            logger.info("openpi server: %s disconnected", _peer(connection))
+            logger.info("openpi server: %s disconnected", peer_name(connection.remote_address))
 
     async def _infer(self, message: bytes | str, client: _Connection) -> dict:
         start = time.monotonic()
@@ -373,8 +374,3 @@ class OpenpiPolicyServerCfg(PolicyServerCfg):
                              f" limits.max_message_bytes ({self.limits.max_message_bytes}), got {budget!r}.")
     idle_timeout_s: float = 600.0
     """A connection without a request for this long is closed [s]."""
-
-
-def _peer(connection: ServerConnection) -> str:
-    address = connection.remote_address
-    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) else str(address)

@@ -3,14 +3,9 @@
 
 from __future__ import annotations
 
-from .gr00t_client import Gr00tChunkModelCfg
-from .openpi_client import OpenpiChunkModelCfg
-from .remote import RemoteChunkModelCfg
-
-OPENPI_SCHEME = "openpi://"
-"""Prefix of the address of a server speaking openpi's websocket protocol."""
-GR00T_SCHEME = "gr00t://"
-"""Prefix of the address of a server speaking GR00T's ZeroMQ protocol."""
+from .gr00t_client import GR00T_SCHEME, Gr00tChunkModelCfg
+from .openpi_client import OPENPI_SCHEME, OpenpiChunkModelCfg
+from .remote_client import RemoteChunkModelCfg
 
 
 def parse_address(address: str) -> RemoteChunkModelCfg | OpenpiChunkModelCfg | Gr00tChunkModelCfg:

@@ -27,6 +27,10 @@ from ..tensor_tree import flatten_names, unflatten_names
 
 _LENGTH = struct.Struct(">I")
 
+PROTOCOL_VERSION = 1
+"""Version of the wire format and of :class:`~.policy_server.PolicyServer`'s requests; client and server must
+agree."""
+
 ALLOWED_DTYPES = frozenset(np.dtype(t).str for t in (
     "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
 ))

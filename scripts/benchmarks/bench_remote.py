@@ -18,7 +18,7 @@ from prettytable import PrettyTable
 from isaaclab_suspend import cli
 from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
 from isaaclab_suspend.tasks.embedded import make_default_model, tasks_with_chunk_model
-from isaaclab_suspend.serving.remote import send_message
+from isaaclab_suspend.serving.wire import send_message
 
 OBS_DIMS = {"Isaac-Cartpole-Suspendable": 4, "Isaac-PushCube-Suspendable": 5}
 """Width of the ``policy`` observation group of each task (the embedded models read it)."""

@@ -1,10 +1,8 @@
-"""Remote chunk models: serve a chunk model over TCP and call it from the simulation process.
+"""The project's policy server: serve a chunk model over TCP to :class:`~.remote_client.RemoteChunkModel` clients.
 
 Large chunking policies run on a GPU server while the simulator runs elsewhere (openpi, GR00T and LeRobot
 each ship a policy server). :class:`PolicyServer` hosts any chunk model ``model(obs_rows, env_ids)``;
-:class:`RemoteChunkModel` is a chunk model that forwards each call to it, so
-:class:`~isaaclab_suspend.policies.ActionChunkingPolicy` runs a remote policy under any schedule (``async``
-overlaps the network round trip with the simulation).
+:class:`~.remote_client.RemoteChunkModel` is the chunk model that forwards each call to it.
 
 Messages use the format of :mod:`~isaaclab_suspend.serving.wire`, checked against :class:`WireLimitsCfg` on
 both sides. Requests are ``hello`` (protocol version and, where the server wants one, its token; the server
@@ -13,6 +11,9 @@ chunking an ``infer`` may also carry the optional ``prefix`` (B, d, action_dim) 
 :class:`~isaaclab_suspend.policies.model.ChunkModel` contract, bit for bit; a client sends them only to a server
 whose metadata says ``accepts_prefix`` (its model takes them), so older peers keep working. ``env_ids``,
 ``prefix`` and ``delay`` are reserved names: an observation group may not be called so.
+
+:class:`PolicyServerCfg` is also the cfg base of the openpi and GR00T servers: the address, wire limits,
+connection cap, time-outs, token and the loopback rule (:meth:`PolicyServerCfg.check_exposure`) of every wire.
 """
 
 from __future__ import annotations
@@ -21,43 +22,27 @@ import hmac
 import ipaddress
 import logging
 import math
-import os
 import socket
 import socketserver
 import sys
 import threading
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 import torch
 
 from isaaclab.utils import configclass
 
 from ..names import TOKEN_ENV
-from .batching import BatchingCfg, BatchingChunkModel
 from ..policies.model import ChunkModel, accepts_prefix, prefix_problem
-from .wire import ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
-
-if TYPE_CHECKING:
-    from isaaclab.envs import ManagerBasedRLEnv
-
-PROTOCOL_VERSION = 1
-"""Version of the wire format; client and server must agree."""
+from .batching import BatchingCfg, BatchingChunkModel
+from .common import peer_name
+from .wire import PROTOCOL_VERSION, ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
 
 PREFIX_ARRAYS = ("prefix", "delay")
 """Optional arrays of an ``infer`` request: the committed prefix and each row's delay (real-time chunking)."""
 
 
 logger = logging.getLogger(__name__)
-
-
-class PolicyServerError(ConnectionError, RuntimeError):
-    """The policy server refused or failed a request, or answered something the client cannot read.
-
-    A ``ConnectionError`` (an ``OSError``) like every other failure of :class:`RemoteChunkModel`, so a caller
-    catches one type; also a ``RuntimeError``, as the failure of a model call.
-    """
 
 
 class _Dropped(Exception):
@@ -113,7 +98,8 @@ class _TCPServer(socketserver.ThreadingTCPServer):
 
     def handle_error(self, request, client_address) -> None:
         error = sys.exc_info()[1]  # called inside the except block of socketserver
-        logger.error("Policy server: dropped %s: unexpected %s: %s", _peer(client_address), type(error).__name__, error)
+        logger.error("Policy server: dropped %s: unexpected %s: %s", peer_name(client_address), type(error).__name__,
+                     error)
 
 
 class _Handler(socketserver.BaseRequestHandler):
@@ -122,7 +108,7 @@ class _Handler(socketserver.BaseRequestHandler):
 
 
 class PolicyServer:
-    """Serves a chunk model to :class:`RemoteChunkModel` clients, one thread per connection (at most
+    """Serves a chunk model to :class:`~.remote_client.RemoteChunkModel` clients, one thread per connection (at most
     ``cfg.max_connections``), one model call at a time, under ``torch.no_grad()`` with the observation rows on
     ``cfg.device``. A model exception is sent back as an error and the server keeps serving. With ``cfg.batching``,
     the concurrent requests of several clients are merged into one model call
@@ -223,7 +209,7 @@ class PolicyServer:
         """Tell a connection over ``cfg.max_connections`` that the server is busy; never blocks."""
         message = (f"busy: it serves at most {self.cfg.max_connections} connections at a time and all are receiving"
                    " or being served, try again later")
-        logger.warning("Policy server: refused %s: %s", _peer(address), message)
+        logger.warning("Policy server: refused %s: %s", peer_name(address), message)
         try:
             sock.setblocking(False)
             sock.send(encode_message({"type": "error", "message": message}))
@@ -242,7 +228,7 @@ class PolicyServer:
             what = "waiting for its hello" if peer.state == _HELLO else "idle"
             peer.state = _EVICTED
         logger.warning("Policy server: closed %s (%s for %.1f s) to admit %s: the server holds its maximum of %d"
-                       " connections", _peer(peer.address), what, time.monotonic() - peer.since, _peer(address),
+                       " connections", peer_name(peer.address), what, time.monotonic() - peer.since, peer_name(address),
                        self.cfg.max_connections)
         try:
             peer.sock.shutdown(socket.SHUT_RDWR)
@@ -259,7 +245,7 @@ class PolicyServer:
         peer = _Peer(sock, address)
         with self._peers_lock:
             self._peers[sock] = peer
-        logger.info("Policy server: %s connected", _peer(address))
+        logger.info("Policy server: %s connected", peer_name(address))
         try:
             self._serve_requests(peer)
         except EOFError:
@@ -277,10 +263,10 @@ class PolicyServer:
                 self._peers.pop(sock, None)
             if self.batcher is not None:
                 self.batcher.forget_client(sock)
-            logger.info("Policy server: %s disconnected", _peer(address))
+            logger.info("Policy server: %s disconnected", peer_name(address))
 
     def _drop(self, sock: socket.socket, address, reason: str, reply: bool) -> None:
-        logger.warning("Policy server: dropped %s: %s", _peer(address), reason)
+        logger.warning("Policy server: dropped %s: %s", peer_name(address), reason)
         if reply:
             try:
                 self._send(sock, {"type": "error", "message": reason})
@@ -414,222 +400,8 @@ class PolicyServerCfg:
             )
 
 
-class RemoteChunkModel:
-    """A chunk model that runs on a :class:`PolicyServer`: ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
-
-    Connects at construction (handshake: protocol version, token, :attr:`chunk_length`) and again, lazily, on
-    the call after a connection failure or after the server closed an idle connection. Replies are checked
-    against ``cfg.limits`` before anything is allocated, and chunks against the batch and the server's H.
-
-    Raises:
-        ConnectionError: Every failure, naming the server: no server at the address, the server went away,
-            refused the connection (busy, wrong token) or sent something this client cannot read
-            (:class:`PolicyServerError`).
-        TimeoutError: If the server does not answer within ``cfg.timeout_s`` (also an ``OSError``).
-        PolicyServerError: Also a ``RuntimeError``: another protocol version, or the model failed on the server.
-    """
-
-    def __init__(self, cfg: RemoteChunkModelCfg):
-        self.cfg = cfg
-        """The client configuration."""
-        cfg.validate()
-        self._sock: socket.socket | None = None
-        self.metadata = self._connect()
-        """The server's ``hello``: version, chunk_length, action_dim, task."""
-        self.chunk_length: int = self.metadata["chunk_length"]
-        """Actions per chunk H of the served model."""
-        self.accepts_prefix: bool = bool(self.metadata.get("accepts_prefix", False))
-        """Whether the served model takes a prefix (the optional ``accepts_prefix`` of the chunk-model contract)."""
-
-    def check_env(self, env: ManagerBasedRLEnv) -> None:
-        """Raise a ``ValueError`` if the server's task or action dim is known and differs from ``env``'s."""
-        task = getattr(env.cfg, "env_name", None) or getattr(getattr(env, "spec", None), "id", None)
-        action_dim = self.metadata.get("action_dim")
-        if self.metadata.get("task") and task and task != self.metadata["task"]:
-            raise ValueError(f"The policy server at {self._address} serves a policy of '{self.metadata['task']}';"
-                             f" the env is '{task}'.")
-        if action_dim is not None and action_dim != env.action_manager.total_action_dim:
-            raise ValueError(
-                f"The policy server at {self._address} returns {action_dim}-dim actions; the env takes"
-                f" {env.action_manager.total_action_dim}."
-            )
-
-    def __call__(self, obs_rows: Mapping, env_ids: torch.Tensor, **prefix) -> torch.Tensor:
-        """The served model's chunk for the rows; ``prefix``: the optional ``prefix=`` and ``delay=`` of the
-        contract, sent only to a server that accepts them (raises ``ValueError`` otherwise)."""
-        if prefix and not self.accepts_prefix:
-            raise ValueError(f"The policy server at {self._address} takes no prefix (its model has no accepts_prefix).")
-        if self._sock is None or self._closed_by_server():
-            self.close()
-            self._connect()
-        header, arrays = self._request({"type": "infer"}, {**obs_rows, "env_ids": env_ids, **prefix})
-        if header.get("type") == "error":
-            raise PolicyServerError(f"The policy server at {self._address} failed: {str(header.get('message'))}")
-        chunk = arrays.get("chunk")
-        shape = (len(env_ids), self.chunk_length, self.metadata.get("action_dim"))
-        if (header.get("type") != "chunk" or not isinstance(chunk, torch.Tensor) or chunk.ndim != 3
-                or not chunk.is_floating_point() or chunk.shape[:2] != shape[:2]
-                or shape[2] not in (None, chunk.shape[2])):
-            got = f"a {tuple(chunk.shape)} {chunk.dtype} chunk" if isinstance(chunk, torch.Tensor) else "no chunk"
-            self._fail(f"answered {str(header.get('type'))[:40]!r} with {got}, expected a float chunk of shape"
-                       f" {shape} (batch, H, action_dim)")
-        return chunk.to(env_ids.device)
-
-    def close(self) -> None:
-        """Close the connection (the next call reconnects)."""
-        if self._sock is not None:
-            self._sock.close()
-            self._sock = None
-
-    """
-    Internals.
-    """
-
-    @property
-    def _address(self) -> str:
-        return f"{self.cfg.host}:{self.cfg.port}"
-
-    def _fail(self, what: str) -> None:
-        self.close()
-        raise PolicyServerError(f"The policy server at {self._address} {what}.")
-
-    def _closed_by_server(self) -> bool:
-        """Whether the server closed the connection (idle time-out) or sent something unasked since the last
-        reply: either way the connection cannot carry the next request."""
-        self._sock.setblocking(False)
-        try:
-            self._sock.recv(1, socket.MSG_PEEK)  # data or b"" (closed): either way it cannot go on
-            return True
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
-
-    def _connect(self) -> dict:
-        try:
-            self._sock = socket.create_connection((self.cfg.host, self.cfg.port), timeout=self.cfg.connect_timeout_s)
-        except OSError as err:
-            raise ConnectionError(
-                f"No policy server at {self._address} ({err}): start one, e.g. `tools/run.sh python"
-                f" scripts/serve_policy.py --task <task> --port {self.cfg.port}`, or fix the address."
-            ) from None
-        hello = {"type": "hello", "version": PROTOCOL_VERSION}
-        token = self.cfg.token or os.environ.get(TOKEN_ENV)
-        if token:
-            hello["token"] = token
-        try:
-            header, _ = self._request(hello, http_stop=True)
-        except ConnectionError:
-            if self._speaks_http():
-                raise PolicyServerError(f"The server at {self._address} speaks HTTP (websockets): this is an openpi"
-                                        f" server: use --remote openpi://{self._address}.") from None
-            raise
-        if header.get("type") == "error":
-            self._fail(f"refused the connection: {str(header.get('message'))}")
-        if header.get("version") != PROTOCOL_VERSION:
-            self._fail(f"speaks protocol {str(header.get('version'))[:20]}, this client {PROTOCOL_VERSION}: use the"
-                       " same isaaclab_suspend version on both sides")
-        chunk_length, action_dim, task = (header.get(k) for k in ("chunk_length", "action_dim", "task"))
-        if (type(chunk_length) is not int or chunk_length < 1 or not (action_dim is None or type(action_dim) is int)
-                or not (task is None or isinstance(task, str))
-                or not isinstance(header.get("accepts_prefix", False), bool)):
-            self._fail(f"sent invalid metadata {str(header)[:200]}")
-        if chunk_length > self.cfg.max_chunk_length:
-            self._fail(f"announces H = {chunk_length} actions per chunk, over this client's limit of"
-                       f" {self.cfg.max_chunk_length} (RemoteChunkModelCfg.max_chunk_length)")
-        return header
-
-    def _speaks_http(self) -> bool:
-        """Whether the server answers an HTTP request (an openpi server: websockets answers ``HTTP/1.1 4xx``)."""
-        try:
-            with socket.create_connection((self.cfg.host, self.cfg.port), timeout=self.cfg.connect_timeout_s) as probe:
-                probe.sendall(f"GET / HTTP/1.1\r\nHost: {self.cfg.host}\r\n\r\n".encode())
-                return probe.recv(5) == b"HTTP/"
-        except OSError:
-            return False
-
-    def _request(self, header: dict, arrays: Mapping | None = None, http_stop: bool = False) -> tuple[dict, dict]:
-        try:
-            self._sock.settimeout(self.cfg.timeout_s)
-            send_message(self._sock, header, arrays, http_stop)
-            return receive_message(self._sock, self.cfg.limits, self.cfg.timeout_s, self.cfg.timeout_s)
-        except socket.timeout:
-            self.close()
-            raise TimeoutError(
-                f"The policy server at {self._address} did not answer within {self.cfg.timeout_s} s: raise"
-                " RemoteChunkModelCfg.timeout_s for a slow model, or check the server."
-            ) from None
-        except ProtocolError as err:
-            self._fail(f"sent a reply this client cannot read ({err})")
-        except EOFError:
-            self.close()
-            raise ConnectionError(f"Lost the policy server at {self._address}: it closed the connection.") from None
-        except OSError as err:  # ConnectionError included: reset, broken pipe, closed mid-message
-            self.close()
-            raise ConnectionError(f"Lost the policy server at {self._address}: {err}.") from None
-
-
-@configclass
-class RemoteChunkModelCfg:
-    """Configuration of :class:`RemoteChunkModel`."""
-
-    class_type: type = RemoteChunkModel
-    """The class this cfg configures."""
-    host: str = "127.0.0.1"
-    """Address of the policy server."""
-    port: int = 5555
-    """TCP port of the policy server."""
-    timeout_s: float = 30.0
-    """Longest wait for a whole answer [s]."""
-    connect_timeout_s: float = 5.0
-    """Longest wait to connect [s]."""
-    limits: WireLimitsCfg = WireLimitsCfg()
-    """Largest reply the client reads."""
-    token: str | None = None
-    """Shared secret the server wants (None: ``$ISAACLAB_SUSPEND_POLICY_TOKEN`` if set, else none)."""
-    max_chunk_length: int = 4096
-    """Largest H the server may announce (the caller sizes its buffers by it)."""
-
-    @classmethod
-    def parse(cls, address: str, **kwargs) -> RemoteChunkModelCfg:
-        """A cfg from ``"host:port"``.
-
-        Raises:
-            ValueError: If ``address`` is not ``host:port`` with a port in 1-65535.
-        """
-        host, _, port = address.rpartition(":")
-        if not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"Policy server address must be 'host:port' with a port in 1-65535, got '{address}'.")
-        return cls(host=host, port=int(port), **kwargs)
-
-
 def _is_loopback(host: str) -> bool:
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _peer(address) -> str:
-    return f"{address[0]}:{address[1]}" if isinstance(address, tuple) and len(address) >= 2 else str(address)
-
-
-def observation_paths(env: ManagerBasedRLEnv) -> list[str]:
-    """The observation paths a client can send: each concatenated group by its name, each term of a group whose
-    terms stay apart as ``group/term`` (the tensors of the env's observation dict, named as
-    :func:`~isaaclab_suspend.tensor_tree.flatten_names` names them)."""
-    om = env.observation_manager
-    return [group if om.group_obs_concatenate[group] else f"{group}/{term}"
-            for group, terms in om.active_terms.items()
-            for term in (terms[:1] if om.group_obs_concatenate[group] else terms)]
-
-
-def check_observation_paths(env: ManagerBasedRLEnv, keys: Mapping[str, str], option: str) -> None:
-    """Raise a ``ValueError`` naming ``option`` (e.g. ``"--gr00t_keys"``) if a value of ``keys`` (a client's key ->
-    observation path) is not one of :func:`observation_paths` of ``env``: a concatenated group's term (or a group
-    whose terms stay apart) is no tensor of the observation, and would fail at the first call instead."""
-    paths = observation_paths(env)
-    for key, path in keys.items():
-        if path not in paths:
-            raise ValueError(f"{option} maps '{key}' to '{path}', not an observation of the env: pass one of {paths}"
-                             " (a concatenated group by its name, a term of another group as group/term).")
