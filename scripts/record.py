@@ -59,8 +59,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--export", default="all", choices=cli.EXPORT_MODE_NAMES,
                         help="'all' episodes, 'succeeded' only, or succeeded and failed in 'separate' files")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset file")
-    parser.add_argument("--max_steps", type=cli.positive_int, default=100_000,
-                        help="stop after this many steps in any case")
+    parser.add_argument("--writers", type=cli.positive_int, default=1, help="writer processes (several: parts merged)")
+    parser.add_argument("--max_steps", type=cli.positive_int, default=100_000, help="stop after this many steps anyway")
     args = parser.parse_args(argv)
     cli.resolve_policy(parser, args)
     args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--output must end with .hdf5, got '{args.output}'")
     cli.apply_episode_args(parser, args, "episodes", 32)
     cli.apply_shard(parser, args, files=("output", "episode_log"), episodes=args.episodes is not None)
-    args.recorders = cli.dataset_recorder_cfg(args.output, export=args.export)
+    args.recorders = cli.dataset_recorder_cfg(args.output, export=args.export, writers=args.writers)
     try:
         args.paths = cli.check_new_datasets(args.recorders, args.overwrite)
     except ValueError as err:

@@ -13,7 +13,7 @@ from prettytable import PrettyTable
 
 from isaaclab.managers import DatasetExportMode
 
-from ..recording import DatasetRecorderManagerCfg
+from ..recording import DatasetRecorderManagerCfg, EpisodeWriterCfg
 from ..recording.recorder_manager import dataset_file_paths
 from .distributed import merged_path
 
@@ -62,12 +62,15 @@ def check_output_args(parser: argparse.ArgumentParser, args: argparse.Namespace,
         parser.error(str(err))
 
 
-def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all") -> DatasetRecorderManagerCfg:
+def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all", writers: int = 1
+                         ) -> DatasetRecorderManagerCfg:
     """The recorder of replayable HDF5 episodes (active env-steps only) into ``<stem><suffix>.hdf5`` beside
-    ``path`` (``<stem>.hdf5`` or ``<stem>``), exporting as :data:`EXPORT_MODES` ``[export]``."""
+    ``path`` (``<stem>.hdf5`` or ``<stem>``), exporting as :data:`EXPORT_MODES` ``[export]``, written by ``writers``
+    processes (:attr:`~isaaclab_suspend.recording.EpisodeWriterCfg.num_writers`)."""
     directory, name = os.path.split(os.path.abspath(path))
     return DatasetRecorderManagerCfg(dataset_export_dir_path=directory, dataset_filename=name.removesuffix(".hdf5")
-                                     + suffix, dataset_export_mode=EXPORT_MODES[export])
+                                     + suffix, dataset_export_mode=EXPORT_MODES[export],
+                                     writer=EpisodeWriterCfg(num_writers=writers))
 
 
 def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str = "--output") -> list[str]:
@@ -108,7 +111,8 @@ def written_count(manager: SuspendableRecorderManager, export: str) -> int:
 
 
 def check_space(env: SuspendableManagerBasedRLEnv, episodes: int) -> None:
-    """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound).
+    """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound; twice
+    that with several writer processes, whose part files stay until their merge is written).
 
     Raises:
         OSError: Saying how much is needed and free.
@@ -116,12 +120,14 @@ def check_space(env: SuspendableManagerBasedRLEnv, episodes: int) -> None:
     manager = env.recorder_manager
     path = manager.dataset_file_paths[0]
     bytes_per_episode = manager.buffers.bytes_per_step * env.max_episode_length + 8192
-    needed_mb = episodes * bytes_per_episode / 2**20
+    copies = 1 if manager.cfg.writer.num_writers == 1 else 2
+    needed_mb = copies * episodes * bytes_per_episode / 2**20
     free_mb = shutil.disk_usage(os.path.dirname(path)).free / 2**20
     if needed_mb > free_mb:
         raise OSError(
             f"{episodes} episodes of up to {env.max_episode_length} steps may need {needed_mb:.0f} MiB"
-            f" (uncompressed), but only {free_mb:.0f} MiB are free for '{path}'."
+            f" (uncompressed{', and their merge' if copies > 1 else ''}), but only {free_mb:.0f} MiB are free for"
+            f" '{path}'."
         )
 
 
