@@ -56,8 +56,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--export", default="all", choices=cli.EXPORT_MODE_NAMES,
                         help="'all' episodes, 'succeeded' only, or succeeded and failed in 'separate' files")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing dataset file")
-    parser.add_argument("--max_steps", type=cli.positive_int, default=100_000,
-                        help="stop after this many steps in any case")
+    parser.add_argument("--writers", type=cli.positive_int, default=1, help="writer processes (several: parts merged)")
+    parser.add_argument("--max_steps", type=cli.positive_int, default=100_000, help="stop after this many steps anyway")
     args = parser.parse_args(argv)
     cli.resolve_policy(parser, args)
     args.output = os.path.abspath(args.output or os.path.join("outputs", "datasets", f"{args.task}.hdf5"))
@@ -68,7 +68,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from isaaclab_suspend.runs import dataset_recorder_cfg  # torch, Isaac Lab: once parsed
 
     try:
-        args.paths = cli.check_new_datasets(dataset_recorder_cfg(args.output, export=args.export), args.overwrite)
+        recorders = dataset_recorder_cfg(args.output, export=args.export, writers=args.writers)
+        args.paths = cli.check_new_datasets(recorders, args.overwrite)
     except ValueError as err:
         parser.error(str(err))
     args.on_interrupt = f"Interrupted: the episodes exported so far are in {args.paths}; open episodes were dropped."

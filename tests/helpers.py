@@ -1,11 +1,14 @@
-"""Helpers shared by tests: record a small dataset with the embedded chunk model, import a script as a module."""
+"""Helpers shared by tests: record a small dataset with the embedded chunk model, read a dataset whole for comparison,
+import a script as a module."""
 
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 from types import ModuleType
 
+import h5py
 import torch
 
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
@@ -30,6 +33,22 @@ def record_chunk_demos(directory: str, task: str, episode_starts: list[int], ste
             obs, _, term, trunc, _ = env.step(policy.act(obs))
             policy.observe(term | trunc)
     return os.path.join(str(directory), f"{task}.hdf5")
+
+
+def dataset_contents(path) -> dict:
+    """Everything a dataset file holds, to compare two: the ``data`` group's attributes (``env_args`` parsed) and, by
+    demo name, each demo's attributes and datasets (dtype, shape, compression and bytes)."""
+    with h5py.File(path, "r") as f:
+        data = f["data"]
+        attrs = {**data.attrs, "env_args": json.loads(data.attrs["env_args"])}
+        demos = {}
+        for name, demo in data.items():
+            datasets = {}
+            demo.visititems(lambda key, obj: datasets.__setitem__(key, (obj.dtype, obj.shape, obj.compression,
+                                                                         obj[()].tobytes()))
+                            if isinstance(obj, h5py.Dataset) else None)
+            demos[name] = {"attrs": dict(demo.attrs), "datasets": datasets}
+        return {"attrs": attrs, "demos": demos}
 
 
 def load_script(name: str) -> ModuleType:

@@ -77,6 +77,7 @@ CASES = [
     ("eval", ["--results", "{under_file}/r.json"], "is a file, not a folder"),
     ("record", ["--max_steps", "0"], "argument --max_steps: 0 is out of range"),
     ("record", ["--episodes", "0"], "argument --episodes: 0 is out of range"),
+    ("record", ["--writers", "0"], "argument --writers: 0 is out of range"),
     ("record", ["--output", "{under_file}/d.hdf5"], "is a file, not a folder"),
     ("record", ["--output", "d.txt"], "--output must end with .hdf5"),
     ("record", ["--episodes", "2", "--shard", "3/4"], "--episodes 2 leaves shard 3/4 no episode"),

@@ -35,11 +35,14 @@ def _demos(path) -> list[str]:
         handler.close()
 
 
-def test_record_writes_the_episodes_and_a_summary(tmp_path):
+@pytest.mark.parametrize("writers", ["1", "2"])
+def test_record_writes_the_episodes_and_a_summary(tmp_path, writers):
+    """One writer process, or two whose part files are merged into the one file at the end."""
     output = tmp_path / "cartpole.hdf5"
-    run = subprocess.run(_command(output, "--policy", "random", "--episodes", "5"), cwd=ROOT, capture_output=True,
-                         text=True, timeout=110)
+    run = subprocess.run(_command(output, "--policy", "random", "--episodes", "5", "--writers", writers), cwd=ROOT,
+                         capture_output=True, text=True, timeout=110)
     assert run.returncode == 0, run.stderr[-2000:]
+    assert os.listdir(tmp_path) == ["cartpole.hdf5"]
     row = re.search(rf"\| {re.escape(str(output))} +\| +(\d+) +\| +(\d+) +\| +(\d+) +\|", run.stdout)
     assert row, run.stdout[-2000:]
     episodes, _, samples = map(int, row.groups())

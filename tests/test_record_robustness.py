@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from isaaclab.app.sim_launcher import launch_simulation
+from isaaclab.managers import DatasetExportMode
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
 from isaaclab_suspend.datasets import DatasetReader, DatasetReplayer, make_replay_env_cfg
@@ -23,7 +24,7 @@ from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.recording import EpisodeWriterCfg
 from isaaclab_suspend.tasks.env_factory import open_env
 
-from helpers import ROOT
+from helpers import ROOT, dataset_contents
 
 TASK = "Isaac-Cartpole-Suspendable"
 NUM_ENVS = 4
@@ -68,10 +69,11 @@ def _replay_passes(path) -> None:
     assert results and all(r.max_state_error == 0.0 for r in results), [r.max_state_error for r in results]
 
 
-def _step(env, gen) -> torch.Tensor:
-    """One random-action step; returns how many episodes it ended, as (succeeded, failed): Cartpole's success is
-    reaching the time-out (its ``success`` term is a time-out term), a failure an early termination. Shape: (2,)."""
-    _, _, term, trunc, _ = env.step(2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0)
+def _step(env, gen, push: torch.Tensor | float = 0.0) -> torch.Tensor:
+    """One random-action step, ``push`` added to each env's action (a steady push drives the cart off its track);
+    returns how many episodes it ended, as (succeeded, failed): Cartpole's success is reaching the time-out (its
+    ``success`` term is a time-out term), a failure an early termination. Shape: (2,)."""
+    _, _, term, trunc, _ = env.step(push + 2.0 * torch.rand(NUM_ENVS, 1, generator=gen) - 1.0)
     return torch.stack((trunc.sum(), (term & ~trunc).sum()))
 
 
@@ -193,6 +195,7 @@ def test_full_disk_fails_before_the_run(tmp_path):
     ("handover_interval_s", {"handover_interval_s": None}),
     ("staging_bytes", {"writer": EpisodeWriterCfg(staging_bytes=1e6)}),
     ("queue_size", {"writer": EpisodeWriterCfg(queue_size=0)}),
+    ("num_writers", {"writer": EpisodeWriterCfg(num_writers=0)}),
 ])
 def test_bad_recorder_settings_get_a_clear_error(tmp_path, field, setting):
     """A recorder setting of the wrong type or below its minimum is named when the env is created, not met as a
@@ -252,6 +255,58 @@ def test_full_queue_makes_the_step_wait(tmp_path):
     assert paths["retire"] > 0 and paths["take"] > 0, paths
     assert 0 < max(unflushed) <= QUEUE_SIZE  # above NUM_ENVS, so that the bound is the queue's, not one export's
     assert _check_file(tmp_path / "run.hdf5") == tuple(ended.tolist()) == _exported(manager)
+
+
+def test_two_writer_processes_write_the_files_one_writes_and_make_the_step_wait_when_full(tmp_path):
+    """``num_writers=2`` records the run one writer process records, succeeded and failed episodes in separate
+    files: at close each file is the one writer's (every demo once, under its name, with the same data, attributes
+    and ``env_args``) and no part file is left. Both writers pause a while with a small queue: the step waits
+    for them (back-pressure), nothing is dropped, at most a queue per writer is pending."""
+    contents = {}
+    for n in (1, 2):
+        gen = torch.Generator().manual_seed(0)
+        folder = tmp_path / str(n)
+        writer = EpisodeWriterCfg(num_writers=n, queue_size=QUEUE_SIZE)
+        recorders = _recorders(folder, writer=writer,
+                               dataset_export_mode=DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES)
+        ended, unflushed, seconds = _ends(), [], []
+        with open_env(TASK, NUM_ENVS, episode_length_s=0.4, recorders=recorders) as env:
+            manager = env.recorder_manager
+            resume = None
+            if n == 2:
+                for part in manager.writer.writers:
+                    part.inject_fault("demo", 2, "pause")
+                markers = [folder / f"run-writer{i}of2.hdf5.paused" for i in range(2)]
+                resume = threading.Thread(target=_resume_later, args=(markers,), daemon=True)
+                resume.start()
+            env.reset()
+            for _ in range(240):
+                start = time.perf_counter()
+                ended += _step(env, gen, push=torch.tensor([[3.0], [-3.0], [0.0], [0.0]]))  # successes and failures
+                seconds.append(time.perf_counter() - start)
+                unflushed.append(manager.unflushed_count)
+            if resume is not None:
+                resume.join(timeout=0)
+                assert not resume.is_alive(), "both writers must have paused"
+                assert all(part.batches > 0 for part in manager.writer.writers)
+                assert 0.5 < max(seconds) < 8.0, "a step must have waited for the paused writers"
+                assert 0 < max(unflushed) <= 2 * QUEUE_SIZE
+        assert sorted(os.listdir(folder)) == ["run.hdf5", "run_failed.hdf5"]
+        succeeded, failed = _check_file(folder / "run.hdf5")[0], _check_file(folder / "run_failed.hdf5")[1]
+        assert (succeeded, failed) == tuple(ended.tolist()) == _exported(manager)
+        assert succeeded > 0 and failed > 0
+        contents[n] = [dataset_contents(folder / name) for name in ("run.hdf5", "run_failed.hdf5")]
+    assert contents[2] == contents[1]
+
+
+def _resume_later(markers) -> None:
+    """Once every paused writer made its marker, wait 2 s (the queues fill) and let them go on."""
+    deadline = time.monotonic() + 60.0
+    while not all(marker.exists() for marker in markers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(2.0)
+    for marker in markers:
+        marker.unlink(missing_ok=True)
 
 
 def test_small_shared_memory_grows_wraps_and_loses_nothing(tmp_path):

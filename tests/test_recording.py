@@ -1,8 +1,11 @@
 """Masked recording: what the file holds under a random suspend / resume schedule, export modes, no host syncs."""
 
+import errno
+import os
 import threading
 
 import h5py
+import numpy as np
 import pytest
 import torch
 
@@ -12,16 +15,21 @@ from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.recording import (
+    CompressionCfg,
     EpisodeBatch,
     EpisodeBuffers,
     EpisodeWriter,
     EpisodeWriterCfg,
     SuspendableRecorderManager,
 )
+from isaaclab_suspend.recording import sharded_writer
+from isaaclab_suspend.recording.sharded_writer import open_episode_writer
 from isaaclab_suspend.recording.staging_ring import StagingRing
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
+
+from helpers import dataset_contents, load_script
 
 TASK = "Isaac-PushCube-Suspendable"
 NUM_ENVS = 8
@@ -413,3 +421,113 @@ def test_a_region_never_handed_over_is_freed_by_the_next_allocation(tmp_path):
     finally:
         writer._allocated = False  # the waiting allocation (if any) stays unfinished; close what was handed over
         writer.close()
+
+
+def _synthetic_batches() -> list[EpisodeBatch]:
+    """14 batches of 1 to 9 Cartpole-shaped episodes (``bench_writer.py``'s) of 3 to 7 samples, about half of them
+    succeeded: the same ones at every call."""
+    bench = load_script("benchmarks/bench_writer")
+    rng = np.random.default_rng(0)
+    batches = [bench.batch(1 + i % 9, 3 + i % 5, rng) for i in range(14)]
+    for batch in batches:
+        batch.success = rng.random(len(batch.env_ids)) < 0.5
+    return batches
+
+
+@pytest.mark.parametrize("mode", [DatasetExportMode.EXPORT_ALL,
+                                  DatasetExportMode.EXPORT_SUCCEEDED_ONLY,
+                                  DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES])
+def test_writer_processes_share_a_recording_and_merge_into_the_file_one_writes(tmp_path, mode):
+    """Three writer processes take the batches (the least loaded first) into part files, merged at close into the
+    file(s) one writer process writes: every demo once, under its name, with the same data, compression and
+    attributes, the same ``env_args`` and ``total``; no part file is left."""
+    files = ["run.hdf5", "run_failed.hdf5"][: 2 if mode == DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES
+                                             else 1]
+    contents = {}
+    for n in (1, 3):
+        folder = tmp_path / str(n)
+        folder.mkdir()
+        cfg = EpisodeWriterCfg(num_writers=n, compression_by_key={"obs": CompressionCfg(filter="lzf")})
+        writer = open_episode_writer(cfg, [str(folder / name) for name in files], mode, "Isaac-Cartpole-Suspendable")
+        writer.seed = 42
+        writer.add_env_args({"step_dt": 0.02})
+        for batch in _synthetic_batches():
+            writer.put(batch)
+            writer.check()
+        if n > 1:
+            assert all(part.batches > 0 for part in writer.writers), [part.batches for part in writer.writers]
+        writer.close()
+        assert sorted(os.listdir(folder)) == sorted(files)
+        contents[n] = [dataset_contents(folder / name) for name in files]
+    assert contents[3] == contents[1]
+    succeeded = sum(int(batch.success.sum()) for batch in _synthetic_batches())
+    assert 0 < succeeded < 60
+    expected = {DatasetExportMode.EXPORT_ALL: [60], DatasetExportMode.EXPORT_SUCCEEDED_ONLY: [succeeded],
+                DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES: [succeeded, 60 - succeeded]}[mode]
+    assert [len(file["demos"]) for file in contents[1]] == expected
+    for file in contents[1]:
+        assert sorted(file["demos"]) == sorted(f"demo_{i}" for i in range(len(file["demos"])))
+
+
+def test_a_failed_writer_keeps_the_parts_and_names_the_command_that_merges_them(tmp_path):
+    """A writer process that fails (a full disk) stops the recording with its error, which names the part files
+    left, valid, and the ``scripts/merge_shards.py`` command that merges them; that command does."""
+    path = str(tmp_path / "run.hdf5")
+    parts = [str(tmp_path / f"run-writer{i}of2.hdf5") for i in range(2)]
+    writer = open_episode_writer(EpisodeWriterCfg(num_writers=2), [path], DatasetExportMode.EXPORT_ALL,
+                                 "Isaac-Cartpole-Suspendable")
+    writer.writers[1].inject_fault("demo", 4, "enospc")
+    command = f"scripts/merge_shards.py --datasets {' '.join(parts)} --output {path}"
+    with pytest.raises(OSError, match=rf"The episodes written are in the part files .* \({command} merges them\)"
+                       ) as info:
+        try:
+            for batch in _synthetic_batches():
+                writer.put(batch)
+        finally:
+            writer.close()
+    assert info.value.errno == errno.ENOSPC and str(parts) in str(info.value)
+    assert sorted(os.listdir(tmp_path)) == sorted(map(os.path.basename, parts))
+    written = writer.written_count(True) + writer.written_count(False)
+    assert load_script("merge_shards").main(command.split()[1:]) == 0
+    assert len(dataset_contents(path)["demos"]) == written >= 3
+
+
+def test_a_merge_that_cannot_run_keeps_the_parts_and_a_new_recording_does_not_overwrite_them(tmp_path):
+    """A merge that fails (here the dataset path is a folder) leaves the part files and says how to merge them; a
+    later recording to that path refuses to start rather than overwrite them."""
+    path = tmp_path / "taken.hdf5"
+    path.mkdir()
+    cfg = EpisodeWriterCfg(num_writers=2)
+    writer = open_episode_writer(cfg, [str(path)], DatasetExportMode.EXPORT_ALL)
+    for batch in _synthetic_batches()[:4]:
+        writer.put(batch)
+    with pytest.raises(OSError, match=rf"Could not merge the part files into '{path}'.*scripts/merge_shards.py"):
+        writer.close()
+    parts = sorted(name for name in os.listdir(tmp_path) if name != "taken.hdf5")
+    assert parts == ["taken-writer0of2.hdf5", "taken-writer1of2.hdf5"]
+    assert sum(len(dataset_contents(tmp_path / part)["demos"]) for part in parts) == 1 + 2 + 3 + 4
+    with pytest.raises(FileExistsError, match=r"Part files of an earlier recording are in the way: .*taken-writer0of2"):
+        open_episode_writer(cfg, [str(path)], DatasetExportMode.EXPORT_ALL)
+    with pytest.raises(ValueError, match=r"EpisodeWriterCfg\.num_writers must be an integer of at least 1, got 0"):
+        open_episode_writer(EpisodeWriterCfg(num_writers=0), [str(tmp_path / "other.hdf5")],
+                            DatasetExportMode.EXPORT_ALL)
+
+
+def test_an_interrupted_merge_keeps_the_parts_and_says_where_they_are(tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM) while the parts merge: the interrupt goes on, with a note naming the part files left and
+    the command that merges them (``cli.run`` prints it)."""
+    path = tmp_path / "run.hdf5"
+    writer = open_episode_writer(EpisodeWriterCfg(num_writers=2), [str(path)], DatasetExportMode.EXPORT_ALL)
+    for batch in _synthetic_batches()[:2]:
+        writer.put(batch)
+
+    def interrupted(parts, output):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sharded_writer, "merge_parts", interrupted)
+    with pytest.raises(KeyboardInterrupt) as info:
+        writer.close()
+    parts = [str(tmp_path / f"run-writer{i}of2.hdf5") for i in range(2)]
+    assert info.value.__notes__ == [f"The episodes written are in the part files {parts} (scripts/merge_shards.py"
+                                    f" --datasets {' '.join(parts)} --output {path} merges them)."]
+    assert sorted(os.listdir(tmp_path)) == sorted(map(os.path.basename, parts))

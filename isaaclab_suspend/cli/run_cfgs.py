@@ -25,5 +25,5 @@ def recording_cfg(args: argparse.Namespace) -> RecordingCfg:
     """``record.py``'s resolved arguments as a recording (the model: ``args.source``'s cfg, None for random)."""
     return RecordingCfg(env=env_cfg(args), model=None if args.source is None else args.source.cfg,
                         chunking=chunking_cfg(args), output=args.output, export=args.export, episodes=args.episodes,
-                        episodes_per_env=args.episodes_per_env, max_steps=args.max_steps,
+                        episodes_per_env=args.episodes_per_env, max_steps=args.max_steps, writers=args.writers,
                         show_progress=not (args.quiet or is_other_rank()))

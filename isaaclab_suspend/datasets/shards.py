@@ -15,14 +15,12 @@ import json
 import math
 import os
 import re
-import signal
-import threading
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
+from ..recording.part_files import whole_file
 from .reader import DatasetError, DatasetReader
 
 SUMMED = ("num_envs", "inference_calls", "rows_inferred", "envs_served", "active_env_steps",
@@ -195,9 +193,10 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
 
     Every demo is read through :meth:`DatasetReader.load_episode` (checked: nothing from outside its file, no NaN
     or inf, as replay and export refuse them). The merge is written to a temporary file beside ``output`` and
-    renamed to it once complete, so a failure, Ctrl-C or SIGTERM (raised as ``KeyboardInterrupt`` meanwhile)
-    leaves no partial output and an existing ``output`` untouched; an ``output`` that is one of ``paths`` (the
-    same file under any name: a symlink or hard link) is refused.
+    renamed to it once complete (:func:`~isaaclab_suspend.recording.part_files.whole_file`), so a failure, Ctrl-C
+    or SIGTERM (raised as ``KeyboardInterrupt`` meanwhile) leaves no partial output and an existing ``output``
+    untouched; an ``output`` that is one of ``paths`` (the same file under any name: a symlink or hard link) is
+    refused.
 
     Raises:
         FileNotFoundError: If a shard file is missing.
@@ -218,15 +217,13 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
                 raise DatasetError(f"'{path}' was recorded on '{reader.env_name}', '{shards[0][0]}' on"
                                    f" '{shards[0][1]['env_name']}': merge the shards of one task.")
             shards.append((reader.path, reader.env_args, reader.demo_names))
-    directory, name = os.path.split(output)
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(os.path.dirname(output), exist_ok=True)
     except OSError as err:  # e.g. a file on the way: "File exists" alone would not say which or why
         raise DatasetError(f"Cannot make the folder of the output '{output}': {err.strerror} ('{err.filename}');"
                            " choose another path.") from None
-    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.partial.hdf5")
     writer = HDF5DatasetFileHandler()
-    with terminated_as_interrupt():
+    with whole_file(output) as temporary:
         try:
             writer.create(temporary)
             writer.add_env_args(shards[0][1])
@@ -242,30 +239,9 @@ def merge_datasets(paths: Sequence[str], output: str) -> tuple[int, int]:
                                                f" {err}") from err
                         episodes, samples = episodes + 1, samples + len(episode.data["actions"])
             writer.flush()
-            writer.close()
-            os.replace(temporary, output)
         except BaseException:
             with contextlib.suppress(Exception):
                 writer.close()
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(temporary)
             raise
+        writer.close()
     return episodes, samples
-
-
-@contextlib.contextmanager
-def terminated_as_interrupt() -> Iterator[None]:
-    """SIGTERM raises ``KeyboardInterrupt`` in the block (as Ctrl-C does), so that what cleans up after an
-    interruption also runs when the process is killed politely; outside the main thread, nothing changes."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum, frame) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

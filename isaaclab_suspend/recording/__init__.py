@@ -4,7 +4,8 @@
 * :class:`SuspendableRecorderManager` (``recorder_manager``) records active envs only into
   :class:`EpisodeBuffers` (``episode_buffers``) on the device;
 * ended episodes go through shared memory (``staging_ring``) to the writer process (``episode_writer``), which
-  writes them with ``hdf5_writer``, off the step thread.
+  writes them with ``hdf5_writer``, off the step thread; several writer processes (``sharded_writer``) write
+  part files, merged into the dataset file at close (``part_files``).
 """
 
 from .episode_buffers import EpisodeBuffers, EpisodeRows
@@ -16,6 +17,7 @@ from .recorders import (
     PostStepJointTargetsRecorder,
     PreStepStatesRecorder,
 )
+from .sharded_writer import ShardedEpisodeWriter
 from .recorders_cfg import (
     ChunkProvenanceRecorderCfg,
     DatasetRecorderManagerCfg,
@@ -40,6 +42,7 @@ __all__ = [
     "PostStepJointTargetsRecorderCfg",
     "PreStepStatesRecorder",
     "PreStepStatesRecorderCfg",
+    "ShardedEpisodeWriter",
     "SuspendableRecorderManager",
     "SuspendableRecorderManagerCfg",
 ]

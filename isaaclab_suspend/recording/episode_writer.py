@@ -55,10 +55,19 @@ class EpisodeWriterCfg:
     """Configuration of :class:`EpisodeWriter`."""
 
     queue_size: int = 256
-    """Episodes handed to the writer and not yet flushed to the file, at most (the suspendable recorder counts
-    the ended episodes waiting in its buffers too: see its ``unflushed_count``). An export that would exceed it
-    waits (back-pressure); one export larger than it alone is taken whole once the writer is idle. It bounds
-    what a killed process loses: ``max(queue_size, num_envs)`` episodes."""
+    """Episodes handed to a writer process and not yet flushed to its file, at most (the suspendable recorder
+    counts the ended episodes waiting in its buffers too: see its ``unflushed_count``). An export that would
+    exceed it waits (back-pressure); one export larger than it alone is taken whole once the writer is idle. It
+    bounds what a killed process loses: ``max(queue_size, num_envs)`` episodes per writer process
+    (:attr:`num_writers`)."""
+
+    num_writers: int = 1
+    """Writer processes. One spends 0.9 ms (the H200 machine's host) to 1.7 ms (2 busy cores) of CPU per short
+    episode, whatever its bytes (``scripts/benchmarks/bench_writer.py``, docs/benchmarks.rst): where the envs end
+    more episodes than one process writes, several share them on cores of their own
+    (:class:`~isaaclab_suspend.recording.ShardedEpisodeWriter`), each into its own part file beside the dataset,
+    and the parts are merged into the dataset file at close, which then waits for the merge (about 0.5-0.9 ms per
+    demo copied). 1: the one process writes the dataset file itself."""
 
     flush_interval_s: float = 0.1
     """The writer process flushes the file(s) at most this often while episodes keep coming, and as soon as it
@@ -131,6 +140,8 @@ class EpisodeWriter:
         mode: Which episodes go to which file.
         env_name: Name stored in ``env_args`` at creation.
         compress: False stores every dataset raw (Isaac Lab's ``dataset_compression``).
+        numbering: The next demo number of each file, shared by the writers of one dataset's parts, which number
+            their demos in one sequence; None: each file numbers its own (``demo_0``, ``demo_1``, ...).
     """
 
     def __init__(
@@ -140,6 +151,7 @@ class EpisodeWriter:
         mode: DatasetExportMode,
         env_name: str | None = None,
         compress: bool = True,
+        numbering: list[int] | None = None,
     ):
         check_setting("EpisodeWriterCfg.queue_size", cfg.queue_size, 1)
         check_setting("EpisodeWriterCfg.flush_interval_s", cfg.flush_interval_s, 0, integer=False)
@@ -157,6 +169,8 @@ class EpisodeWriter:
         """Episodes handed over and not yet flushed: at most what a killed writer process loses."""
         self.batches = 0
         """Batches handed over by :meth:`put` so far."""
+        self.numbering = numbering
+        """The next demo number of each file, where several writers share the numbering (see the class)."""
         self._raised = False  # whether the error was raised on the caller's thread already
         self._closed = False
         self._copying: deque[tuple[EpisodeBatch, torch.cuda.Event | None]] = deque()  # device -> host copies
@@ -396,6 +410,9 @@ class EpisodeWriter:
                 dropped.append((success[b], env_id))
                 continue
             demo_id = None if batch.demo_ids is None else batch.demo_ids[b]
+            if demo_id is None and self.numbering is not None:  # the number this file's writer would have given
+                demo_id = self.numbering[file_index]
+                self.numbering[file_index] += 1
             demos.append((b, file_index, demo_id, success[b], num_samples[b], self.seed, env_id))
         return ("demos", layout, rows.key_of, counts.tolist(), demos), dropped
 
@@ -505,13 +522,14 @@ def _start_process(ring_fd: int) -> tuple[subprocess.Popen, int, Connection]:
             fcntl.fcntl(to_child, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         except OSError:  # above /proc/sys/fs/pipe-max-size: the default (64 KiB) stays
             pass
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    # main() returns with the files closed; os._exit skips the interpreter's teardown (about 40 ms), which
-    # close() would otherwise wait for
-    code = (f"import os, sys; sys.path.insert(0, {root!r}); from isaaclab_suspend.recording.hdf5_writer import main;"
-            " main(*map(int, sys.argv[1:])); os._exit(0)")
-    process = subprocess.Popen([sys.executable, "-c", code, str(from_parent), str(to_parent), str(ring_fd)],
-                               pass_fds=(from_parent, to_parent, ring_fd))
+    # the module alone, not through this package, which imports torch and Isaac Lab (hdf5_writer imports h5py and
+    # numpy only): a process starts in 0.5 s against 5 s on a busy core. main() returns with the files
+    # closed; os._exit skips the interpreter's teardown (about 40 ms), which close() would otherwise wait for
+    code = ("import importlib.util, os, sys; spec = importlib.util.spec_from_file_location('hdf5_writer', sys.argv[1]);"
+            " module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module);"
+            " module.main(*map(int, sys.argv[2:])); os._exit(0)")
+    process = subprocess.Popen([sys.executable, "-c", code, hdf5_writer.__file__, str(from_parent), str(to_parent),
+                                str(ring_fd)], pass_fds=(from_parent, to_parent, ring_fd))
     os.close(from_parent)
     os.close(to_parent)
     os.set_blocking(to_child, False)

@@ -27,6 +27,7 @@ from isaaclab.utils.datasets import EpisodeData
 from ..names import CFG_OVERRIDES_ATTR
 from .episode_buffers import EpisodeBuffers
 from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg, check_setting
+from .sharded_writer import ShardedEpisodeWriter, open_episode_writer
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -54,8 +55,9 @@ class SuspendableRecorderManager(RecorderManager):
       :attr:`SuspendableRecorderManagerCfg.handover_interval_s` after the first of them ended, or at close: a
       large run ends episodes at almost every step, and pays the fixed cost of a hand-over every few steps
       instead. They go to an :class:`EpisodeWriter`, which routes them (export modes, success split) to a
-      writer process that writes and flushes them; the step thread reads nothing back from the device and waits
-      only when :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be flushed.
+      writer process that writes and flushes them (or to the least loaded of several, each writing part files
+      merged into the dataset at close: :attr:`EpisodeWriterCfg.num_writers`); the step thread reads nothing back
+      from the device and waits only when :attr:`EpisodeWriterCfg.queue_size` episodes are waiting to be flushed.
     * An episode without a single step sample (reset before it stepped) is never exported: no demo has
       length 0. Its success is the ``success`` termination term at its reset, where the task has one.
     * An open episode marked by :meth:`discard_open_episodes` (one that did not start from its reset with its
@@ -63,17 +65,19 @@ class SuspendableRecorderManager(RecorderManager):
 
     Guarantees on the written file: every demo has ``num_samples == len(actions) == len(states)`` (with the
     stock action and state terms), ``data.attrs["total"]`` is the number of active env-steps of the written
-    episodes, and the file is valid after every flush. :meth:`close` (``env.close()``, also after an exception
-    or Ctrl-C) writes every exported episode before it returns; a killed process loses at most the episodes
-    not yet flushed (:attr:`unflushed_count`, at most ``max(queue_size, num_envs)``). Episodes still
+    episodes, and the file is valid after every flush (with several writers: each part file, and the dataset once
+    merged). :meth:`close` (``env.close()``, also after an exception or Ctrl-C) writes every exported episode
+    before it returns; a killed process loses at most the episodes not yet flushed (:attr:`unflushed_count`, at
+    most ``max(queue_size, num_envs)`` per writer process). Episodes still
     open when the manager closes are dropped (they have no end), which is why ``export_in_close`` must stay
     False.
 
     Raises:
         ValueError: If ``export_in_close`` is True.
         OSError: If the dataset directory cannot be created or written, or has less free space than
-            :attr:`SuspendableRecorderManagerCfg.min_free_space_mb`; or, from a later call, if the writer could
-            not write (the episodes written before stay readable).
+            :attr:`SuspendableRecorderManagerCfg.min_free_space_mb`, or part files of an earlier recording are in
+            the way; or, from a later call, if a writer could not write or the parts could not be merged (the
+            episodes written before stay readable; the error says where).
     """
 
     cfg: SuspendableRecorderManagerCfg
@@ -81,8 +85,8 @@ class SuspendableRecorderManager(RecorderManager):
     def __init__(self, cfg: RecorderManagerBaseCfg | dict | None, env: ManagerBasedRLEnv):
         cfg = SuspendableRecorderManagerCfg.from_cfg(cfg)
         self._term_names, self._terms = [], {}  # read by close() if a check below raises
-        self.writer: EpisodeWriter | None = None
-        """Writes the exported episodes, in a child process."""
+        self.writer: EpisodeWriter | ShardedEpisodeWriter | None = None
+        """Writes the exported episodes, in child processes (:attr:`EpisodeWriterCfg.num_writers`)."""
         if cfg is not None and _has_terms(cfg):
             if cfg.export_in_close:
                 raise ValueError(
@@ -121,7 +125,7 @@ class SuspendableRecorderManager(RecorderManager):
         """:attr:`_success` viewed by numpy, on the CPU (host ids and numpy's indexing: a fraction of torch's)."""
         self._discarded = np.zeros(env.num_envs, dtype=bool)
         """Host flags: the open episode of each env is dropped, not exported, when it ends. Shape: (num_envs,)."""
-        self.writer = EpisodeWriter(
+        self.writer = open_episode_writer(
             cfg.writer, self.dataset_file_paths, cfg.dataset_export_mode, getattr(env.cfg, "env_name", None),
             compress=cfg.dataset_compression,
         )
@@ -433,7 +437,7 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
     """
 
     writer: EpisodeWriterCfg = EpisodeWriterCfg()
-    """The episode writer: its queue bound and compression."""
+    """The episode writer: its processes, queue bound and compression."""
 
     spare_slots: int | None = None
     """Episode slots of the buffers beyond one per env, where exported episodes wait to be handed to the writer

@@ -26,7 +26,7 @@ from isaaclab.managers import DatasetExportMode
 from isaaclab.utils import configclass
 
 from ..policies import ActionChunkingPolicyCfg
-from ..recording import DatasetRecorderManagerCfg, SuspendableRecorderManager
+from ..recording import DatasetRecorderManagerCfg, EpisodeWriterCfg, SuspendableRecorderManager
 from ..tasks.env_factory import StopAfterStep
 from .baselines import RandomPolicy
 from .chunk_models import ChunkModelSource, ModelCfg, make_chunking_policy
@@ -41,12 +41,15 @@ EXPORT_MODES = {
 """Which episodes a recording exports: Isaac Lab's export modes by name."""
 
 
-def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all") -> DatasetRecorderManagerCfg:
+def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all", writers: int = 1
+                         ) -> DatasetRecorderManagerCfg:
     """The recorder of replayable HDF5 episodes (active env-steps only) into ``<stem><suffix>.hdf5`` beside
-    ``path`` (``<stem>.hdf5`` or ``<stem>``), exporting as :data:`EXPORT_MODES` ``[export]``."""
+    ``path`` (``<stem>.hdf5`` or ``<stem>``), exporting as :data:`EXPORT_MODES` ``[export]``, written by ``writers``
+    processes (:attr:`~isaaclab_suspend.recording.EpisodeWriterCfg.num_writers`)."""
     directory, name = os.path.split(os.path.abspath(path))
     return DatasetRecorderManagerCfg(dataset_export_dir_path=directory, dataset_filename=name.removesuffix(".hdf5")
-                                     + suffix, dataset_export_mode=EXPORT_MODES[export])
+                                     + suffix, dataset_export_mode=EXPORT_MODES[export],
+                                     writer=EpisodeWriterCfg(num_writers=writers))
 
 
 @configclass
@@ -69,6 +72,8 @@ class RecordingCfg:
     """Instead of ``episodes``: this many from every env (give ``episodes`` None)."""
     max_steps: int = 100_000
     """Stop after this many steps in any case."""
+    writers: int = 1
+    """Writer processes that share the episodes; their part files are merged into ``output`` at close."""
     show_progress: bool = True
     """A progress bar of the episodes written."""
 
@@ -107,7 +112,8 @@ def written_count(manager: SuspendableRecorderManager, export: str) -> int:
 
 
 def check_space(env, episodes: int) -> None:
-    """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound).
+    """Raise if ``episodes`` full-length episodes may not fit beside the env's dataset (uncompressed bound; twice
+    that with several writer processes, whose part files stay until their merge is written).
 
     Raises:
         OSError: Saying how much is needed and free.
@@ -115,12 +121,14 @@ def check_space(env, episodes: int) -> None:
     manager = env.recorder_manager
     path = manager.dataset_file_paths[0]
     bytes_per_episode = manager.buffers.bytes_per_step * env.max_episode_length + 8192
-    needed_mb = episodes * bytes_per_episode / 2**20
+    copies = 1 if manager.cfg.writer.num_writers == 1 else 2
+    needed_mb = copies * episodes * bytes_per_episode / 2**20
     free_mb = shutil.disk_usage(os.path.dirname(path)).free / 2**20
     if needed_mb > free_mb:
         raise OSError(
             f"{episodes} episodes of up to {env.max_episode_length} steps may need {needed_mb:.0f} MiB"
-            f" (uncompressed), but only {free_mb:.0f} MiB are free for '{path}'."
+            f" (uncompressed{', and their merge' if copies > 1 else ''}), but only {free_mb:.0f} MiB are free for"
+            f" '{path}'."
         )
 
 
@@ -150,7 +158,7 @@ def record(cfg: RecordingCfg, source: ChunkModelSource | None = None,
             policy = RandomPolicy(env, generator)
         else:
             policy = make_chunking_policy(cfg.chunking, source, env, cfg.chunking.schedule)  # before any file
-        manager = env.start_recording(dataset_recorder_cfg(cfg.output, export=cfg.export))
+        manager = env.start_recording(dataset_recorder_cfg(cfg.output, export=cfg.export, writers=cfg.writers))
         if source is not None:  # the file says how its chunks were scheduled (the LeRobot export reads it)
             manager.writer.add_env_args({"schedule": cfg.chunking.schedule, "chunk_length": source.chunk_length})
         obs = start_episodes(env, env_cfg.seed, env_cfg.desync, generator)

@@ -1,10 +1,14 @@
 """Throughput of the episode writer, without a sim: episodes/s and MB/s of 1 against N writer processes.
 
 Hands synthetic episodes shaped as Cartpole's recorded ones (``actions``, ``obs/policy``, the articulation's
-joint and root state every step, one ``initial_state`` sample; ``--samples`` per episode, float32) to
-:class:`~isaaclab_suspend.recording.EpisodeWriter` in batches of ``--batch`` episodes, as the recorder does at
-many envs, and times from the first hand-over to the last episode flushed (``close``). With N writers each has
-its own process and file and the batches go round robin: the layout that shards the writing.
+joint and root state every step, one ``initial_state`` sample; ``--samples`` per episode, float32) in batches of
+``--batch`` episodes, as the recorder does at many envs, to the writer the recorder opens for
+``EpisodeWriterCfg(num_writers=N)`` (:func:`~isaaclab_suspend.recording.sharded_writer.open_episode_writer`): one
+:class:`~isaaclab_suspend.recording.EpisodeWriter` for N = 1, else a
+:class:`~isaaclab_suspend.recording.ShardedEpisodeWriter` whose N processes write part files that its ``close``
+merges into the one dataset file. The write is timed from the first hand-over to the last episode flushed, the merge
+separately; MB are those of the dataset file; the writer CPU is that of the writer processes (all of them, their start
+left out) per episode: on free cores, N processes write about N / (that CPU) episodes/s.
 
 Example::
 
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import tempfile
 import time
 
@@ -24,7 +29,8 @@ from prettytable import PrettyTable
 from isaaclab.managers import DatasetExportMode
 
 from isaaclab_suspend.recording.episode_buffers import EpisodeRows
-from isaaclab_suspend.recording.episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg
+from isaaclab_suspend.recording import EpisodeBatch, EpisodeWriterCfg, ShardedEpisodeWriter
+from isaaclab_suspend.recording.sharded_writer import open_episode_writer
 
 STEP_LEAVES = {"actions": 1, "obs/policy": 4, "states/articulation/robot/joint_position": 2,
                "states/articulation/robot/joint_velocity": 2, "states/articulation/robot/root_pose": 7,
@@ -48,25 +54,37 @@ def batch(size: int, samples: int, rng: np.random.Generator) -> EpisodeBatch:
     return EpisodeBatch(rows, np.zeros(size, dtype=bool), list(range(size)))
 
 
+def cpu_s(pid: int) -> float:
+    """CPU seconds (user and system) the live process ``pid`` has used so far (Linux's ``/proc``)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def run(writers: int, episodes: int, size: int, samples: int, out_dir: str) -> dict:
-    """Hand ``episodes`` over to ``writers`` writer processes in batches of ``size``; figures of the run."""
+    """Hand ``episodes`` over to the writer of ``writers`` processes in batches of ``size``; figures of the run."""
     rng = np.random.default_rng(0)
     batches = [batch(size, samples, rng) for _ in range(max(episodes // size, 1))]
-    paths = [os.path.join(out_dir, f"w{writers}-{i}.hdf5") for i in range(writers)]
-    group = [EpisodeWriter(EpisodeWriterCfg(), [path], DatasetExportMode.EXPORT_ALL) for path in paths]
+    path = os.path.join(out_dir, f"w{writers}.hdf5")
+    writer = open_episode_writer(EpisodeWriterCfg(num_writers=writers), [path], DatasetExportMode.EXPORT_ALL)
+    processes = [w._process for w in getattr(writer, "writers", [writer])]
+    started = sum(cpu_s(p.pid) for p in processes)  # their start (imports), left out
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    for i, b in enumerate(batches):
-        group[i % writers].put(b)
-        for writer in group:
-            writer.check()
+    for b in batches:
+        writer.put(b)
+        writer.check()
     handed = time.perf_counter() - start
-    for writer in group:
-        writer.close()
-    seconds = time.perf_counter() - start
-    written = sum(w.written_count(False) for w in group)
-    mb = sum(os.path.getsize(p) for p in paths) / 2**20
+    writer.close()  # the processes end and are waited for: their CPU is the children's
+    merge = writer.merge_s if isinstance(writer, ShardedEpisodeWriter) else 0.0
+    seconds = time.perf_counter() - start - merge
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime - started
+    written = writer.written_count(False)
+    mb = os.path.getsize(path) / 2**20
     return {"writers": writers, "episodes": written, "seconds": seconds, "episodes_per_s": written / seconds,
-            "mb_per_s": mb / seconds, "ms_per_episode": 1e3 * seconds / written, "hand_over_s": handed}
+            "mb_per_s": mb / seconds, "cpu_ms_per_episode": 1e3 * cpu / written, "hand_over_s": handed,
+            "merge_s": merge, "overall_per_s": written / (seconds + merge)}
 
 
 def main() -> None:
@@ -76,13 +94,17 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=30, help="steps per episode")
     parser.add_argument("--writers", type=int, nargs="+", default=[1, 2, 4])
     args = parser.parse_args()
-    table = PrettyTable(["writers", "episodes", "s", "episodes/s", "MB/s", "ms/episode", "hand-over s"])
+    load = os.getloadavg()[0]  # what else the machine ran: the writers share its cores
+    table = PrettyTable(["writers", "episodes", "write s", "episodes/s", "MB/s", "writer CPU ms/episode",
+                         "hand-over s", "merge s", "episodes/s with merge"])
     with tempfile.TemporaryDirectory() as out_dir:
         for n in args.writers:
             r = run(n, args.episodes, args.batch, args.samples, out_dir)
             table.add_row([n, r["episodes"], f"{r['seconds']:.2f}", f"{r['episodes_per_s']:.0f}",
-                           f"{r['mb_per_s']:.1f}", f"{r['ms_per_episode']:.3f}", f"{r['hand_over_s']:.2f}"])
-    print(f"{args.batch} episodes per hand-over, {args.samples} samples each, {os.cpu_count()} CPU cores")
+                           f"{r['mb_per_s']:.1f}", f"{r['cpu_ms_per_episode']:.2f}", f"{r['hand_over_s']:.2f}",
+                           f"{r['merge_s']:.2f}", f"{r['overall_per_s']:.0f}"])
+    print(f"{args.batch} episodes per hand-over, {args.samples} samples each, {os.cpu_count()} CPU cores, load"
+          f" average {load:.2f} before the run")
     print(table)
 
 
