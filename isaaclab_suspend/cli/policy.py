@@ -79,7 +79,7 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
             if args.policy == "random":
                 args.task, args.chunk = resolve_task_id(args.task or DEFAULT_TASK), args.chunk or DEFAULT_CHUNK
                 return
-            args.source = ChunkModelSource(model_cfg(args), args.task, args.device, latency, keys_label)
+            args.source = ChunkModelSource(model_cfg(args), args.task, args.device, latency, keys_label, args.chunk)
     except ChunkLengthError as err:
         parser.error(f"--chunk {err.asked}: {err.reason}")
     args.model, args.task, args.chunk = args.source.model, args.source.task, args.source.chunk_length

@@ -126,11 +126,14 @@ class ChunkModelSource:
     """
 
     def __init__(self, cfg: ModelCfg, task: str | None = None, device: str = "cpu",
-                 latency: LatencyCfg | None = None, keys_label: str = "keys"):
-        """Open ``cfg``'s source for ``task`` (None: the model's own, else :data:`~isaaclab_suspend.names.DEFAULT_TASK`) on ``device``.
+                 latency: LatencyCfg | None = None, keys_label: str = "keys", chunk_length: int | None = None):
+        """Open ``cfg``'s source for ``task`` (None: the model's own, else
+        :data:`~isaaclab_suspend.names.DEFAULT_TASK`) on ``device``.
 
         Args:
             latency: Emulated inference latency around every model made (None: none).
+            chunk_length: H asked for (None: the cfg's ``chunk_length`` where it has one, else the model's); a
+                served policy's H is the server's, so another is refused.
             keys_label: What a key map's errors call it (a script: its flag).
 
         Raises:
@@ -151,12 +154,13 @@ class ChunkModelSource:
         if isinstance(cfg, RlActorModelCfg):
             self.path = cfg.path or shipped_checkpoint(self.task)
             read_checkpoint(self.path)  # a bad file fails before an env or an output file exists
+        asked = chunk_length if chunk_length is not None else getattr(cfg, "chunk_length", None)
         if isinstance(cfg, EmbeddedModelCfg):
             if self.task not in tasks_with_chunk_model():
                 raise ValueError(f"task '{self.task}' has no embedded chunk model; tasks with one:"
                                  f" {tasks_with_chunk_model()}")
-            make_default_model(self.task, cfg.chunk_length or DEFAULT_CHUNK, cfg.planner_overrides)  # fits?
-        self.chunk_length = self._chunk_length(cfg.chunk_length)
+            make_default_model(self.task, asked or DEFAULT_CHUNK, cfg.planner_overrides)  # does the override fit?
+        self.chunk_length = self._chunk_length(asked)
 
     def _chunk_length(self, asked: int | None) -> int:
         """H: ``asked``, or the model's; a LeRobot policy may execute fewer than it plans."""
