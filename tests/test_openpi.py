@@ -22,7 +22,7 @@ from websockets.asyncio.server import serve
 from websockets.frames import CloseCode
 from websockets.sync.client import connect
 
-from isaaclab_suspend.cli.serving import load_expert
+from isaaclab_suspend.runs import ChunkModelSource, RlActorModelCfg
 from isaaclab_suspend.names import TOKEN_ENV
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
@@ -323,10 +323,11 @@ def test_serve_policy_serves_the_rl_expert_to_the_real_openpi_client():
         upright, tilted = (client.infer({"observation/state": np.array(s, np.float32)})["actions"]
                            for s in ([0, 0, 0, 0], [0, 0, 0.2, 0]))
         assert upright.shape == tilted.shape == (1, 1) and not np.array_equal(upright, tilted)
-        expert, _ = load_expert("", TASK)  # the same shipped actor, in this process: the same actions, bit for bit
-        for state, served in (([0, 0, 0, 0], upright), ([0, 0, 0.2, 0], tilted)):
-            local = expert({"policy": torch.tensor([state], dtype=torch.float32)}, torch.arange(1))[0]
-            assert np.array_equal(served, local.numpy())
+        with open_env(TASK, 1) as env:  # the same shipped actor, in this process: the same actions, bit for bit
+            expert = ChunkModelSource(RlActorModelCfg(), TASK).make(env)
+            for state, served in (([0, 0, 0, 0], upright), ([0, 0, 0.2, 0], tilted)):
+                local = expert({"policy": torch.tensor([state], dtype=torch.float32)}, torch.arange(1))[0]
+                assert np.array_equal(served, local.numpy())
         server.send_signal(signal.SIGINT)
         assert server.wait(30) == 0
     finally:

@@ -81,27 +81,32 @@ def add_server_args(parser: argparse.ArgumentParser) -> None:
 
 
 def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Check the server arguments together and read an ``--expert`` file (weights only) (``parser.error`` on a
-    problem); sets ``args.token`` and makes ``args.keys`` a dict."""
+    """Check the server arguments together and open the served model's source (``parser.error`` on a problem):
+    sets ``args.source`` (:class:`~isaaclab_suspend.runs.ChunkModelSource`) and ``args.token``, and makes
+    ``args.keys`` a dict."""
     if args.checkpoint and args.expert is not None:
         parser.error("--checkpoint and --expert both name the policy: pass one")
     if args.keys and args.protocol == "project":
         parser.error("--keys needs --protocol openpi or gr00t")
     if args.allow_kill and args.protocol != "gr00t":
         parser.error("--allow_kill needs --protocol gr00t")
-    from ..tasks.embedded import tasks_with_chunk_model
+    from .. import runs
+    from ..interop.lerobot_policy import is_lerobot_checkpoint
+    from ..policies import LatencyCfg
     from .policy import resolve_task
 
     args.keys = dict(args.keys or ())
     resolve_task(args)
+    if args.checkpoint:
+        cfg_type = runs.LeRobotModelCfg if is_lerobot_checkpoint(args.checkpoint) else runs.ChunkPolicyModelCfg
+        model_cfg = cfg_type(path=args.checkpoint)
+    elif args.expert is not None:
+        model_cfg = runs.RlActorModelCfg(path=args.expert or None)
+    else:
+        model_cfg = runs.EmbeddedModelCfg(chunk_length=args.chunk)
+    latency = LatencyCfg.parse(args.latency) if args.latency else None
     with user_errors():  # a task without a planner or a bad file stops the server before its env is built
-        if not args.checkpoint and args.expert is None and args.task not in tasks_with_chunk_model():
-            raise ValueError(f"task '{args.task}' has no embedded chunk model; tasks with one:"
-                             f" {tasks_with_chunk_model()} (or serve --checkpoint, --expert)")
-        if args.expert:
-            from ..rl.checkpoint_policy import read_checkpoint
-
-            read_checkpoint(args.expert)
+        args.source = runs.ChunkModelSource(model_cfg, args.task, args.device, latency)
     args.token = os.environ.get(TOKEN_ENV) or None
     if args.token_file:
         with open(args.token_file) as file:
@@ -110,42 +115,17 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
             parser.error(f"--token_file '{args.token_file}' is empty")
 
 
-def load_expert(path: str, task: str, device: str = "cpu"):
-    """The rsl_rl or skrl expert at ``path`` (empty: the task's shipped one), built on a one-env instance of
-    ``task`` on ``device`` (where the served requests' observations go), and its action dim."""
-    from ..rl import load_checkpoint_policy
-    from ..rl.checkpoint_policy import shipped_checkpoint
-    from ..tasks.env_factory import open_env
-
-    with open_env(task, 1, device=device) as env:
-        model = load_checkpoint_policy(path or shipped_checkpoint(task), env, task=task)
-        return model, env.action_manager.total_action_dim
-
-
 def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer | Gr00tPolicyServer:
-    """The server (of ``args.protocol``) of the checkpoint, expert or embedded model that the resolved ``args``
-    name.
+    """The server (of ``args.protocol``) of the resolved ``args``' model
+    (:func:`~isaaclab_suspend.runs.make_policy_server`), with the protocol cfg's defaults for the options not given.
 
     Raises:
-        ValueError, OSError: If the model cannot be loaded, the cfg is invalid or the address cannot be bound.
+        ValueError, OSError: If the model cannot be built, the cfg is invalid or the address cannot be bound.
     """
-    from ..learning import load_chunk_policy
-    from ..policies import LatencyCfg, LatencyEmulator
-    from ..tasks.embedded import make_default_model
+    from ..runs import make_policy_server
     from ..serving import BatchingCfg
 
     cfg = protocols()[args.protocol]()
-    if args.checkpoint:
-        model = load_chunk_policy(args.checkpoint, args.device)
-        cfg.chunk_length, cfg.action_dim, cfg.task = model.chunk_length, model.action_dim, model.task or None
-    elif args.expert is not None:
-        model, cfg.action_dim = load_expert(args.expert, args.task, args.device)
-        cfg.chunk_length, cfg.task = 1, args.task
-    else:
-        model = make_default_model(args.task, args.chunk)
-        cfg.chunk_length, cfg.task = args.chunk, args.task
-    if args.latency:
-        model = LatencyEmulator(model, LatencyCfg.parse(args.latency))
     if args.batch_wait_ms is not None:
         cfg.batching = BatchingCfg(max_wait_s=args.batch_wait_ms / 1e3)
     if cfg.batching is not None and args.max_batch_rows is not None:
@@ -154,7 +134,6 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer |
         cfg.keys = args.keys
     if args.allow_kill:
         cfg.allow_kill = True
-    cfg.device = args.device
     for name, value in (("host", args.host), ("port", args.port), ("max_connections", args.max_connections),
                         ("read_timeout_s", args.read_timeout), ("idle_timeout_s", args.idle_timeout)):
         if value is not None:
@@ -162,7 +141,7 @@ def make_server(args: argparse.Namespace) -> PolicyServer | OpenpiPolicyServer |
     if args.max_message_mb is not None:
         cfg.limits.max_message_bytes = max(1, int(args.max_message_mb * 2**20))
     cfg.token, cfg.insecure_no_token = args.token, args.insecure_no_token
-    return cfg.class_type(model, cfg)
+    return make_policy_server(args.source, cfg)
 
 
 def describe_server(args: argparse.Namespace, server: PolicyServer | OpenpiPolicyServer | Gr00tPolicyServer) -> str:

@@ -8,6 +8,7 @@ from .chunk_models import (CHUNK_MODELS, ChunkLengthError, ChunkModelSource,
                            make_chunking_policy)
 from .evaluation import (EvaluationCfg, ScheduleRun, evaluate, schedule_suffixes, write_evaluation_report,
                          write_timeline)
+from .policy_serving import make_policy_server
 from .recording import EXPORT_MODES, RecordingCfg, RecordingResult, dataset_recorder_cfg, record
 from .rollout import Transition, desync_episodes, rollout, score, start_episodes
 from .run_env import RunEnvCfg, make_ledger, open_run_env
@@ -16,5 +17,5 @@ __all__ = ["CHUNK_MODELS", "ChunkLengthError", "ChunkModelSource", "ChunkPolicyM
            "EXPORT_MODES", "EmbeddedModelCfg", "EvaluationCfg", "HoldPosePolicy",
            "LeRobotModelCfg", "RandomPolicy", "RecordingCfg", "RecordingResult", "RlActorModelCfg", "RunEnvCfg",
            "ScheduleRun", "Transition", "dataset_recorder_cfg", "desync_episodes", "evaluate", "make_chunking_policy",
-           "make_ledger", "open_run_env", "record", "rollout", "schedule_suffixes", "score", "start_episodes", "write_evaluation_report",
+           "make_ledger", "make_policy_server", "open_run_env", "record", "rollout", "schedule_suffixes", "score", "start_episodes", "write_evaluation_report",
            "write_timeline"]

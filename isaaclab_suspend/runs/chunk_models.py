@@ -30,6 +30,7 @@ from ..policies import ActionChunkingPolicy, ActionChunkingPolicyCfg, LatencyCfg
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, Gr00tChunkModelCfg, OpenpiChunkModelCfg, RemoteChunkModelCfg
+from ..serving.common import check_observation_paths
 from ..tasks.embedded import make_default_model, tasks_with_chunk_model
 from ..tasks.env_factory import quieted, resolve_task_id
 
@@ -140,7 +141,7 @@ class ChunkModelSource:
             ValueError: If the source, the task or the chunk length is refused (one line saying why).
             FileNotFoundError, ConnectionError, TimeoutError, RuntimeError: If a file or server cannot be opened.
         """
-        self.cfg, self.latency, self.keys_label = cfg, latency, keys_label
+        self.cfg, self.device, self.latency, self.keys_label = cfg, device, latency, keys_label
         self.name = source_name(cfg)
         self.model = None
         """The model opened once for every env (a checkpoint, a server's client); None where made per env."""
@@ -185,9 +186,11 @@ class ChunkModelSource:
             return f"{scheme}{self.cfg.host}:{self.cfg.port}"
         return getattr(self, "path", None) or getattr(self.cfg, "path", "")
 
-    def make(self, env: SuspendableManagerBasedRLEnv, warn: Callable[[str], None] | None = None) -> ChunkModel:
+    def make(self, env: SuspendableManagerBasedRLEnv | None = None, warn: Callable[[str], None] | None = None
+             ) -> ChunkModel:
         """The chunk model for ``env``, checked against it, with the emulated latency if any; ``warn`` gets a
-        line about an H that does not suit the env's episodes (default: printed on stderr).
+        line about an H that does not suit the env's episodes (default: printed on stderr). ``env`` None: the
+        model unchecked, to serve it (an RL actor is built on its env and needs one).
 
         Raises:
             ValueError: If the model does not fit the env (another task, other dims, observation paths it lacks).
@@ -195,21 +198,25 @@ class ChunkModelSource:
         if isinstance(self.cfg, EmbeddedModelCfg):
             model = make_default_model(self.task, self.chunk_length, self.cfg.planner_overrides)
         elif isinstance(self.cfg, RlActorModelCfg):
+            if env is None:
+                raise ValueError(f"The RL actor '{self.path}' is built on an env of its task: pass one.")
             with quieted():  # Isaac Lab's and rsl_rl's lines about the agent cfg
                 model = load_checkpoint_policy(self.path, env, task=self.task)
         else:
             model = self.model
-        if isinstance(self.cfg, (OpenpiChunkModelCfg, Gr00tChunkModelCfg)):  # paths the env lacks: the first call
-            from ..serving.common import check_observation_paths
+        if env is not None:
+            self._check(model, env, warn or _print_warning)
+        return LatencyEmulator(model, self.latency) if self.latency is not None else model
 
+    def _check(self, model: ChunkModel, env: SuspendableManagerBasedRLEnv, warn: Callable[[str], None]) -> None:
+        if isinstance(self.cfg, (OpenpiChunkModelCfg, Gr00tChunkModelCfg)):  # paths the env lacks: the first call
             check_observation_paths(env, dict(self.cfg.keys or ()), self.keys_label)
         check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
         if check_env is not None:
             check_env(env)
         chunk_warning = getattr(model, "chunk_warning", None)  # a LeRobot policy's H against the episodes
         if chunk_warning is not None and (text := chunk_warning(env)):
-            (warn or _print_warning)(text)
-        return LatencyEmulator(model, self.latency) if self.latency is not None else model
+            warn(text)
 
     def describe(self) -> str:
         """The source in a few words, for a run's report."""
