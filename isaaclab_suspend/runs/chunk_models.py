@@ -133,9 +133,9 @@ class ChunkModelSource:
 
         Args:
             latency: Emulated inference latency around every model made (None: none).
+            keys_label: What a key map's errors call it (a script: its flag).
             chunk_length: H asked for (None: the cfg's ``chunk_length`` where it has one, else the model's); a
                 served policy's H is the server's, so another is refused.
-            keys_label: What a key map's errors call it (a script: its flag).
 
         Raises:
             ValueError: If the source, the task or the chunk length is refused (one line saying why).
