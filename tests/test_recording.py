@@ -259,7 +259,7 @@ def test_step_hooks_never_read_the_device(tmp_path, monkeypatch):
         assert spy.calls == ["__bool__", "torch.as_tensor(host data)"], "the spy must see a host read and copy"
         spy.calls.clear()
         calls_before = len(manager.get_episode(0).data.get("actions", []))
-        monkeypatch.setattr(manager, "_hand_over", spy.armed_during(manager._hand_over, armed=False))
+        monkeypatch.setattr(manager.hand_over, "flush", spy.armed_during(manager.hand_over.flush, armed=False))
         for hook in ("record_pre_step", "record_post_step", "record_post_physics_decimation_step"):
             monkeypatch.setattr(manager, hook, spy.armed_during(getattr(manager, hook)))
         env.suspend_envs([1, 2])

@@ -85,7 +85,7 @@ def measure_recording(
                          ("add_env_args", "write_episode", "flush"), "hdf5")
         timed.time_calls("SuspendableRecorderManager", ours, ("export_episodes",), "hdf5")
         # inside record_pre_step: the hand-over of the episodes due and the writer's check
-        timed.time_calls("SuspendableRecorderManager", ours, ("_check_writer",), "check")
+        timed.time_calls("SuspendableRecorderManager", ours.hand_over, ("poll",), "check")
         children_cpu = sum(resource.getrusage(resource.RUSAGE_CHILDREN)[:2])  # user + system seconds
         gen, resets = torch.Generator().manual_seed(0), torch.zeros((), dtype=torch.long, device=env.device)
         env.reset()

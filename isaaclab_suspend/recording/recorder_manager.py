@@ -6,7 +6,6 @@ import errno
 import math
 import os
 import shutil
-import time
 from collections.abc import Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING
@@ -26,7 +25,8 @@ from isaaclab.utils.datasets import EpisodeData
 
 from ..names import CFG_OVERRIDES_ATTR
 from .episode_buffers import EpisodeBuffers
-from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg, check_setting
+from .episode_writer import EpisodeWriter, EpisodeWriterCfg, check_setting
+from .hand_over import EpisodeHandOver
 from .sharded_writer import ShardedEpisodeWriter, open_episode_writer
 
 if TYPE_CHECKING:
@@ -112,8 +112,6 @@ class SuspendableRecorderManager(RecorderManager):
         check_setting("SuspendableRecorderManagerCfg.handover_interval_s", cfg.handover_interval_s, 0, integer=False)
         self.buffers = EpisodeBuffers(env.num_envs, capacity, env.device, spare_slots=spare)
         """The open episode of every env, and the ended episodes not handed to the writer yet."""
-        self._handover_at: float | None = None
-        """When the ended episodes in the buffers are handed over at the latest (None while there are none)."""
         self._step_terms = {
             hook: [t for t in self._terms.values() if getattr(type(t), hook) is not getattr(RecorderTerm, hook)]
             for hook in ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
@@ -129,6 +127,8 @@ class SuspendableRecorderManager(RecorderManager):
             cfg.writer, self.dataset_file_paths, cfg.dataset_export_mode, getattr(env.cfg, "env_name", None),
             compress=cfg.dataset_compression,
         )
+        self.hand_over = EpisodeHandOver(self.buffers, self.writer, cfg.writer.queue_size, cfg.handover_interval_s)
+        """Retires ended episodes, hands them to the writer and waits on it: the recording's one back-pressure."""
         self._env_args_written = False
 
     def __str__(self) -> str:
@@ -146,7 +146,7 @@ class SuspendableRecorderManager(RecorderManager):
     @property
     def unflushed_count(self) -> int:
         """Episodes exported and not flushed to the file(s) yet: at most what a killed run loses."""
-        return self.writer.pending + self.buffers.retired_count if self.writer is not None else 0
+        return self.hand_over.unflushed_count if self.writer is not None else 0
 
     @property
     def exported_successful_episode_count(self) -> int:
@@ -169,7 +169,7 @@ class SuspendableRecorderManager(RecorderManager):
             OSError: If the writer failed since the last call (the episodes written before stay readable).
         """
         if self.writer is not None:
-            self._check_writer()
+            self.hand_over.poll()
         self._record_step("record_pre_step", env_mask)
 
     def record_post_physics_decimation_step(self, env_mask: torch.Tensor | None = None) -> None:
@@ -295,17 +295,7 @@ class SuspendableRecorderManager(RecorderManager):
         on_cpu = self._host_success is not None
         ids = None if on_cpu else self._ids_tensor(env_list)
         success = self._host_success[env_list] if on_cpu else self._success[ids]
-        if not self._can_retire(len(env_list)):
-            self._hand_over()  # the episodes ended before go first
-        if self._can_retire(len(env_list)):
-            self.buffers.retire(ids, env_list, (success, env_list, demo_ids))
-            if self._handover_at is None:
-                self._handover_at = time.perf_counter() + self.cfg.handover_interval_s
-        else:
-            rows = self.buffers.take(ids, env_list, allocate=self.writer.allocate)
-            self.writer.put(EpisodeBatch(rows, success, env_list, demo_ids))
-            # emptied once handed over: an interrupt before leaves them open (dropped at close), never lost unseen
-            self.buffers.clear(ids, env_list)
+        self.hand_over.export(ids, env_list, success, demo_ids)
         if on_cpu:
             self._host_success[env_list] = False
         else:
@@ -325,7 +315,7 @@ class SuspendableRecorderManager(RecorderManager):
         try:
             if self.writer is not None:
                 try:
-                    self._hand_over()
+                    self.hand_over.flush()
                 finally:
                     self.writer.close()
         finally:
@@ -362,38 +352,6 @@ class SuspendableRecorderManager(RecorderManager):
         ids = self._ids_tensor(env_list)
         self.buffers.clear(ids, env_list)
         self._success[ids] = False
-
-    def _can_retire(self, size: int) -> bool:
-        """Whether an export of ``size`` episodes can stay in the buffers: a spare slot for each, and what a kill
-        would lose within the writer's queue bound."""
-        return (size <= self.buffers.free_slots
-                and self.writer.pending + self.buffers.retired_count + size <= self.cfg.writer.queue_size)
-
-    def _check_writer(self) -> None:
-        """Hand the ended episodes over if they are due, and take the writer's reports (raises its error)."""
-        if self._handover_at is not None and time.perf_counter() >= self._handover_at:
-            self._hand_over()
-        self.writer.check()
-
-    def _hand_over(self) -> None:
-        """Hand the ended episodes still in the buffers to the writer, in one batch (waits while its shared memory
-        has no room); their slots are freed once the writer holds them, so that an interrupt before loses none."""
-        self._handover_at = None
-        if self.buffers.retired_count == 0 or self.writer.error is not None:  # an error is raised once, elsewhere
-            return
-        rows, infos = self.buffers.take_retired(allocate=self.writer.allocate)
-        success = [s for s, _, _ in infos]
-        success = np.concatenate(success) if isinstance(success[0], np.ndarray) else torch.cat(success)
-        env_ids = [i for _, ids, _ in infos for i in ids]
-        demo_ids = None
-        if any(d is not None for _, _, d in infos):
-            demo_ids = [i for _, ids, d in infos for i in (d if d is not None else [None] * len(ids))]
-        handed = self.writer.batches
-        try:
-            self.writer.put(EpisodeBatch(rows, success, env_ids, demo_ids))
-        finally:
-            if self.writer.batches != handed:
-                self.buffers.release_retired()
 
     def _record_step(self, hook: str, env_mask: torch.Tensor | None) -> None:
         if len(self.active_terms) == 0:
