@@ -269,7 +269,7 @@ def test_two_writer_processes_write_the_files_one_writes_and_make_the_step_wait_
         writer = EpisodeWriterCfg(num_writers=n, queue_size=QUEUE_SIZE)
         recorders = _recorders(folder, writer=writer,
                                dataset_export_mode=DatasetExportMode.EXPORT_SUCCEEDED_FAILED_IN_SEPARATE_FILES)
-        ended, unflushed, seconds = _ends(), [], []
+        ended, unflushed, seconds, stepped = _ends(), [], [], [time.perf_counter()]
         with open_env(TASK, NUM_ENVS, episode_length_s=0.4, recorders=recorders) as env:
             manager = env.recorder_manager
             resume = None
@@ -277,13 +277,14 @@ def test_two_writer_processes_write_the_files_one_writes_and_make_the_step_wait_
                 for part in manager.writer.writers:
                     part.inject_fault("demo", 2, "pause")
                 markers = [folder / f"run-writer{i}of2.hdf5.paused" for i in range(2)]
-                resume = threading.Thread(target=_resume_later, args=(markers,), daemon=True)
+                resume = threading.Thread(target=_resume_when_blocked, args=(markers, stepped), daemon=True)
                 resume.start()
             env.reset()
             for _ in range(240):
                 start = time.perf_counter()
                 ended += _step(env, gen, push=torch.tensor([[3.0], [-3.0], [0.0], [0.0]]))  # successes and failures
-                seconds.append(time.perf_counter() - start)
+                stepped[0] = time.perf_counter()
+                seconds.append(stepped[0] - start)
                 unflushed.append(manager.unflushed_count)
             if resume is not None:
                 resume.join(timeout=0)
@@ -299,12 +300,14 @@ def test_two_writer_processes_write_the_files_one_writes_and_make_the_step_wait_
     assert contents[2] == contents[1]
 
 
-def _resume_later(markers) -> None:
-    """Once every paused writer made its marker, wait 2 s (the queues fill) and let them go on."""
+def _resume_when_blocked(markers, stepped: list[float]) -> None:
+    """Once every paused writer made its marker and the step loop has not finished a step for 1 s (the queues
+    filled and a step waits, however fast the machine steps), let the writers go on (after 60 s in any case)."""
     deadline = time.monotonic() + 60.0
-    while not all(marker.exists() for marker in markers) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        if all(marker.exists() for marker in markers) and time.perf_counter() - stepped[0] > 1.0:
+            break
         time.sleep(0.01)
-    time.sleep(2.0)
     for marker in markers:
         marker.unlink(missing_ok=True)
 
