@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = [sys.executable, os.path.join(ROOT, "scripts", "benchmarks", "gpu_suite.py")]
@@ -16,7 +17,7 @@ def test_small_suite_runs_every_part_on_the_cpu(tmp_path):
                             cwd=ROOT, timeout=600)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     figures = json.loads(out.read_text())
-    assert figures["parts"] == {"syncs": "ok", "timing": "ok", "tests": "ok", "recording": "ok"}
+    assert figures["parts"] == {"syncs": "ok", "timing": "ok", "recording": "ok", "determinism": "ok", "tests": "ok"}
     assert figures["versions"]["device"] == "cpu" and figures["versions"]["warp-lang"]
     syncs = {(r["task"], r["what"]): r for r in figures["syncs"]}
     for task in ("Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable"):
@@ -32,13 +33,40 @@ def test_small_suite_runs_every_part_on_the_cpu(tmp_path):
     assert all(r["stock_ms"] > 0 and r["suspendable_ms"] > 0 for r in figures["step_time"])
     assert {r["schedule"] for r in figures["policy"]} == {"global_clock", "async"}
     assert all(r["ticks_per_s"] > 0 for r in figures["policy"])
+    # the global_clock loop step split: host clock only on the CPU (CUDA events on a GPU), phases that add up
+    [split] = figures["loop_split"]
+    assert split["clock"] == "host" and split["num_envs"] == 4
+    phases = [split[k] for k in ("act_ms", "model_ms", "env_step_ms", "observe_ms")]
+    assert all(ms > 0 for ms in phases) and split["env_step_ms"] == max(phases)
+    assert abs(sum(phases) + split["rest_ms"] - split["loop_ms"]) < 1e-6 and split["rest_ms"] < split["loop_ms"]
+    [loop] = [r for r in figures["policy"] if r["schedule"] == "global_clock"]
+    assert abs(split["loop_ms"] - 1e3 / loop["steps_per_s"]) < 1e-6  # the same run
+    # the 16384-env row needs a CUDA device: skipped with the reason, not an error
+    assert figures["skipped"] == [{"part": "timing", "what": "step_time at 16384 envs", "reason": "CUDA devices only"}]
+    assert "not measured (timing): step_time at 16384 envs: CUDA devices only" in result.stdout
+    # reproducible physics on / off on push-cube and an arm task: it runs, and says it measures nothing on a CPU
+    determinism = {r["task"]: r for r in figures["determinism"]}
+    assert set(determinism) == {"Isaac-PushCube-Suspendable", "IsaacContrib-Stack-Cube-SO101-Suspendable"}
+    for row in determinism.values():
+        assert row["num_envs"] == 4 and row["off_ms"] > 0 and row["on_ms"] > 0
+        assert "CPU: measures nothing" in row["note"]
+        assert abs(row["on_over_off"] - row["on_ms"] / row["off_ms"]) < 1e-9
+    assert "on_over_off" in result.stdout and "CPU: measures nothing" in result.stdout
     assert {r["manager"] for r in figures["recording"]} == {"Isaac Lab RecorderManager", "SuspendableRecorderManager"}
+    # push-cube recorded end to end: episodes of 12 steps, every env's first (cut short) dropped, the rest written
+    [e2e] = figures["recording_e2e"]
+    assert e2e["task"] == "Isaac-PushCube-Suspendable" and e2e["num_envs"] == 4 and e2e["episode_steps"] == 12
+    assert e2e["unrecorded_env_steps_per_s"] > 0 and e2e["recorded_env_steps_per_s"] > 0 and e2e["close_s"] >= 0
+    assert 0 < e2e["recorded_over_unrecorded"] < 10
+    assert e2e["episodes_ended"] >= e2e["episodes_to_write"] + 4 and e2e["episodes_to_write"] >= 4
+    assert e2e["episodes_written"] == e2e["episodes_to_write"]
     assert figures["tests"]["passed"] and not figures["tests"]["failed"]
     assert list(figures["tests"]["files"].values()) == ["exit 0"]  # each file (here one node id) in its process
     # the compiled kernels beside the JSON, which a second run unpacks into Warp's cache
     assert (tmp_path / "warp_cache.tar.xz").stat().st_size > 0 and "Compiled kernels:" in result.stdout
     assert figures["goals"] and all(figures["goals"].values())
     assert "goal met: 0 syncs per quiet act+observe" in result.stdout
+    assert figures["goals"]["no episode lost: every ended episode to write is in the file after close"]
 
 
 def test_unknown_part_exits_2_in_one_line():
@@ -71,6 +99,34 @@ def test_goals_name_the_loop_rate_against_the_bare_step():
     name = "chunking loop global_clock >= 0.9 of the bare stock step rate at 4096 envs"
     assert goals(figures(0.91e6)) == {name: True}  # bare: 4096 envs / 4.096 ms = 1 M env-steps/s
     assert goals(figures(0.66e6)) == {name: False}
+
+
+def test_goals_name_the_recording_rate_and_lost_episodes():
+    """Recorded over unrecorded env-steps/s, end to end, >= 0.8 at 4096 envs; every episode to write written."""
+    from isaaclab_suspend.benchmarks.gpu_suite import goals
+
+    def figures(ratio, written):
+        return {"recording_e2e": [{"num_envs": 1024, "recorded_over_unrecorded": 0.5, "episodes_to_write": 9,
+                                   "episodes_written": 9},
+                                  {"num_envs": 4096, "recorded_over_unrecorded": ratio, "episodes_to_write": 9,
+                                   "episodes_written": written}]}
+
+    rate = "recorded/unrecorded env-steps/s >= 0.8 at 4096 envs, end to end"
+    lost = "no episode lost: every ended episode to write is in the file after close"
+    assert goals(figures(0.85, 9)) == {rate: True, lost: True}
+    assert goals(figures(0.7, 8)) == {rate: False, lost: False}
+
+
+def test_a_row_without_time_left_is_skipped_with_the_reason():
+    """A part skips a row that may outlast its time-out (the kill would take every figure of the part with it):
+    here every row of ``determinism`` (push-cube and the SO-101 stack), its deadline past, without opening an env."""
+    from isaaclab_suspend.benchmarks.gpu_suite import DETERMINISM_TASKS, SIZES, linear_estimate, part_determinism
+
+    figures = part_determinism("cpu", {**SIZES["small"], "deadline": time.monotonic()}, ROOT)
+    assert figures["determinism"] == []
+    assert [s["what"] for s in figures["skipped"]] == [f"determinism {task} at 4 envs" for task in DETERMINISM_TASKS]
+    assert all("left before the part's time-out" in s["reason"] for s in figures["skipped"])
+    assert linear_estimate({1024: 10.0, 64: 1.0}, 4096) == 40.0 and linear_estimate({}, 4096) == 0.0
 
 
 def test_a_damaged_kernel_cache_is_skipped_in_one_line(tmp_path, monkeypatch):

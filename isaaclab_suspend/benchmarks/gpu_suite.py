@@ -4,10 +4,16 @@ returns a dict of figures; the suite merges them into one JSON and prints a tabl
 * ``syncs``: the first open of each task (open, reset and 5 steps: the kernels compile unless Warp's cache holds
   them) and host syncs per steady step (:mod:`.host_syncs`) of ``env.step`` (stock, and ours with none and half
   of the envs suspended) and of the chunking policy's ``act`` + ``observe`` (quiet steps and ticks);
-* ``timing``: suspendable / stock step time (none and half suspended) and the chunking loop's throughput
-  (:mod:`.step_timing`) at each size;
-* ``tests``: the tests marked ``cuda``, run with ``--device``;
-* ``recording``: recording cost on the step thread, ours against Isaac Lab's recorder (:mod:`.recording_timing`).
+* ``timing``: suspendable / stock step time (none and half suspended) and the chunking loop's throughput and
+  where a loop step's time goes (:mod:`.step_timing`) at each size, and the step time at
+  :data:`LARGE_ENVS` envs on a CUDA device with the memory for it;
+* ``recording``: recording cost on the step thread, ours against Isaac Lab's recorder, and a recording end to
+  end against the same env unrecorded, every episode on disk (:mod:`.recording_timing`);
+* ``determinism``: the stock step with Isaac Lab 3.0's reproducible physics on against off;
+* ``tests``: the tests marked ``cuda``, run with ``--device``.
+
+A part's rows that may not end before its time-out are skipped with the reason (``skipped``), so that the kill
+at the time-out does not take the figures it has measured with it.
 """
 
 from __future__ import annotations
@@ -33,26 +39,40 @@ from isaaclab.envs import ManagerBasedRLEnv
 from ..tasks.embedded import make_default_model
 from ..tasks.env_factory import open_env
 from .host_syncs import SyncCount, count_syncs, fire_interval_events, run_chunk_loop
-from .recording_timing import measure_recording
-from .step_timing import measure_overhead, measure_policy
+from .recording_timing import measure_recorded_throughput, measure_recording
+from .step_timing import measure_overhead, measure_policy, stock_step_ms
 
 SIZES = {
     "full": {"sync_envs": 64, "sync_steps": 48, "num_envs": [1024, 4096], "blocks": 5, "steps": 20,
-             "policy_steps": 64, "record_steps": 100, "record_warmup": 10, "tests": []},
+             "policy_steps": 64, "record_steps": 100, "record_warmup": 10, "e2e_steps": 200,
+             "e2e_episode_s": None, "determinism_steps": 20, "tests": []},
     "small": {"sync_envs": 4, "sync_steps": 24, "num_envs": [4], "blocks": 2, "steps": 4,
-              "policy_steps": 16, "record_steps": 12, "record_warmup": 2,
+              "policy_steps": 16, "record_steps": 12, "record_warmup": 2, "e2e_steps": 12,
+              "e2e_episode_s": 0.2, "determinism_steps": 1,
               "tests": ["tests/test_chunking_cartpole.py::"
                         "test_clock_schedules_call_exactly_ceil_t_over_h[global_clock]"]},
 }
 """Sizes of the full suite (a GPU) and of ``--small`` (the CPU test of the suite): envs, steps, and the tests
 given to pytest, each in a process of its own (of them, those marked ``cuda`` run; none given: every test file
-with tests marked ``cuda``)."""
-PART_TIMEOUTS_S = {"syncs": 150, "timing": 120, "recording": 90, "tests": 240}
+with tests marked ``cuda``). ``e2e_episode_s``: the episode length of the recording end to end (None: the
+task's own, 5 s; ``--small`` makes episodes of 12 steps, so that some end twice in its few steps)."""
+PART_TIMEOUTS_S = {"syncs": 150, "timing": 150, "recording": 150, "determinism": 120, "tests": 240}
 """Each part's time-out, in the order the parts run (the first one compiles the CUDA kernels on a fresh machine);
 a part gets at most what is left of the suite's budget."""
 SYNC_TASKS = ("Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable")
 TIMING_TASK = "Isaac-PushCube-Suspendable"
 RECORDING_TASK = "Isaac-Cartpole-Suspendable"
+E2E_TASK = "Isaac-PushCube-Suspendable"
+"""The task recorded end to end (its episodes carry contacts and success, as a demo's do)."""
+DETERMINISM_TASKS = ("Isaac-PushCube-Suspendable", "IsaacContrib-Stack-Cube-SO101-Suspendable")
+"""Push-cube and an arm task with contacts (the SO-101 stack opens kitless in seconds; Franka lift fills a reset
+buffer of 4096 states first)."""
+LARGE_ENVS = 16384
+"""The size of the ``timing`` row beyond :data:`SIZES`: on a CUDA device with the memory for it only."""
+MEMORY_HEADROOM = 1.25
+"""Device memory asked for the :data:`LARGE_ENVS` row: the most any smaller row took per env, times this."""
+MARGIN_S = 10.0
+"""Seconds of a part's time-out kept for writing its figures."""
 CHUNK = 16
 """Chunk length of the policy loops (GR00T's horizon)."""
 SCHEDULES = ("global_clock", "any", "async")
@@ -62,6 +82,31 @@ RATIO_GOAL, RATIO_SIZE = 0.97, 4096
 LOOP_GOAL = 0.9
 """Goal: the chunking loop's env-steps/s under ``global_clock`` (planner, H = 16) over the bare stock step's, at
 :data:`RATIO_SIZE` envs."""
+RECORDING_GOAL = 0.8
+"""Goal: env-steps/s recorded end to end (the step loop and the recorder's close) over unrecorded, at
+:data:`RATIO_SIZE` envs."""
+
+
+def time_problem(size: dict, need_s: float) -> str | None:
+    """Why a row that may take ``need_s`` seconds is not run: the part's time-out (``size["deadline"]``, a
+    ``time.monotonic`` instant) would kill the part first, with every figure it measured; None: it fits."""
+    left = size["deadline"] - time.monotonic() - MARGIN_S
+    if need_s <= left:
+        return None
+    return f"it may take {need_s:.0f} s, {max(left, 0.0):.0f} s are left before the part's time-out"
+
+
+def linear_estimate(seconds: dict[int, float], num_envs: int) -> float:
+    """Seconds a row at ``num_envs`` envs may take, from ``seconds`` (of rows of its kind, per number of envs):
+    the largest smaller row's, scaled linearly in envs (opening a scene and stepping it grow at most so);
+    0 when none ran (the part's time-out is the bound)."""
+    smaller = [n for n in seconds if n <= num_envs]
+    return seconds[max(smaller)] * num_envs / max(smaller) if smaller else 0.0
+
+
+def skipped(part: str, what: str, reason: str) -> dict:
+    """A row of ``skipped``: what a part did not measure, and why."""
+    return {"part": part, "what": what, "reason": reason}
 
 
 def part_syncs(device: str, size: dict, root: str) -> dict:
@@ -142,35 +187,119 @@ def _counted(device: str, total: SyncCount):
 
 
 def part_timing(device: str, size: dict, root: str) -> dict:
-    """Stock and suspendable step time (none and half suspended) and the chunking loop's throughput per size."""
-    steps, policy = [], []
+    """Stock and suspendable step time (none and half suspended) and the chunking loop's throughput per size, with
+    where a ``global_clock`` loop step's time goes (``loop_split``); then the step time at :data:`LARGE_ENVS`
+    envs, on a CUDA device with the memory and the time for it (else a row of ``skipped``)."""
+    steps, policy, split, seconds, bytes_per_env = [], [], [], {}, []
+    cuda = device.startswith("cuda")
     for num_envs in size["num_envs"]:
+        start, free = time.monotonic(), torch.cuda.mem_get_info(device)[0] if cuda else 0
         with open_env(TIMING_TASK, num_envs, device, suspendable=True, episode_length_s=1e6) as env:
             env.reset()
-            rows = measure_overhead(env, [0.0, 0.5], size["blocks"], size["steps"], ops=False)
-            steps += [{"task": TIMING_TASK, **row, "stock_over_ours": row["stock_ms"] / row["suspendable_ms"]}
-                      for row in rows]
+            steps += _step_time_rows(env, size)
+            seconds[num_envs] = time.monotonic() - start
+            if cuda:
+                bytes_per_env.append((free - torch.cuda.mem_get_info(device)[0]) / num_envs)
             for schedule in ("global_clock", "async"):
                 model = make_default_model(TIMING_TASK, CHUNK)
-                loop = measure_policy(env, model, schedule, CHUNK, size["policy_steps"])
+                loop = measure_policy(env, model, schedule, CHUNK, size["policy_steps"],
+                                      split=schedule == "global_clock")
+                split += [{"task": TIMING_TASK, "num_envs": num_envs, "clock": clock, **ms}
+                          for clock, ms in loop.pop("split", {}).items()]
                 policy.append({"task": TIMING_TASK, **loop})
-    return {"step_time": steps, "policy": policy}
+    what = f"step_time at {LARGE_ENVS} envs"
+    reason = _large_row_problem(device, max(bytes_per_env, default=0.0), size, seconds)
+    if reason is None:
+        try:
+            with open_env(TIMING_TASK, LARGE_ENVS, device, suspendable=True, episode_length_s=1e6) as env:
+                env.reset()
+                steps += _step_time_rows(env, size)
+        except RuntimeError as err:  # torch's OutOfMemoryError is one, and Warp's failed allocation
+            if not any(s in str(err).lower() for s in ("out of memory", "failed to allocate")):
+                raise
+            reason = f"out of memory: {err}"
+    return {"step_time": steps, "policy": policy, "loop_split": split,
+            "skipped": [] if reason is None else [skipped("timing", what, reason)]}
+
+
+def _step_time_rows(env, size: dict) -> list[dict]:
+    rows = measure_overhead(env, [0.0, 0.5], size["blocks"], size["steps"], ops=False)
+    return [{"task": TIMING_TASK, **row, "stock_over_ours": row["stock_ms"] / row["suspendable_ms"]} for row in rows]
+
+
+def _large_row_problem(device: str, bytes_per_env: float, size: dict, seconds: dict[int, float]) -> str | None:
+    """Why the :data:`LARGE_ENVS` row is not run (None: it is): not a CUDA device, less free device memory than
+    :data:`MEMORY_HEADROOM` times the most a smaller row took per env, or too little time left (a smaller row's
+    open and steps, scaled linearly in envs)."""
+    if not device.startswith("cuda"):
+        return "CUDA devices only"
+    torch.cuda.empty_cache()
+    free, need = torch.cuda.mem_get_info(device)[0], MEMORY_HEADROOM * bytes_per_env * LARGE_ENVS
+    if need > free:
+        return (f"memory: about {need / 2**30:.1f} GiB needed ({bytes_per_env / 2**20:.2f} MiB per env at a smaller"
+                f" size, +{MEMORY_HEADROOM - 1:.0%}), {free / 2**30:.1f} GiB free")
+    return time_problem(size, linear_estimate(seconds, LARGE_ENVS))
 
 
 def part_recording(device: str, size: dict, root: str) -> dict:
-    """Recording cost per step on the step thread, ours against Isaac Lab's recorder, per size."""
+    """Recording cost per step on the step thread, ours against Isaac Lab's recorder, per size; then
+    :data:`E2E_TASK` recorded end to end against the same env unrecorded, and the episodes written against those
+    ended (``recording_e2e``), per size."""
     with tempfile.TemporaryDirectory() as out_dir:
         rows = [{"task": RECORDING_TASK, **row} for n in size["num_envs"] for row in
                 measure_recording(RECORDING_TASK, n, size["record_steps"], size["record_warmup"], out_dir, device)]
-    return {"recording": rows}
+    e2e, skips, seconds = [], [], {}
+    for num_envs in size["num_envs"]:
+        reason = time_problem(size, linear_estimate(seconds, num_envs))
+        if reason is not None:
+            skips.append(skipped("recording", f"recording_e2e at {num_envs} envs", reason))
+            continue
+        start = time.monotonic()
+        with tempfile.TemporaryDirectory() as out_dir:
+            e2e.append({"task": E2E_TASK, **measure_recorded_throughput(
+                E2E_TASK, num_envs, size["e2e_steps"], size["record_warmup"], out_dir, device, size["e2e_episode_s"])})
+        seconds[num_envs] = time.monotonic() - start
+    return {"recording": rows, "recording_e2e": e2e, "skipped": skips}
+
+
+def part_determinism(device: str, size: dict, root: str) -> dict:
+    """The stock step's ms with Isaac Lab 3.0's reproducible physics off and on (``open_env(...,
+    deterministic=)``), each on an env of its own, per task of :data:`DETERMINISM_TASKS` and size, and on / off:
+    what reproducibility costs, from which eval's and record's defaults are decided (docs/gpu.rst, Determinism).
+    On the CPU the physics is reproducible either way: the rows run and say that they measure nothing. A task
+    whose assets cannot be opened here, or that refuses the switch, is a row of ``skipped``."""
+    rows, skips, seconds = [], [], {task: {} for task in DETERMINISM_TASKS}
+    note = "" if device.startswith("cuda") else "CPU: measures nothing (its physics is reproducible either way)"
+    for num_envs in size["num_envs"]:
+        for task in DETERMINISM_TASKS:
+            reason, start = time_problem(size, linear_estimate(seconds[task], num_envs)), time.monotonic()
+            if reason is None:
+                try:
+                    ms = {mode: _stock_ms(task, num_envs, device, size, mode) for mode in ("off", "on")}
+                except ValueError as err:  # assets not here, or Isaac Lab's refusal of the switch for the task
+                    reason = str(err)
+            if reason is not None:
+                skips.append(skipped("determinism", f"determinism {task} at {num_envs} envs", reason))
+                continue
+            seconds[task][num_envs] = time.monotonic() - start
+            rows.append({"task": task, "num_envs": num_envs, "off_ms": ms["off"], "on_ms": ms["on"],
+                         "on_over_off": ms["on"] / ms["off"], "note": note})
+    return {"determinism": rows, "skipped": skips}
+
+
+def _stock_ms(task: str, num_envs: int, device: str, size: dict, deterministic: str) -> float:
+    with open_env(task, num_envs, device, suspendable=True, episode_length_s=1e6, deterministic=deterministic) as env:
+        env.reset()
+        return stock_step_ms(env, size["blocks"], size["determinism_steps"])
 
 
 def part_tests(device: str, size: dict, root: str) -> dict:
     """The tests marked ``cuda`` on ``device``: each test file (or node id) of ``size["tests"]`` in a pytest
     process of its own, so that a CUDA fault in one (a dead context fails every later test of its process) costs
-    that file only; all of them stopped ``size["seconds"]`` - 10 s after the part's start. Passed, failed and
-    skipped (with the reason) tests, from the verbose lines, so that the tests that ran before a stop count."""
-    deadline = time.monotonic() + max(size["seconds"] - 10, 1)
+    that file only; all of them stopped :data:`MARGIN_S` before the part's time-out (``size["deadline"]``). Passed,
+    failed and skipped (with the reason) tests, from the verbose lines, so that the tests that ran before a stop
+    count."""
+    deadline = size["deadline"] - MARGIN_S
     outcome = {"exit_status": 0, "stopped": False, "passed": [], "failed": [], "skipped": [], "files": {}}
     for target in size["tests"] or cuda_test_files(root):
         left = deadline - time.monotonic()
@@ -210,7 +339,8 @@ TEST_LINE = re.compile(r"^(tests/\S+::\S+) (PASSED|FAILED|ERROR|SKIPPED)(?: \((.
 """A verbose pytest line: test id, outcome, skip reason."""
 
 
-PARTS = {"syncs": part_syncs, "timing": part_timing, "recording": part_recording, "tests": part_tests}
+PARTS = {"syncs": part_syncs, "timing": part_timing, "recording": part_recording, "determinism": part_determinism,
+         "tests": part_tests}
 
 
 def versions(device: str) -> dict:
@@ -261,9 +391,11 @@ def restore_kernel_cache(archive: str) -> str:
 
 
 def goals(figures: dict) -> dict:
-    """The suite's goals, each True, False or None (its part did not run): 0 host syncs on the policy's quiet
+    """The suite's goals, each True or False, present where their part ran: 0 host syncs on the policy's quiet
     steps, no more syncs in our ``env.step`` than in the stock one, stock / ours >= :data:`RATIO_GOAL` at
-    :data:`RATIO_SIZE` envs with half suspended (where timed), every test passed."""
+    :data:`RATIO_SIZE` envs with half suspended, the chunking loop >= :data:`LOOP_GOAL` of the bare step rate,
+    recorded / unrecorded end to end >= :data:`RECORDING_GOAL` at :data:`RATIO_SIZE` envs, no episode lost by a
+    recording, every test passed."""
     out = {}
     syncs = figures.get("syncs")
     if syncs:
@@ -281,6 +413,14 @@ def goals(figures: dict) -> dict:
     if loops:
         out[f"chunking loop global_clock >= {LOOP_GOAL} of the bare stock step rate at {RATIO_SIZE} envs"] = all(
             r["env_steps_per_s"] >= LOOP_GOAL * bare[r["num_envs"]] for r in loops)
+    e2e = figures.get("recording_e2e", [])
+    largest = [r for r in e2e if r["num_envs"] == RATIO_SIZE]
+    if largest:
+        out[f"recorded/unrecorded env-steps/s >= {RECORDING_GOAL} at {RATIO_SIZE} envs, end to end"] = all(
+            r["recorded_over_unrecorded"] >= RECORDING_GOAL for r in largest)
+    if e2e:
+        out["no episode lost: every ended episode to write is in the file after close"] = all(
+            r["episodes_written"] == r["episodes_to_write"] for r in e2e)
     tests = figures.get("tests")
     if tests:
         out["every cuda test passed"] = (tests["exit_status"] == 0 and not tests["stopped"] and not tests["failed"]
@@ -299,7 +439,12 @@ def table(figures: dict) -> str:
         ("first_open", ["task", "num_envs", "open_s"]),
         ("step_time", ["task", "num_envs", "suspended", "stock_ms", "suspendable_ms", "stock_over_ours"]),
         ("policy", ["task", "num_envs", "schedule", "steps_per_s", "env_steps_per_s", "ticks_per_s"]),
+        ("loop_split", ["task", "num_envs", "clock", "act_ms", "model_ms", "env_step_ms", "observe_ms", "rest_ms",
+                        "loop_ms"]),
         ("recording", ["task", "num_envs", "manager", "hooks_ms", "ends_ms", "write_ms", "total_ms"]),
+        ("recording_e2e", ["task", "num_envs", "unrecorded_env_steps_per_s", "recorded_env_steps_per_s", "close_s",
+                           "recorded_over_unrecorded", "episodes_ended", "episodes_to_write", "episodes_written"]),
+        ("determinism", ["task", "num_envs", "off_ms", "on_ms", "on_over_off", "note"]),
     ]
     for key, columns in specs:
         if figures.get(key):
@@ -312,6 +457,7 @@ def table(figures: dict) -> str:
         lines.append(f"\ntests marked cuda: {len(tests['passed'])} passed, {len(tests['failed'])} failed,"
                      f" {len(tests['skipped'])} skipped" + (" (stopped at its time-out)" if tests["stopped"] else ""))
         lines += [f"  FAILED {name}" for name in tests["failed"]] + [f"  skipped {s}" for s in tests["skipped"]]
+    lines += [f"\nnot measured ({s['part']}): {s['what']}: {s['reason']}" for s in figures.get("skipped", [])]
     seconds = figures.get("seconds", {})
     lines.append("\nparts: " + ", ".join(f"{p} {s} ({seconds.get(p, 0):.0f} s)" for p, s in figures["parts"].items()))
     lines += [f"goal {'met' if ok else 'NOT met'}: {name}" for name, ok in figures["goals"].items()]

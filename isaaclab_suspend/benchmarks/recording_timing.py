@@ -1,21 +1,24 @@
 """Per-step recording cost of SuspendableRecorderManager against Isaac Lab's stock RecorderManager, both on the
 same env, hook by hook: what ``scripts/benchmarks/bench_recording.py`` and ``scripts/benchmarks/gpu_suite.py``
-measure (the script's docstring says what each figure holds)."""
+measure (the script's docstring says what each figure holds); and a recording end to end, env-steps per second
+recorded against unrecorded, every episode on disk (``gpu_suite.py``)."""
 
 from __future__ import annotations
 
+import os
 import resource
 import time
 from collections import defaultdict
 
+import h5py
 import torch
 
 from isaaclab.envs.mdp.recorders.recorders_cfg import ActionStateRecorderManagerCfg
 from isaaclab.managers import RecorderManager
 
-from ..runs import desync_episodes
+from ..runs import dataset_recorder_cfg, desync_episodes, start_episodes
 from ..tasks.env_factory import open_env
-from .step_timing import random_actions, synchronize
+from .step_timing import random_actions, synchronize, time_block
 
 STEP_HOOKS = ("record_pre_step", "record_post_physics_decimation_step", "record_post_step")
 RESET_HOOKS = ("record_pre_reset", "record_post_reset", "reset")
@@ -118,3 +121,59 @@ def measure_recording(
     return rows
 
 
+
+
+def measure_recorded_throughput(
+    task: str, num_envs: int, steps: int, warmup: int, out_dir: str, device: str = "cpu",
+    episode_length_s: float | None = None
+) -> dict:
+    """Env-steps per second of ``task`` with random actions from desynchronised episodes, on one env: unrecorded,
+    then recorded with the project's dataset recorder (:func:`~isaaclab_suspend.runs.dataset_recorder_cfg`,
+    ``env.start_recording``, as ``record.py`` records), and the episodes that reached the file.
+
+    Unrecorded: ``warmup`` steps, then ``steps`` timed. Recorded: the episodes restarted and desynchronised (the
+    first ones, cut short, are dropped, as a recording drops them), ``max_episode_length`` steps of warm-up, by
+    whose end every env's first episode has ended and the writer has the steady load of full episodes, then
+    ``steps`` timed, then the recorder closed (every exported episode written: timed too). Each timed block has
+    one device sync, at its end; the episodes that end are counted on the device.
+
+    Args:
+        episode_length_s: The task's episode length; None: the task's own (a short one makes episodes end within
+            a few steps, for a run at a small size).
+
+    Returns:
+        ``unrecorded_env_steps_per_s``, ``recorded_env_steps_per_s`` (the step loop), ``close_s`` (writing what
+        was still queued), ``recorded_over_unrecorded`` (end to end: the recorded loop and the close against the
+        unrecorded loop), ``episodes_ended`` (every episode that ended while recording), ``episodes_to_write``
+        (those less the dropped first ones) and ``episodes_written`` (demos in the file after the close).
+    """
+    attrs = {} if episode_length_s is None else {"episode_length_s": episode_length_s}
+    with open_env(task, num_envs, device, suspendable=True, **attrs) as env:
+        gen = torch.Generator().manual_seed(0)
+        ended = torch.zeros(num_envs, dtype=torch.long, device=env.device)
+
+        def step(env, action: torch.Tensor) -> None:
+            _, _, terminated, truncated, _ = env.step(action)
+            ended.add_(terminated | truncated)
+
+        start_episodes(env, None, True, gen)
+        time_block(step, env, random_actions(env, gen, warmup))
+        unrecorded = time_block(step, env, random_actions(env, gen, steps))
+        manager = env.start_recording(dataset_recorder_cfg(os.path.join(out_dir, f"{task}_{num_envs}")))
+        start_episodes(env, None, True, gen)
+        ended.zero_()
+        time_block(step, env, random_actions(env, gen, int(env.max_episode_length)))
+        recorded = time_block(step, env, random_actions(env, gen, steps))
+        start = time.perf_counter()
+        manager.close()
+        close_s = time.perf_counter() - start
+        episodes = {"episode_steps": int(env.max_episode_length), "episodes_ended": int(ended.sum()),
+                    "episodes_to_write": int((ended - 1).clamp(min=0).sum())}
+    written = 0
+    for path in manager.dataset_file_paths:
+        with h5py.File(path, "r") as f:
+            written += len(f["data"])
+    return {"num_envs": num_envs, "steps": steps, "unrecorded_env_steps_per_s": num_envs / unrecorded,
+            "recorded_env_steps_per_s": num_envs / recorded, "close_s": close_s,
+            "recorded_over_unrecorded": unrecorded * steps / (recorded * steps + close_s), **episodes,
+            "episodes_written": written}

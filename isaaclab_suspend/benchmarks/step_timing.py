@@ -1,12 +1,15 @@
 """Step time of SuspendableManagerBasedRLEnv against stock ManagerBasedRLEnv on the same env instance, torch ops
-per step, and the chunking loop's throughput: what ``scripts/benchmarks/bench_suspend_overhead.py`` and
-``scripts/benchmarks/gpu_suite.py`` measure. On a GPU each timed block ends with a device sync, so the figures
-are of the work done, not of the launches."""
+per step, and the chunking loop's throughput and where its time goes: what
+``scripts/benchmarks/bench_suspend_overhead.py`` and ``scripts/benchmarks/gpu_suite.py`` measure. On a GPU each
+timed block ends with a device sync, so the figures are of the work done, not of the launches."""
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
+from collections import defaultdict
+from collections.abc import Iterator
 
 import torch
 
@@ -36,6 +39,15 @@ def time_block(step, env, actions: list[torch.Tensor]) -> float:
         step(env, action)
     synchronize(env.device)
     return (time.perf_counter() - start) / len(actions)
+
+
+def stock_step_ms(env, blocks: int, steps: int) -> float:
+    """Median ms per stock ``ManagerBasedRLEnv.step`` over ``blocks`` blocks of ``steps`` random actions, after a
+    block of warm-up."""
+    gen = torch.Generator().manual_seed(0)
+    time_block(ManagerBasedRLEnv.step, env, random_actions(env, gen, steps))
+    return 1e3 * statistics.median(time_block(ManagerBasedRLEnv.step, env, random_actions(env, gen, steps))
+                                   for _ in range(blocks))
 
 
 def ops_per_step(step, env, actions: list[torch.Tensor]) -> int:
@@ -88,22 +100,123 @@ def measure_overhead(env, fractions: list[float], blocks: int, steps: int, ops: 
     return rows
 
 
-def measure_policy(env, model, schedule: str, chunk_length: int, steps: int) -> dict:
+class PhaseClock:
+    """Seconds spent in named phases of a loop, summed over a block of steps with no host sync inside it: on the
+    host (``time.perf_counter``: the Python and launch time of each phase, and the waits of its own syncs) and, on
+    a CUDA device, on the device's timeline between CUDA events recorded at each phase's start and end (read by
+    :meth:`device_seconds` after the block's closing sync).
+
+    The events go on torch's current stream; Warp's default stream is a blocking one, so on torch's default
+    (legacy) stream they also order Warp's kernels: a phase's device seconds are its kernels' time or, where the
+    device idles waiting for the host's launches, the host's. Phases may nest (a model call inside ``act``)."""
+
+    def __init__(self, device: str | torch.device):
+        self.cuda = torch.device(device).type == "cuda"
+        """Whether device seconds are recorded (CUDA events)."""
+        self.host: dict[str, float] = defaultdict(float)
+        """Host seconds per phase."""
+        self._events: list[tuple[str, torch.cuda.Event, torch.cuda.Event]] = []
+
+    def clear(self) -> None:
+        """Forget the phases timed so far (the warm-up's)."""
+        self.host.clear()
+        self._events.clear()
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        """Time the block as phase ``name``."""
+        begin = self._record()
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.host[name] += time.perf_counter() - start
+            if begin is not None:
+                self._events.append((name, begin, self._record()))
+
+    def timed(self, model, name: str = "model") -> TimedModel:
+        """``model`` with each call timed as phase ``name``."""
+        return TimedModel(model, self, name)
+
+    def device_seconds(self) -> dict[str, float]:
+        """Device seconds per phase (empty off CUDA); call after the block's closing device sync."""
+        seconds = defaultdict(float)
+        for name, begin, end in self._events:
+            seconds[name] += begin.elapsed_time(end) / 1e3
+        return seconds
+
+    def _record(self) -> torch.cuda.Event | None:
+        if not self.cuda:
+            return None
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+
+class TimedModel:
+    """A chunk model whose calls are a phase of a :class:`PhaseClock`; the model's optional attributes of the
+    :class:`~isaaclab_suspend.policies.model.ChunkModel` contract (``observe_step``, ``accepts_prefix``,
+    ``virtual_s``) pass through."""
+
+    def __init__(self, model, clock: PhaseClock, name: str):
+        self.model = model
+        """The timed chunk model."""
+        self._clock, self._name = clock, name
+
+    def __call__(self, *args, **kwargs) -> torch.Tensor:
+        with self._clock.phase(self._name):
+            return self.model(*args, **kwargs)
+
+    def __getattr__(self, name: str):
+        return getattr(self.__dict__["model"], name)
+
+
+LOOP_PHASES = ("act", "model", "env.step", "observe")
+"""The phases of a chunking loop step that :func:`measure_policy` splits (``act`` holds the model's calls)."""
+
+
+def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, split: bool = False) -> dict:
     """The chunking loop (``act``, ``env.step``, ``observe``) for ``steps`` steps after one chunk of warm-up:
-    loop steps, env-steps and model calls (ticks) per second."""
-    policy = ActionChunkingPolicy(model, env, chunk_length=chunk_length, schedule=schedule)
+    loop steps, env-steps and model calls (ticks) per second.
+
+    With ``split`` (for a schedule that calls the model in ``act``, not in a worker thread), also where a loop
+    step's time goes (:class:`PhaseClock`, no host sync added): ms per loop step in ``act`` without the model
+    call, the model call (its mean over every step, ticks or not), ``env.step`` and ``observe``, and the rest
+    (the loop itself), on the host (``host``) and, on a CUDA device, on the device's timeline (``device``)."""
+    clock = PhaseClock(env.device)
+    policy = ActionChunkingPolicy(clock.timed(model) if split else model, env, chunk_length=chunk_length,
+                                  schedule=schedule)
+    phase = clock.phase if split else lambda name: contextlib.nullcontext()
     obs, _ = env.reset()
     for step in range(chunk_length + steps):
         if step == chunk_length:
+            calls = policy.stats["inference_calls"]  # a device sync: before the timed block
             synchronize(env.device)
-            start, calls = time.perf_counter(), policy.stats["inference_calls"]
-        actions = policy.act(obs)
-        obs, _, terminated, truncated, _ = env.step(actions)
-        policy.observe(terminated | truncated)
+            clock.clear()
+            start = time.perf_counter()
+        with phase("act"):
+            actions = policy.act(obs)
+        with phase("env.step"):
+            obs, _, terminated, truncated, _ = env.step(actions)
+        with phase("observe"):
+            policy.observe(terminated | truncated)
     synchronize(env.device)
     seconds = time.perf_counter() - start
     ticks = policy.stats["inference_calls"] - calls
     policy.close()
-    return {"num_envs": env.num_envs, "schedule": schedule, "chunk_length": chunk_length,
-            "steps_per_s": steps / seconds, "env_steps_per_s": steps * env.num_envs / seconds,
-            "ticks_per_s": ticks / seconds}
+    out = {"num_envs": env.num_envs, "schedule": schedule, "chunk_length": chunk_length,
+           "steps_per_s": steps / seconds, "env_steps_per_s": steps * env.num_envs / seconds,
+           "ticks_per_s": ticks / seconds}
+    if split:
+        clocks = {"host": clock.host, **({"device": clock.device_seconds()} if clock.cuda else {})}
+        out["split"] = {name: _split_ms(phases, seconds, steps) for name, phases in clocks.items()}
+    return out
+
+
+def _split_ms(phases: dict[str, float], seconds: float, steps: int) -> dict[str, float]:
+    """ms per loop step of each phase (``act`` without the model's calls) and of the rest of ``seconds``."""
+    ms = {name.replace(".", "_") + "_ms": 1e3 * phases[name] / steps for name in LOOP_PHASES}
+    ms["act_ms"] -= ms["model_ms"]
+    ms["rest_ms"] = 1e3 * seconds / steps - sum(ms.values())
+    ms["loop_ms"] = 1e3 * seconds / steps
+    return ms
