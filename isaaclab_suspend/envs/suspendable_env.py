@@ -85,7 +85,9 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         if not (masked or isinstance(recorders, SuspendableRecorderManagerCfg)):
             super().load_managers()
             return
-        self.cfg.recorders = None  # the parent builds a stock recorder manager without terms, replaced below
+        # the parent builds a stock recorder manager without terms, replaced below: Isaac Lab's load_managers makes
+        # RecorderManager(self.cfg.recorders) by name, with no hook for the class, between the other managers
+        self.cfg.recorders = None
         try:
             super().load_managers()
         finally:

@@ -96,7 +96,8 @@ class SuspendableRecorderManager(RecorderManager):
             if cfg.dataset_export_mode != DatasetExportMode.EXPORT_NONE:
                 _check_output_dir(cfg.dataset_export_dir_path, cfg.min_free_space_mb)
         if cfg is not None:
-            # the writer owns the files: the parent, which keeps a copy of the cfg, must not create them
+            # the writer owns the files: the parent must not create them, and its __init__ does so from the export
+            # mode with no hook to skip it (a handler class that creates nothing would stub its eight methods)
             mode, cfg.dataset_export_mode = cfg.dataset_export_mode, DatasetExportMode.EXPORT_NONE
         try:
             super().__init__(cfg, env)
@@ -376,7 +377,8 @@ class SuspendableRecorderManager(RecorderManager):
         return list(env_ids)
 
     def _prepare_terms(self):
-        """Hand the parent a dict of the cfg's terms only, so that this cfg's settings are not parsed as terms."""
+        """Hand the parent a dict of the cfg's terms only, so that this cfg's settings are not parsed as terms
+        (Isaac Lab's parser skips a fixed list of its own settings and refuses any other field that is no term)."""
         cfg = self.cfg
         settings = {f.name for f in fields(SuspendableRecorderManagerCfg)}
         self.cfg = {name: value for name, value in vars(cfg).items() if name not in settings}
