@@ -176,8 +176,9 @@ def test_chunk_model_sends_one_observation_per_env_concurrently_in_order():
         for _ in range(3):
             chunks = model(rows, env_ids)
             assert chunks.shape == (13, H, 2) and torch.equal(chunks, echo(rows, env_ids))  # env_ids order
-        # 13 rows over 8 connections: 8 in flight, then 5; each wave is one model call
-        assert calls == [8, 5] * 3
+        # 13 rows over 8 connections: at most 8 in flight, so at least two waves per call, each batched into as few
+        # model calls as arrive together (8 then 5 on an idle machine; a loaded one may split a wave)
+        assert sum(calls) == 3 * 13 and max(calls) <= 8 and len(calls) >= 6, calls
         assert model.requests({"policy": rows["policy"][:2]}, 2)[1]["prompt"] == "go"
         server.batcher.model = lambda obs_rows, env_ids: echo(obs_rows, env_ids)[:, : H - 1]
         with pytest.raises(RuntimeError, match=f"returns {H - 1} actions per chunk; H = {H} are needed"):
