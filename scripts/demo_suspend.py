@@ -68,5 +68,9 @@ def demo(args: argparse.Namespace) -> None:
         print(table)
 
 
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(demo, parse_args(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(cli.run(demo, parse_args()))
+    sys.exit(main())

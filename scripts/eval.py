@@ -99,5 +99,9 @@ def evaluate(args: argparse.Namespace) -> None:
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")
 
 
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(evaluate, parse_args(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(cli.run(evaluate, parse_args()))
+    sys.exit(main())

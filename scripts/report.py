@@ -23,11 +23,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(args: argparse.Namespace) -> None:
+def rebuild(args: argparse.Namespace) -> None:
     from isaaclab_suspend.policies.evaluation import EvalReportCfg, write_report
 
     print(f"Report: {write_report(EvalReportCfg(log_path=args.log, output_path=args.output))}")  # a bad log: one line
 
 
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(rebuild, parse_args(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(cli.run(main, parse_args()))
+    sys.exit(main())

@@ -106,5 +106,9 @@ def train(args: argparse.Namespace) -> None:
     print(f"Checkpoint: {args.output}\nTensorBoard: {args.log_dir}")
 
 
+def main(argv: list[str] | None = None) -> int:
+    return cli.run(train, parse_args(argv))
+
+
 if __name__ == "__main__":
-    sys.exit(cli.run(train, parse_args()))
+    sys.exit(main())

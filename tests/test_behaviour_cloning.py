@@ -27,6 +27,8 @@ from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # behaviour-cloning training runs and their scripts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TASK = "Isaac-PushCube-Suspendable"
 N = 4

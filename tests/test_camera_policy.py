@@ -12,6 +12,8 @@ from isaaclab_suspend.learning.image_chunk_policy import (
     SpatialSoftmax,
 )
 
+pytestmark = pytest.mark.slow  # training the image chunk policy
+
 H, OBS_DIM, ACTION_DIM, SIZE = 8, 5, 1, 32
 
 

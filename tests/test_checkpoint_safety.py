@@ -18,6 +18,8 @@ from isaaclab_suspend.weights_only import load_weights
 
 from helpers import ROOT, load_script
 
+pytestmark = pytest.mark.slow  # every entry point fed a crafted checkpoint
+
 CARTPOLE = "Isaac-Cartpole-Suspendable"
 
 

@@ -139,6 +139,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # each case a full eval.py process
 @pytest.mark.parametrize("argv, message", [
     (["--remote", "127.0.0.1:{port}"], "eval.py: error: No policy server at 127.0.0.1:{port}"),
     (["--task", "Isaac-Cartpol-Suspendable"],

@@ -14,6 +14,8 @@ from isaaclab_suspend.tasks.audit import SuspensionAuditCfg
 from isaaclab_suspend.tasks.env_factory import deterministic_physics, make_env_cfg, open_env
 from helpers import ROOT
 
+pytestmark = pytest.mark.slow  # reproducible physics through the scripts
+
 TASK = "Isaac-PushCube-Suspendable"
 
 

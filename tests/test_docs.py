@@ -10,7 +10,11 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
+
 import isaaclab_suspend
+
+pytestmark = pytest.mark.slow  # a Sphinx build of the whole site
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

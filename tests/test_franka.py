@@ -16,6 +16,8 @@ from isaaclab_suspend.suspension.state_discovery import discover
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
 from isaaclab_suspend.tasks.env_factory import check_local_assets, make_env_cfg
 
+pytestmark = pytest.mark.slow  # the Franka arm tasks
+
 LIFT = "Isaac-Lift-Cube-Franka-IK-Abs-Suspendable"
 PANDA_JOINTS = [f"panda_joint{i}" for i in range(1, 8)] + ["panda_finger_joint1", "panda_finger_joint2"]
 

@@ -7,6 +7,10 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the benchmark suite end to end, each part in its own process
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SUITE = [sys.executable, os.path.join(ROOT, "scripts", "benchmarks", "gpu_suite.py")]
 

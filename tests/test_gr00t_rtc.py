@@ -27,6 +27,8 @@ from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termi
 from test_gr00t import GENERATIONS, ReferenceClient, ReferenceServer, state_of
 from test_rtc import H, N, START, PrefixRecorder, _run
 
+pytestmark = pytest.mark.slow  # a GR00T server and client over real Cartpole
+
 KEYS = {"state.cartpole": "policy"}
 
 

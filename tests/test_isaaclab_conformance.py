@@ -11,6 +11,9 @@ import subprocess
 import sys
 
 import isaaclab
+import pytest
+
+pytestmark = pytest.mark.slow  # Isaac Lab's own test files run against the suspendable env
 
 TESTS = os.path.join(os.path.dirname(isaaclab.__file__), "source", "isaaclab", "test")
 CONFORMANCE = ["envs/test_manager_based_rl_env_unit.py", "managers/test_recorder_manager.py"]

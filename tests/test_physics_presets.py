@@ -6,6 +6,8 @@ import torch
 
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # two physics presets simulated for seconds
+
 
 @pytest.mark.parametrize("preset", ["newton_mjwarp", "newton_featherstone"])
 def test_cube_rests_on_the_floor_and_is_pushable(preset):

@@ -9,8 +9,11 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from isaaclab_suspend.learning import ChunkDataset
+
+pytestmark = pytest.mark.slow  # the README's commands as a user runs them, each a process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 128

@@ -23,6 +23,8 @@ from isaaclab_suspend.serving import (
 )
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # the camera task's images over three wires
+
 H = 4
 CAMERA = "scene_camera"
 

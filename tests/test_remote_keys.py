@@ -15,6 +15,8 @@ from isaaclab_suspend.serving import (
     OpenpiPolicyServerCfg,
 )
 
+pytestmark = pytest.mark.slow  # eval.py against served models, in processes
+
 TASK = "Isaac-Cartpole-Suspendable"
 H = 8
 

@@ -22,6 +22,8 @@ from isaaclab_suspend.rl import load_agent_cfg, load_checkpoint_policy, train
 from isaaclab_suspend.rl.checkpoint_policy import SHIPPED_CHECKPOINTS, shipped_checkpoint
 from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env
 
+pytestmark = pytest.mark.slow  # rsl_rl and skrl training runs
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CARTPOLE = "Isaac-Cartpole-Suspendable"
 PPO_UPDATE = PPO.update

@@ -8,9 +8,12 @@ import subprocess
 import sys
 
 import h5py
+import pytest
 
 from isaaclab_suspend.cli import dataset_table
 from isaaclab_suspend.policies import stats_table
+
+pytestmark = pytest.mark.slow  # scripts' console output, each a fresh process
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

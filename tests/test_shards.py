@@ -16,6 +16,8 @@ import pytest
 
 from isaaclab_suspend.datasets.shards import Shard, merge_stats
 
+pytestmark = pytest.mark.slow  # eval.py shards against a served model, merged
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -22,6 +22,7 @@ def _torchrun(script: str, *args: str, timeout: float = 400) -> subprocess.Compl
     return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow  # torchrun: two ranks, each a process
 def test_eval_ranks_write_one_merged_result(tmp_path):
     done = _torchrun("eval.py", "--num_envs", "2", "--steps", "100", "--desync", "--timeline", "",
                      "--results", str(tmp_path / "R.json"))
@@ -37,6 +38,7 @@ def test_eval_ranks_write_one_merged_result(tmp_path):
     assert done.stdout.count("| inference_calls ") == 1  # one table, from rank 0
 
 
+@pytest.mark.slow  # torchrun: two ranks, each a process
 def test_record_ranks_merge_into_one_dataset_that_replay_passes_under_torchrun(tmp_path):
     output = tmp_path / "cartpole.hdf5"
     done = _torchrun("record.py", "--policy", "random", "--num_envs", "2", "--episodes", "4", "--desync",
@@ -59,6 +61,7 @@ def test_record_ranks_merge_into_one_dataset_that_replay_passes_under_torchrun(t
     assert "demos replayed" not in failed.stdout
 
 
+@pytest.mark.slow  # torchrun: two ranks, each a process
 def test_a_rank_that_fails_leaves_no_merged_file(tmp_path):
     (tmp_path / "e-shard1of2.hdf5").mkdir()  # rank 1 cannot record: it exits before joining the others
     done = _torchrun("eval.py", "--num_envs", "2", "--steps", "100", "--timeline", "",
@@ -68,11 +71,13 @@ def test_a_rank_that_fails_leaves_no_merged_file(tmp_path):
     assert not (tmp_path / "R.json").exists() and not (tmp_path / "e.hdf5").exists()
 
 
+@pytest.mark.slow  # torchrun: two ranks, each a process
 def test_shard_and_torchrun_together_is_a_usage_error(tmp_path):
     done = _torchrun("eval.py", "--shard", "0/2", "--results", str(tmp_path / "R.json"), timeout=120)
     assert done.returncode != 0 and "torchrun already splits the run" in done.stderr, done.stderr[-3000:]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("library", ["rsl_rl", "skrl"])
 def test_distributed_training_without_gpus_is_one_clear_error(library, tmp_path):
     done = _torchrun("train.py", "--distributed", "--rl_library", library, "--log_root", str(tmp_path), timeout=120)
