@@ -2,7 +2,7 @@
 the tick, partial resets, no host syncs between ticks, and the embedded LQR chunk policy balancing the pole."""
 
 import math
-import time
+import threading
 
 import pytest
 import torch
@@ -228,56 +228,60 @@ def test_async_overlaps_the_next_inference_with_the_last_actions(env):
     assert stats["suspended_env_steps"] > 0
 
 
-class SleepingModel:
-    """Zero chunks after a real sleep of ``latency`` seconds; records when each call started and ended, and
-    raises on call ``fail_on`` (0-based) after its sleep."""
+GATE_S = 60.0
+"""Longest wait of a :class:`GatedModel` call for its release [s]: only reached when the loop waits for the call."""
 
-    def __init__(self, latency: float, fail_on: int | None = None):
-        self.latency = latency
+
+class GatedModel:
+    """Zero chunks; each call after the first (the first tick's, run at once) waits until the test loop sets its
+    :attr:`release` event, and call ``fail_on`` (0-based) then raises. The loop sets it only after act() returned
+    (and the env stepped), so an act() that waited for the call, or ran it inline, would hang: the call gives up
+    after :data:`GATE_S`, is listed in :attr:`unreleased` (the test fails) and releases every later call."""
+
+    def __init__(self, calls: int, fail_on: int | None = None):
+        self.entered = [threading.Event() for _ in range(calls)]
+        """Set when call k starts."""
+        self.release = [threading.Event() for _ in range(calls)]
+        """Set by the test to let call k end."""
+        self.release[0].set()
         self.fail_on = fail_on
-        self.spans: list[tuple[float, float]] = []
+        self.calls = 0
+        self.unreleased: list[int] = []
 
     def __call__(self, obs_rows, env_ids):
-        start = time.perf_counter()
-        time.sleep(self.latency)
-        self.spans.append((start, time.perf_counter()))
-        if len(self.spans) - 1 == self.fail_on:
+        call, self.calls = self.calls, self.calls + 1
+        assert call < len(self.entered), f"unexpected model call {call}"
+        self.entered[call].set()
+        if not self.release[call].wait(GATE_S):
+            self.unreleased.append(call)
+            for event in self.release:
+                event.set()
+        if call == self.fail_on:
             raise RuntimeError("model crashed")
         return torch.zeros(len(env_ids), H, 1)
 
 
-LATENCY = 0.3
-"""Real model latency of the async timing tests [s]; the loop sleeps LATENCY / 2 per step (a slow env), so a
-lead of d = 2 steps covers the whole latency."""
-
-
 def test_async_runs_the_model_in_the_background_while_the_env_steps(env):
-    """H = 8, d = 2: launches at steps 4, 10, 16, collected at 6, 12, 18. act() at a launch step returns long
-    before the model ends, the model ends after that act() returned (it ran while the env stepped), and the loop
-    spends far less than calls x latency inside act(), where running the model inline would cost all of it."""
-    model = SleepingModel(LATENCY)
+    """H = 8, d = 2: launches at steps 4, 10, 16, collected at 6, 12, 18. Each launched call has started when act()
+    at its launch step returns, and is held until the env stepped on twice (the launch step and the next): act()
+    never waits for the model, which ends after that act() returned, while the env stepped; an act() that ran
+    the model inline or waited for it would never return (see :class:`GatedModel`)."""
+    model = GatedModel(calls=4)
     policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="async", refill_threshold=0.25)
+    launches = {4: 1, 10: 2, 16: 3}
     obs, _ = env.reset(seed=0)
     policy.reset()
-    act_spans = []
-    for _ in range(19):
-        start = time.perf_counter()
+    for step in range(19):
         actions = policy.act(obs)
-        act_spans.append((start, time.perf_counter()))
+        if step in launches:  # started in the background (a call that is not would never start: the loop waits)
+            assert model.entered[launches[step]].wait(GATE_S), f"act() at launch step {step} started no model call"
         obs, _, terminated, truncated, _ = env.step(actions)
         policy.observe(terminated | truncated)
-        time.sleep(LATENCY / 2)
+        if step - 1 in launches:  # two env steps ran meanwhile: the call may end, before the tick collects it
+            model.release[launches[step - 1]].set()
     policy.close()
-    assert len(model.spans) == 4 and policy.stats["inference_calls"] == 4
-    for call, step in enumerate((4, 10, 16), start=1):
-        act_start, act_end = act_spans[step]
-        model_start, model_end = model.spans[call]
-        assert act_end - act_start < LATENCY / 3, f"act() at launch step {step} waited for the model"
-        assert model_start >= act_start and model_end > act_end + LATENCY / 2, "the model did not run in the background"
-    for step in (6, 12, 18):  # the lead covered the latency: collecting waits little
-        assert act_spans[step][1] - act_spans[step][0] < LATENCY / 2, f"the tick at step {step} waited"
-    in_act = sum(end - start for start, end in act_spans)
-    assert in_act < LATENCY + 2 * LATENCY / 2, f"{in_act:.2f} s inside act() for {len(model.spans)} calls"
+    assert model.unreleased == [], f"act() waited for model calls {model.unreleased} it launched"
+    assert model.calls == 4 and policy.stats["inference_calls"] == 4
 
 
 def test_async_configuration_errors_and_model_errors_in_the_worker(env):
@@ -286,9 +290,9 @@ def test_async_configuration_errors_and_model_errors_in_the_worker(env):
     with pytest.raises(ValueError, match="aggregator='replace'"):
         ActionChunkingPolicy(StampedModel(), env, chunk_length=H, schedule="async", aggregator="blend")
 
-    # the second call (launched at step 4 with the default lead d = H / 4 = 2) fails in the worker: the launch
-    # step and the step after it go on, the error surfaces at the tick that collects it, step 6
-    model = SleepingModel(LATENCY, fail_on=1)
+    # the second call (launched at step 4 with the default lead d = H / 4 = 2) fails in the worker once the launch
+    # step and the step after it went on: the error surfaces at the tick that collects it, step 6
+    model = GatedModel(calls=2, fail_on=1)
     policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="async")
     obs, _ = env.reset(seed=0)
     policy.reset()
@@ -302,7 +306,9 @@ def test_async_configuration_errors_and_model_errors_in_the_worker(env):
             break
         obs, _, terminated, truncated, _ = env.step(actions)
         policy.observe(terminated | truncated)
-    assert raised_at == 6 and len(model.spans) == 2
+        if step == 5:
+            model.release[1].set()
+    assert raised_at == 6 and model.calls == 2 and model.unreleased == []
     assert policy.stats["inference_calls"] == 1
     policy.close()
 

@@ -1,8 +1,9 @@
 """Pure logic of the chunking policy, without an env: aggregators, chunk queues, schedules, cost model, latency."""
 
 import functools
+import importlib
 import math
-import time
+import types
 
 import pytest
 import torch
@@ -335,21 +336,57 @@ def _constant_model(obs_rows, env_ids):
     return torch.zeros(len(env_ids), H, 1)
 
 
-def test_virtual_latency_is_reported_not_slept():
-    model = LatencyEmulator(_constant_model, LatencyCfg(fixed_s=0.5, per_row_s=0.1, virtual=True))
-    start = time.perf_counter()
+class LatencyClock:
+    """The latency emulator's clock: :attr:`now` moves only when a model computes (:meth:`compute`) or the emulator
+    sleeps (recorded in :attr:`sleeps`), so its latencies are exact, whatever the machine's load."""
+
+    def __init__(self):
+        self.now = 0.0
+        self.sleeps: list[float] = []
+
+    def perf_counter(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+    def compute(self, seconds: float):
+        """A chunk model that computes for ``seconds``."""
+        def model(obs_rows, env_ids):
+            self.now += seconds
+            return _constant_model(obs_rows, env_ids)
+        return model
+
+
+@pytest.fixture
+def clock(monkeypatch) -> LatencyClock:
+    """A :class:`LatencyClock` in place of the latency module's ``time`` (it reads nothing else of it)."""
+    fake = LatencyClock()
+    module = importlib.import_module("isaaclab_suspend.policies.latency")
+    monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=fake.perf_counter, sleep=fake.sleep))
+    return fake
+
+
+def test_virtual_latency_is_reported_not_slept(clock):
+    model = LatencyEmulator(clock.compute(0.1), LatencyCfg(fixed_s=0.5, per_row_s=0.1, virtual=True))
     chunk = model({}, torch.arange(3))
-    assert time.perf_counter() - start < 0.2
+    assert clock.sleeps == [] and clock.now == pytest.approx(0.1)  # only the model's own compute time passed
     assert chunk.shape == (3, H, 1)
-    assert 0.7 < model.virtual_s <= 0.8
+    assert model.virtual_s == pytest.approx(0.8 - 0.1)  # the latency beyond the compute time
+    model({}, torch.arange(20))  # 2.5 s: the compute time is part of it
+    assert clock.sleeps == [] and model.virtual_s == pytest.approx(2.5 - 0.1)
 
 
-def test_sleeping_latency_lasts_the_latency():
-    model = LatencyEmulator(_constant_model, LatencyCfg(fixed_s=0.02, per_row_s=0.01))
-    start = time.perf_counter()
+def test_sleeping_latency_lasts_the_latency(clock):
+    model = LatencyEmulator(clock.compute(0.01), LatencyCfg(fixed_s=0.02, per_row_s=0.01))
     model({}, torch.arange(3))
-    assert time.perf_counter() - start >= 0.05
+    assert clock.now == pytest.approx(0.05)  # the call lasted the latency, compute time included
+    assert clock.sleeps == [pytest.approx(0.04)]
     assert model.virtual_s == 0.0
+    slow = LatencyEmulator(clock.compute(0.2), LatencyCfg(fixed_s=0.02, per_row_s=0.01))
+    slow({}, torch.arange(3))  # computing longer than the latency: no sleep on top
+    assert clock.sleeps == [pytest.approx(0.04)] and slow.virtual_s == 0.0
 
 
 # -- tables

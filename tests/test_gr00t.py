@@ -9,7 +9,7 @@ import os
 import subprocess
 import sys
 import threading
-import time
+import types
 
 import msgpack
 import numpy as np
@@ -19,6 +19,7 @@ import zmq
 
 from isaaclab_suspend.policies import ActionChunkingPolicy, ObservationHistory
 from isaaclab_suspend.tasks.embedded import make_default_model
+from isaaclab_suspend.serving import batching
 from isaaclab_suspend.serving import (
     BatchingCfg,
     Gr00tChunkModel,
@@ -30,9 +31,13 @@ from isaaclab_suspend.serving import (
 )
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # GR00T's wire, servers and clients
+
 TASK = "Isaac-Cartpole-Suspendable"
 H = 8
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEADLINE_S = 60.0
+"""Longest wait for what another thread must do [s]: only reached when it never happens."""
 
 
 # --- the reference peers' encodings, from the spec ---------------------------------------------------------------
@@ -182,14 +187,15 @@ def test_server_answers_reference_clients_of_both_generations(model):
         client.close()
 
 
-def test_server_batches_concurrent_clients_into_one_model_call(model):
+def test_server_batches_concurrent_clients_into_one_model_call(model, monkeypatch):
     calls = []
 
     def counted(obs_rows, env_ids):
         calls.append(len(env_ids))
-        time.sleep(0.05)
         return model(obs_rows, env_ids)
 
+    # the batcher's clock stands still: a batch never closes at max_wait_s, only once every client sent its request
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(monotonic=lambda: 0.0))
     cfg = Gr00tPolicyServerCfg(port=0, chunk_length=H, batching=BatchingCfg(max_wait_s=2.0))
     with Gr00tPolicyServer(counted, cfg) as server:
         clients = [Gr00tChunkModel(Gr00tChunkModelCfg(port=server.address[1])) for _ in range(4)]
@@ -221,6 +227,11 @@ class ReferenceServer:
                       ("language", [0], ["task"])] + ([("video", [-2, 0], ["scene"])] if video else [])
         self.config = {m: {marker: True, "as_json": {"delta_indices": d, "modality_keys": k}} for m, d, k in modalities}
         self.observations, self.options, self.reply = [], [], None
+        self.late = threading.Event()
+        """A ``"silence"`` reply waits for it (the test sets it once the client gave up), then answers late."""
+        self.answered_late = threading.Event()
+        """Set once the late answer is sent: the server takes requests again."""
+        self.errors: list[str] = []
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.REP)
         self.port = self.socket.bind_to_random_port("tcp://127.0.0.1")
@@ -248,10 +259,14 @@ class ReferenceServer:
                 actions = {"action.force": total + np.arange(10, dtype=np.float32)[None, :, None],
                            "action.extra": np.zeros((len(state), 10, 2), np.float32)}
                 reply = self.reply(actions) if self.reply else [actions, {}]
-            if reply == "silence":  # answered late: the client has given up on it
-                time.sleep(1.0)
+            silence = reply == "silence"
+            if silence:  # answered late: once the client has given up on it
+                if not self.late.wait(DEADLINE_S):
+                    self.errors.append(f"the test never let the late answer go within {DEADLINE_S:g} s")
                 self.reply, reply = None, {"late": True}
             self.socket.send(reply if isinstance(reply, bytes) else msgpack.packb(reply, default=self.encode))
+            if silence:
+                self.answered_late.set()
 
     def close(self):
         self.context.term()  # the serving thread's recv ends, and it closes its socket
@@ -291,7 +306,8 @@ def test_client_against_a_reference_rep_server():
         server.reply, client.cfg.timeout_s = (lambda a: "silence"), 0.3
         with pytest.raises(TimeoutError, match="did not answer get_action within 0.3 s"):
             client({**obs, "gr00t_history": fed["gr00t_history"]}, torch.arange(2))
-        time.sleep(1.0)
+        server.late.set()
+        assert server.answered_late.wait(DEADLINE_S) and server.errors == []
         client.cfg.timeout_s = 10.0
         assert client({**obs, "gr00t_history": fed["gr00t_history"]}, torch.arange(2)).shape == (2, 4, 3)  # new socket
         client.close()

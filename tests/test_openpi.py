@@ -36,6 +36,8 @@ from isaaclab_suspend.serving import (
 from isaaclab_suspend.serving import WireLimitsCfg, msgpack_arrays
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # openpi's server and client over websockets
+
 H = 8
 TASK = "Isaac-Cartpole-Suspendable"
 
@@ -189,12 +191,26 @@ def test_chunk_model_sends_one_observation_per_env_concurrently_in_order():
         server.batcher.model = lambda obs_rows, env_ids: 1 / 0
         with pytest.raises(OpenpiServerError, match="failed:(.|\n)*ZeroDivisionError"):
             model(rows, env_ids)
-        server.batcher.model = lambda obs_rows, env_ids: time.sleep(1.0) or echo(obs_rows, env_ids)
-        model.cfg.timeout_s = 0.3
+        late, calls_in_progress = threading.Event(), [0]
+
+        def answers_late(obs_rows, env_ids):  # once the client has given up on the batch
+            calls_in_progress[0] += 1
+            try:
+                assert late.wait(60), "the test never let the late answers go"
+                return echo(obs_rows, env_ids)
+            finally:
+                calls_in_progress[0] -= 1
+
+        server.batcher.model, model.cfg.timeout_s = answers_late, 0.3
         with pytest.raises(TimeoutError, match="did not answer the requests of a batch within 0.3 s"):
             model(rows, env_ids)
-        time.sleep(1.0)
-        server.batcher.model, model.cfg.timeout_s = echo, 30.0
+        server.batcher.model = echo
+        late.set()  # the late answers go to the connections the client dropped
+        deadline = time.monotonic() + 60
+        while calls_in_progress[0]:
+            assert time.monotonic() < deadline, "the late model calls never ended"
+            time.sleep(0.01)
+        model.cfg.timeout_s = 30.0
         assert torch.equal(model(rows, env_ids), echo(rows, env_ids))  # reconnects after errors and time-outs
         with pytest.raises(KeyError, match="names observations \\['state'\\]"):
             _client(server, keys={"observation/state": "state"})(rows, env_ids)
