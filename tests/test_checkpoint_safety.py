@@ -18,8 +18,6 @@ from isaaclab_suspend.weights_only import load_weights
 
 from helpers import ROOT, load_script
 
-pytestmark = pytest.mark.slow  # every entry point fed a crafted checkpoint
-
 CARTPOLE = "Isaac-Cartpole-Suspendable"
 
 
@@ -100,6 +98,7 @@ def test_serve_policy_refuses_code_in_an_expert_and_a_checkpoint(tmp_path, capsy
         _check_refused(status, capsys.readouterr().err, path, marker)
 
 
+@pytest.mark.slow  # a process of its own: the real entry point
 def test_play_cli_exits_2_with_one_line(tmp_path):
     """The real command line: exit status 2, one line on stderr, no marker."""
     marker = str(tmp_path / "marker")

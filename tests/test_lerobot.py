@@ -1,7 +1,10 @@
 """LeRobot interop on the real camera task: export_lerobot.py writes what LeRobot's own reader gives back frame by
 frame (exactly without video), a checkpoint of a short ``lerobot-train`` run drives the env through
 ``eval.py --checkpoint`` and through the real ``lerobot-eval`` with the project's env plugin (the same episodes,
-ended envs frozen), bad inputs end with one line and exit status 2."""
+ended envs frozen), bad inputs end with one line and exit status 2.
+
+The project's scripts run in the test process through their ``main(argv)``; ``lerobot-train``, ``lerobot-eval`` and
+the quiet video export (whose noise comes from a fresh interpreter's imports) run as processes of their own."""
 
 import json
 import os
@@ -23,6 +26,8 @@ from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.tensor_tree import select_rows
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # LeRobot export, checkpoints and its trainer
+
 TASK = "Isaac-PushCube-Camera-Suspendable"
 CAMERA = "observation.images.scene_camera"
 LEROBOT_BIN = os.path.dirname(sys.executable)
@@ -33,14 +38,21 @@ def _run(args: list, timeout: int = 300, **env) -> subprocess.CompletedProcess:
                           env={**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **env})
 
 
+# 4 demos (one episode per env, of different lengths with --desync): the checkpoint lerobot-train makes of their export
+# runs its episodes to the time-out (see test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas)
+NUM_DEMOS = 4
+
+
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> str:
     """4 demos of the rsl_rl expert (episodes of about 40 steps) on the camera task, recorded by record.py."""
     path = tmp_path_factory.mktemp("lerobot") / "push_cube_camera.hdf5"
-    run = _run([sys.executable, "scripts/record.py", "--task", TASK, "--policy", "checkpoint", "--checkpoint",
-                "isaaclab_suspend/policies/checkpoints/push_cube_rsl_rl.pt", "--num_envs", 4, "--episodes", 4,
-                "--desync", "--output", path])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    status = load_script("record").main(["--task", TASK, "--policy", "checkpoint", "--checkpoint",
+                                         os.path.join(ROOT, "isaaclab_suspend", "policies", "checkpoints",
+                                                      "push_cube_rsl_rl.pt"),
+                                         "--num_envs", str(NUM_DEMOS), "--episodes", str(NUM_DEMOS), "--desync",
+                                         "--output", str(path), "--quiet"])
+    assert status == 0 and path.is_file()
     return str(path)
 
 
@@ -84,7 +96,8 @@ def test_export_equals_the_hdf5_frame_by_frame(dataset, exported):
 
 def test_quiet_video_export_prints_its_result_and_none_of_the_libraries_noise(dataset, tmp_path):
     """SVT-AV1's banner (``Svt[info]``), FFmpeg's info lines (``[mp4 @ ...]``), torchcodec's loading tracebacks,
-    Warp's driver warning and the per-episode progress bars of ``datasets`` stay out of the console."""
+    Warp's driver warning and the per-episode progress bars of ``datasets`` stay out of the console. (A process of
+    its own: the libraries' noise comes while a fresh interpreter imports them.)"""
     run = _run([sys.executable, "scripts/export_lerobot.py", dataset, "--output", tmp_path / "video", "--quiet"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     console = run.stdout + run.stderr
@@ -102,7 +115,7 @@ def test_sidecar_and_modality(dataset, exported):
     assert sidecar["state"]["padded_to"] == 5 and sidecar["cameras"] == ["scene_camera"]
     source = sidecar["source"]
     assert (source["env_name"], source["schedule"], source["chunk_length"], source["seed"], source["num_envs"],
-            source["demos"]) == (TASK, "global_clock", 1, 42, 4, 4)
+            source["demos"]) == (TASK, "global_clock", 1, 42, NUM_DEMOS, NUM_DEMOS)
     with h5py.File(dataset) as f:
         assert source["frames"] == sum(len(f["data"][name]["actions"]) for name in f["data"])
     assert modality["state"]["cube_x"] == {"start": 2, "end": 3}
@@ -181,13 +194,15 @@ def checkpoint(exported, tmp_path_factory) -> str:
     return str(output / "checkpoints" / "last" / "pretrained_model")
 
 
-def test_lerobot_checkpoint_drives_the_env(checkpoint):
-    run = _run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--num_envs", 4, "--steps", 20,
-                "--timeline", ""])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert f"{TASK}, chunk policy {checkpoint}: 4 envs, 20 steps, H = 8" in run.stdout
-    calls = [line for line in run.stdout.splitlines() if line.startswith("| inference_calls")]
-    assert calls and int(calls[0].split("|")[2]) >= 3  # 20 steps, H = 8: a call per tick
+def test_lerobot_checkpoint_drives_the_env(checkpoint, capsys):
+    # 2 envs, 9 steps, H = 8: a second tick, whose chunk comes from frames rendered after the first chunk acted
+    status = load_script("eval").main(["--checkpoint", checkpoint, "--num_envs", "2", "--steps", "9", "--timeline",
+                                       "", "--report", ""])
+    out = capsys.readouterr().out
+    assert status == 0, out[-3000:]
+    assert f"{TASK}, chunk policy {checkpoint}: 2 envs, 9 steps, H = 8" in out, out[-3000:]
+    calls = [line for line in out.splitlines() if line.startswith("| inference_calls")]
+    assert calls and int(calls[0].split("|")[2]) >= 2, out[-3000:]  # 9 steps, H = 8: a call per tick
 
 
 def test_batched_call_equals_single_calls_and_drops_the_pad(checkpoint, dataset):
@@ -235,7 +250,7 @@ def test_chunk_shorter_than_planned_and_warning_for_a_chunk_longer_than_the_epis
         assert "warning: LeRobot policy" in err and "H = 8 (its n_action_steps) is longer than the env's episodes" \
             " (at most 6 steps)" in err and "--chunk N (N <= its chunk_size 8)" in err, err
         assert "--policy.chunk_size=N --policy.n_action_steps=N" in err
-        args.model.sidecar.source["frames"] = 20  # 4 demos of 5 steps: shorter than H = 8 too
+        args.model.sidecar.source["frames"] = 5 * NUM_DEMOS  # demos of 5 steps: shorter than H = 8 too
         assert "the episodes it was trained on (mean 5.0 steps)" in args.model.chunk_warning(env)
         args.model.set_chunk_length(4)
         assert args.model.chunk_warning(env) is None
@@ -458,14 +473,15 @@ def test_lerobot_vector_env_freezes_each_env_at_its_episode_end(exported):
         env.close()
 
 
-def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint, tmp_path):
-    """The real ``lerobot-eval`` with the plugin: 4 envs in one Isaac Lab env, LeRobot's metrics and videos; its
+def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint, tmp_path, capsys):
+    """The real ``lerobot-eval`` with the plugin: 2 envs in one Isaac Lab env, LeRobot's metrics and videos; its
     episodes are eval.py's with ``--episodes_per_env 1`` on the same seed: the same success per env, and each
     video (frames up to the episode's end) as long as that env's episode."""
     import av
 
+    # 2 envs: two episodes, one per env, to compare with eval.py's
     run = _run([os.path.join(LEROBOT_BIN, "lerobot-eval"), "--env.type=isaaclab_suspend", f"--env.task={TASK}",
-                f"--policy.path={checkpoint}", "--eval.n_episodes=4", "--eval.batch_size=4", "--policy.device=cpu",
+                f"--policy.path={checkpoint}", "--eval.n_episodes=2", "--eval.batch_size=2", "--policy.device=cpu",
                 "--seed=7", f"--output_dir={tmp_path / 'lerobot_eval'}"])
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     with open(tmp_path / "lerobot_eval" / "eval_info.json") as f:
@@ -479,16 +495,22 @@ def test_lerobot_eval_on_isaac_lab_equals_eval_py_with_per_env_quotas(checkpoint
         with av.open(path) as video:
             lengths.append(sum(1 for _ in video.decode(video=0)))
     log = tmp_path / "episodes.jsonl"
-    run = _run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--num_envs", 4, "--episodes_per_env", 1,
-                "--seed", 7, "--schedule", "global_clock", "--episode_log", log, "--timeline", "", "--quiet"])
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # eval.py with one thread, as lerobot-eval's process runs (OMP_NUM_THREADS=1)
+    try:
+        status = load_script("eval").main(["--checkpoint", checkpoint, "--num_envs", "2", "--episodes_per_env", "1",
+                                           "--seed", "7", "--schedule", "global_clock", "--episode_log", str(log),
+                                           "--timeline", "", "--report", "", "--quiet"])
+    finally:
+        torch.set_num_threads(threads)
+    assert status == 0, capsys.readouterr().out[-3000:]
     episodes = sorted((json.loads(line) for line in log.read_text().splitlines()), key=lambda r: r["env_id"])
-    assert info["overall"]["n_episodes"] == 4 and len(lengths) == 4
+    assert info["overall"]["n_episodes"] == 2 and len(lengths) == 2
     assert metrics["successes"] == [r["success"] for r in episodes]
     # (the 2-step ACT's episodes may all run to the time-out under push-cube's at-rest success; envs frozen at
     # different episode ends: test_lerobot_vector_env_freezes_each_env_at_its_episode_end)
     assert lengths == [r["length"] for r in episodes], (lengths, episodes)
-    assert info["overall"]["pc_success"] == 100 * sum(r["success"] for r in episodes) / 4
+    assert info["overall"]["pc_success"] == 100 * sum(r["success"] for r in episodes) / 2
 
 
 

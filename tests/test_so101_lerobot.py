@@ -1,7 +1,10 @@
 """The SO-101 user's LeRobot loop on the real arm: a planner recording of the SO-101 camera lift, exported in the
 follower's own names and units, reads back through LeRobot's reader equal to the HDF5 file; a short
 ``lerobot-train`` run on it acts in the follower's action space (the joint-target task) through ``eval.py`` and
-through the ``lerobot-eval`` env, whose joint targets are then exactly the policy's goal positions."""
+through the ``lerobot-eval`` env, whose joint targets are then exactly the policy's goal positions.
+
+The project's scripts run in the test process through their ``main(argv)``; ``lerobot-train`` runs as a process of
+its own."""
 
 import json
 import os
@@ -17,8 +20,12 @@ from helpers import ROOT, check_usage_errors, load_script
 
 from isaaclab_suspend.interop import so101
 from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+from isaaclab_suspend.interop.lerobot_layout import SIDECAR_PATH, ExportSidecar
+from isaaclab_suspend.interop.lerobot_policy import check_checkpoint
 from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.recording import PostStepJointTargetsRecorder, PostStepJointTargetsRecorderCfg
+
+pytestmark = pytest.mark.slow  # the SO-101 LeRobot loop on a recorded camera dataset
 
 JOINT_TASK = "IsaacContrib-Lift-Cube-SO101-Joint-Camera-Suspendable"
 CAMERAS = ("front_camera", "wrist_camera")
@@ -151,17 +158,33 @@ def test_export_refuses_joint_values_no_so101_holds(tmp_path, capsys):
                         str(tmp_path / "out"), "--robot", so101.ROBOT, "--no_video", "--quiet"]) == 0
 
 
+class _EnvPerPolicy:
+    """Env ``i`` driven by ``policies[i]``: several baselines scored in one rollout of one Isaac Lab env."""
+
+    def __init__(self, policies: list):
+        self.policies = policies
+
+    def act(self, obs: dict) -> torch.Tensor:
+        return torch.stack([policy.act(obs)[i] for i, policy in enumerate(self.policies)])
+
+    def observe(self, dones: torch.Tensor) -> None:
+        """Nothing to drop."""
+
+
 def test_trivial_joint_targets_never_lift_the_cube():
     """The lift is a test of a policy: zero joint targets, the start pose held and random targets lift the cube in
-    none of their episodes (2 envs, one full episode each, in the follower's action space)."""
+    none of their episodes (an env per policy, one full episode each, in the follower's action space)."""
     from isaaclab_suspend.runs import ConstantPolicy, HoldPosePolicy, RandomPolicy, score, start_episodes
     from isaaclab_suspend.tasks.env_factory import open_env
 
-    with open_env("IsaacContrib-Lift-Cube-SO101-Joint-Suspendable", 2) as env:
+    with open_env("IsaacContrib-Lift-Cube-SO101-Joint-Suspendable", 3) as env:
         generator = torch.Generator(env.device).manual_seed(0)
-        for policy in (ConstantPolicy(env, 0.0), HoldPosePolicy(env, so101.STATE_TERM), RandomPolicy(env, generator)):
-            figures = score(env, policy, start_episodes(env, 0, desync=False), int(env.max_episode_length))
-            assert figures["episodes_scored"] == 2 and figures["success_rate"] == 0.0, (type(policy).__name__, figures)
+        # env 0: zero targets, env 1: the start pose held, env 2: random targets; the three baselines' full episodes
+        # (to the 120-step time-out) side by side in one rollout
+        policy = _EnvPerPolicy([ConstantPolicy(env, 0.0), HoldPosePolicy(env, so101.STATE_TERM),
+                                RandomPolicy(env, generator)])
+        figures = score(env, policy, start_episodes(env, 0, desync=False), int(env.max_episode_length))
+        assert figures["episodes_scored"] == 3 and figures["success_rate"] == 0.0, figures
         obs = env.observation_manager.compute()
         held = HoldPosePolicy(env, so101.STATE_TERM).act(obs)
         assert torch.equal(held, obs["policy"][so101.STATE_TERM]) and held is not obs["policy"][so101.STATE_TERM]
@@ -169,7 +192,7 @@ def test_trivial_joint_targets_never_lift_the_cube():
 
 @pytest.fixture(scope="module")
 def checkpoint(exported, tmp_path_factory) -> str:
-    """A tiny ACT trained for 2 steps by lerobot-train on the export (CPU, offline)."""
+    """A tiny ACT trained for 2 steps by lerobot-train on the export (CPU, offline); for the slow tests only."""
     output = tmp_path_factory.mktemp("so101_act") / "run"
     run = subprocess.run(
         [os.path.join(LEROBOT_BIN, "lerobot-train"), "--dataset.repo_id=local/so101", f"--dataset.root={exported}",
@@ -183,22 +206,34 @@ def checkpoint(exported, tmp_path_factory) -> str:
     return str(output / "checkpoints" / "last" / "pretrained_model")
 
 
-def test_checkpoint_acts_in_the_followers_action_space(checkpoint):
+def test_checkpoint_acts_in_the_followers_action_space(checkpoint, exported, capsys):
     model = load_chunk_policy(checkpoint)
     assert model.task == JOINT_TASK and model.action_dim == 6  # recorded in task space, acts in joint space
-    run = subprocess.run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--num_envs", "2", "--steps",
-                          "8", "--timeline", "", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert f"{JOINT_TASK}, chunk policy {checkpoint}: 2 envs, 8 steps, H = 8" in run.stdout
-    task_space = subprocess.run([sys.executable, "scripts/eval.py", "--checkpoint", checkpoint, "--task",
-                                 "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable", "--num_envs", "1", "--steps",
-                                 "1", "--quiet"], cwd=ROOT, capture_output=True, text=True, timeout=900)
-    lines = task_space.stderr.strip().splitlines()
-    assert task_space.returncode == 2 and len(lines) == 1 and f"acts in '{JOINT_TASK}'" in lines[0], task_space.stderr
+    # lerobot-eval's env maps by the export's sidecar (test_lerobot_eval_env_gives_the_cube_pose_...), as read for the
+    # checkpoint by the checks eval.py and the plugin share
+    assert check_checkpoint(checkpoint)[1] == ExportSidecar.read(os.path.join(exported, SIDECAR_PATH))
+    evaluate = load_script("eval")
+    # 2 steps: a chunk of joint targets computed from the two cameras' frames and executed in the joint task
+    status = evaluate.main(["--checkpoint", checkpoint, "--num_envs", "2", "--steps", "2", "--timeline", "",
+                            "--report", "", "--quiet"])
+    out = capsys.readouterr().out
+    assert status == 0, out[-3000:]
+    assert f"{JOINT_TASK}, chunk policy {checkpoint}: 2 envs, 2 steps, H = 8" in out, out[-3000:]
+    try:
+        status = evaluate.main(["--checkpoint", checkpoint, "--task",
+                                "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable", "--num_envs", "1", "--steps",
+                                "1", "--quiet"])
+    except SystemExit as exit_:  # refused while the arguments are parsed
+        status = exit_.code
+    err = capsys.readouterr().err
+    lines = err.strip().splitlines()
+    assert status == 2 and len(lines) == 1 and f"acts in '{JOINT_TASK}'" in lines[0], err
 
 
-def test_lerobot_eval_env_gives_the_cube_pose_and_sets_the_goal_positions(checkpoint):
-    env = LeRobotVectorEnv.from_checkpoint(JOINT_TASK, 2, checkpoint)
+def test_lerobot_eval_env_gives_the_cube_pose_and_sets_the_goal_positions(exported):
+    """The env ``lerobot-eval`` steps for a policy trained on the export, mapped by the export's sidecar (what the
+    plugin reads for its checkpoint: test_checkpoint_acts_in_the_followers_action_space), without training one."""
+    env = LeRobotVectorEnv(JOINT_TASK, 2, ExportSidecar.read(os.path.join(exported, SIDECAR_PATH)))
     try:
         features, names = env.lerobot_features()
         assert names["environment_state"] == "observation.environment_state"

@@ -307,8 +307,8 @@ def part_tests(device: str, size: dict, root: str) -> dict:
             outcome["stopped"] = True
             outcome["files"][target] = "not run: time-out"
             continue
-        command = [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", "-m", "cuda",
-                   "--device", device, target]
+        command = [sys.executable, "-m", "pytest", "-v", "-rs", "-p", "no:cacheprovider", "-n", "0", "-m", "cuda",
+                   "--device", device, target]  # -n 0: the file in this one process, on the one device
         process = subprocess.Popen(command, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         timer = threading.Timer(left, process.kill)
         timer.start()
