@@ -1,6 +1,8 @@
 """The GR00T server and client against hostile peers on loopback: sizes a request declares, JSON inside msgpack,
 history lengths from a server, half-sent ZeroMQ frames. Each attack is bounded in memory (tracemalloc in the
-process, ``VmHWM`` of a server process) and a well-formed client is served meanwhile."""
+process, ``VmHWM`` of a server process) and a well-formed client is served meanwhile. No test measures how fast
+anything happens: each waits for the event it expects (a reply, a drop) with a deadline that is only reached when
+it never comes."""
 
 import contextlib
 import json
@@ -28,8 +30,12 @@ from isaaclab_suspend.policies import ObservationHistories
 from isaaclab_suspend.serving import (Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tPolicyServer, Gr00tPolicyServerCfg,
                                       Gr00tServerError, gr00t_codec)
 
+pytestmark = pytest.mark.slow  # hostile peers against the GR00T server
+
 H = 4
 MAX_BATCH = 64
+DEADLINE_S = 60.0
+"""Longest wait for something that must happen (a reply, a drop): reached only when it never does."""
 
 
 def _echo(obs_rows, env_ids):
@@ -42,12 +48,12 @@ def _array(shape, data=b"", dtype="<f4") -> dict:
 
 
 class _Req:
-    """A raw REQ socket to a GR00T server: sends any msgpack, returns the decoded reply and its latency."""
+    """A raw REQ socket to a GR00T server: sends any msgpack, returns the decoded reply and its latency [s]."""
 
     def __init__(self, port: int):
         self.context = zmq.Context()
         self.socket = self.context.socket(zmq.REQ)
-        self.socket.setsockopt(zmq.RCVTIMEO, 10_000)
+        self.socket.setsockopt(zmq.RCVTIMEO, int(DEADLINE_S * 1e3))
         self.socket.setsockopt(zmq.LINGER, 0)
         self.socket.connect(f"tcp://127.0.0.1:{port}")
 
@@ -72,11 +78,11 @@ def server():
 
 
 def _good_call(req: _Req) -> float:
+    """One well-formed request, answered with a chunk; its latency [s], to print."""
     state = np.zeros((2, 1, 4), np.float32)
     observation = {"state.policy": _array(state.shape, state.tobytes())}
     reply, elapsed = req(msgpack.packb({"data": {"observation": observation}}))
     assert np.frombuffer(reply[0]["action.action"][b"data"], np.float32).size == 2 * H, reply
-    assert elapsed < 1.0, elapsed
     return elapsed
 
 
@@ -87,11 +93,11 @@ def test_declared_batch_of_2_28_rows_is_refused_before_anything_is_built(server)
     message = msgpack.packb({"data": {"observation": {"state.policy": _array([2**28, 1, 0])}}})
     assert len(message) < 100
     tracemalloc.start()
-    reply, elapsed = req(message)
+    reply, _ = req(message)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert f"B must be 1 to {MAX_BATCH} (max_batch)" in reply["error"], reply
-    assert peak < 2**20 and elapsed < 0.5, (peak, elapsed)
+    assert peak < 2**20, peak
     _good_call(req)
 
 
@@ -102,13 +108,13 @@ dims = st.one_of(st.integers(0, 3), st.integers(MAX_BATCH - 1, MAX_BATCH + 1), s
 @given(shape=st.lists(dims, min_size=1, max_size=6), nested=st.booleans())
 def test_any_declared_shape_is_served_or_refused_within_the_bounds(server, shape, nested):
     """Any shape, with the bytes it declares when they are few (else none): a chunk of B <= max_batch rows, or
-    one error; never a zero-size feature served, never more than 4 MiB allocated, always within 0.5 s."""
+    one error; never a zero-size feature served, never more than 4 MiB allocated, always answered."""
     served, req = server
     count = int(np.prod(shape, dtype=object))
     array = _array(shape, bytes(4 * count) if count <= 4096 else b"")
     observation = {"state": {"policy": array}} if nested else {"state.policy": array}
     tracemalloc.start()
-    reply, elapsed = req(msgpack.packb({"data": {"observation": observation}}))
+    reply, _ = req(msgpack.packb({"data": {"observation": observation}}))
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     valid = len(shape) >= 3 and 0 < count <= 4096 and shape[0] <= MAX_BATCH
@@ -117,7 +123,7 @@ def test_any_declared_shape_is_served_or_refused_within_the_bounds(server, shape
         assert len(chunk[b"data"]) == 4 * shape[0] * H, reply
     else:
         assert isinstance(reply, dict) and "error" in reply, (shape, reply)
-    assert peak < 4 * 2**20 and elapsed < 0.5, (shape, peak, elapsed)
+    assert peak < 4 * 2**20, (shape, peak)
 
 
 # --- JSON inside msgpack --------------------------------------------------------------------------------------------
@@ -151,20 +157,21 @@ def _marker_flood(lists: int) -> bytes:
 
 def test_config_markers_are_not_parsed_by_the_server_and_are_bounded_in_the_client():
     """The issue's unauthenticated ping of a marker whose JSON held 22M empty lists (+1.7 GiB, every client blocked
-    for 7 s): the server never parses a config, so a 3 MB one costs its copy and is answered at once, with or
-    without a token; the client parses one only in the get_modality_config reply, bounded by the object cap."""
+    for 7 s): the server never parses a config, so a 3 MB one costs its copy and no more (parsing it would build
+    a million lists), with or without a token; the client parses one only in the get_modality_config reply,
+    bounded by the object cap."""
     flood = _marker_flood(10**6)
     for token in ("s3cret", None):
         cfg = Gr00tPolicyServerCfg(port=0, chunk_length=H, keys={"state.policy": "policy"}, token=token)
         with Gr00tPolicyServer(_echo, cfg) as served:
             req = _Req(served.address[1])
             tracemalloc.start()
-            reply, elapsed = req(flood)
+            reply, _ = req(flood)
             _, peak = tracemalloc.get_traced_memory()
             tracemalloc.stop()
             assert reply == ({"error": "Unauthorized: Invalid API token"} if token else
                              {"status": "ok", "message": "Server is running", "task": None}), reply
-            assert elapsed < 0.5 and peak < 3 * len(flood), (elapsed, peak)
+            assert peak < 3 * len(flood), peak
             req.close()
     reply, _ = gr00t_codec.unpackb(flood)
     assert reply["data"]["as_json"].startswith("[[],")  # a plain map: not decoded where no config is expected
@@ -229,20 +236,20 @@ HOSTILE_CONFIGS = {
 @pytest.mark.parametrize("case", sorted(HOSTILE_CONFIGS))
 def test_client_refuses_what_a_hostile_config_would_make_it_allocate(case):
     """A server's delta_indices of [-3e7, 0] took eval.py from 1.3 to 2.1 GB, [-1e11, 0] tried 3.2 TB: each such
-    config is one error naming the client's limit, within 1 s, with under 8 MiB allocated."""
+    config is one error naming the client's limit, with under 8 MiB allocated (before anything of the announced
+    size is built)."""
     config, match = HOSTILE_CONFIGS[case]
     forged = _ForgedRepServer(config)
     try:
         tracemalloc.start()
-        start = time.perf_counter()
         with pytest.raises((ValueError, Gr00tServerError), match=match):
-            Gr00tChunkModel(Gr00tChunkModelCfg(port=forged.port, max_chunk_length=2048))
-        elapsed = time.perf_counter() - start
+            Gr00tChunkModel(Gr00tChunkModelCfg(port=forged.port, max_chunk_length=2048, timeout_s=DEADLINE_S,
+                                               connect_timeout_s=DEADLINE_S))
         _, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()
     finally:
         forged.close()
-    assert elapsed < 1.0 and peak < 8 * 2**20, (elapsed, peak)
+    assert peak < 8 * 2**20, peak
 
 
 def test_history_rings_are_bounded_for_every_model():
@@ -276,7 +283,7 @@ def _zmtp_half_message(port: int, size: int, sent: int) -> socket.socket:
     as libzmq's own peers do), then sends a message whose body frame announces ``size`` bytes, ``sent`` of them."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.sendall(b"\xff" + bytes(7) + b"\x01\x7f" + b"\x03\x01" + b"NULL".ljust(20, b"\0") + bytes(32))
-    sock.settimeout(5.0)
+    sock.settimeout(DEADLINE_S)
     greeting = b""
     while len(greeting) < 64:
         greeting += sock.recv(64 - len(greeting))
@@ -287,8 +294,25 @@ def _zmtp_half_message(port: int, size: int, sent: int) -> socket.socket:
     return sock
 
 
+def _held(sock: socket.socket) -> bool:
+    """Whether the server still holds the connection: what it sent (its handshake) is read without waiting, and
+    it has not closed it."""
+    sock.setblocking(False)
+    try:
+        while sock.recv(65536):
+            pass
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.settimeout(DEADLINE_S)
+
+
 def _closed_by_server(sock: socket.socket) -> bool:
-    sock.settimeout(2.0)
+    """Whether the server closes the connection within :data:`DEADLINE_S` (then this end is closed too)."""
+    sock.settimeout(DEADLINE_S)
     try:
         while sock.recv(65536):
             pass
@@ -309,8 +333,8 @@ def test_half_sent_frames_are_bounded_and_dropped():
     """The issue's 32 unauthenticated peers each sending 14 of an announced 15 MiB frame grew the server by 449 MiB,
     held after they left. Here serve_policy.py --protocol gr00t (4 MiB messages, so a 16 MiB budget, 1 s read
     time-out) gets 32 peers sending 3.5 of an announced 4 MiB frame: the server drops the oldest past its budget
-    and the rest after the time-out, one log line each, and a well-formed client is served within 1 s
-    meanwhile."""
+    and the rest after the time-out, one log line each, and a well-formed client is served meanwhile (while the
+    newest peer is held: it does not wait for the time-out) and after."""
     process = subprocess.Popen(
         [sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--protocol", "gr00t", "--port", "0",
          "--chunk", str(H), "--keys", "state.policy=policy", "--max_message_mb", str(MESSAGE_MB),
@@ -326,9 +350,9 @@ def test_half_sent_frames_are_bounded_and_dropped():
             peers.append(_zmtp_half_message(port, MESSAGE_MB * 2**20 - 64, 7 * MESSAGE_MB * 2**20 // 8))
             if i % 8 == 7:
                 times.append(_good_call(req))
-        time.sleep(2.5)  # past the read time-out
+        assert _held(peers[-1]), "the well-formed client was served only after the newest peer was dropped"
+        assert all(map(_closed_by_server, peers))  # past the budget, or after the read time-out
         times.append(_good_call(req))
-        assert all(map(_closed_by_server, peers))
         peak = _peak_mib(process.pid)
         print(f"\nGR00T server VmHWM: idle {idle:.0f} MiB, peak {peak:.0f} MiB under {PEERS} half-sent"
               f" {MESSAGE_MB} MiB frames (budget 16 MiB); slowest well-formed call {1e3 * max(times):.1f} ms")

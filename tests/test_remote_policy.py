@@ -27,8 +27,20 @@ from isaaclab_suspend.serving import (
 from isaaclab_suspend.serving.wire import receive_message
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # served models end to end, scripts in processes
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H = 8
+DEADLINE_S = 60.0
+"""Longest wait for something that must happen (a reply, a closed connection): reached only when it never does."""
+
+
+def _wait_for(condition, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` if it does not within :data:`DEADLINE_S`."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"within {DEADLINE_S:g} s, expected: {what}"
+        time.sleep(0.01)
 
 
 def _client(server: PolicyServer, **kwargs) -> RemoteChunkModel:
@@ -105,12 +117,21 @@ def test_remote_model_serves_the_real_env_like_the_local_one():
             _client(wrong).check_env(env)
 
 
-def test_dead_closed_failing_slow_and_incompatible_servers():
+def test_dead_closed_failing_slow_and_incompatible_servers(monkeypatch):
     port = _free_port()
-    start = time.perf_counter()
-    with pytest.raises(ConnectionError, match=f"No policy server at 127.0.0.1:{port}.*serve_policy.py"):
-        RemoteChunkModel(RemoteChunkModelCfg(port=port))
-    assert time.perf_counter() - start < 5
+    connects, connect = [], socket.create_connection
+
+    def counted_connect(*args, **kwargs):
+        connects.append(args)
+        return connect(*args, **kwargs)
+
+    # a dead server is reported at the refusal of the first connection: no retry, no wait for a time-out
+    with monkeypatch.context() as patch:
+        patch.setattr(socket, "create_connection", counted_connect)
+        with pytest.raises(ConnectionError, match=f"No policy server at 127.0.0.1:{port} .*Connection refused"
+                                                  ".*serve_policy.py"):
+            RemoteChunkModel(RemoteChunkModelCfg(port=port))
+    assert len(connects) == 1, connects
 
     rows, ids = {"policy": torch.zeros(2, 3), "extra": {"steps": torch.zeros(2)}}, torch.arange(2)
 
@@ -120,23 +141,35 @@ def test_dead_closed_failing_slow_and_incompatible_servers():
         return echo(obs_rows, env_ids)
 
     server = PolicyServer(failing, PolicyServerCfg(port=0, chunk_length=H)).start()
-    client = _client(server, timeout_s=0.3)
+    client = _client(server, timeout_s=DEADLINE_S)
     with pytest.raises(RuntimeError, match="failed: ValueError: bad observation"):
         client({**rows, "policy": torch.ones(2, 3)}, ids)
     assert client(rows, ids).shape == (2, H, 2)  # the server lives on
     object_array = b'{"type": "infer", "arrays": [["x", "|O", [1]]]}'
     for header, payload in ((b"{}", b""), (b"[1]", b""), (b"\xff", b""), (object_array, bytes(8))):
-        with socket.create_connection(server.address, timeout=5) as raw:  # malformed messages are dropped
+        with socket.create_connection(server.address, timeout=DEADLINE_S) as raw:  # malformed messages are dropped
             raw.sendall(struct.pack(">I", len(header)) + header + payload)
-            reply, _ = receive_message(raw, WireLimitsCfg(), 5.0, 5.0)
+            reply, _ = receive_message(raw, WireLimitsCfg(), DEADLINE_S, DEADLINE_S)
             assert reply["type"] == "error" and "malformed message" in reply["message"], reply
             assert raw.recv(1) == b""
     assert client(rows, ids).shape == (2, H, 2)
-    server.model = lambda obs_rows, env_ids: time.sleep(1.0) or echo(obs_rows, env_ids)
+    started, answer = threading.Event(), threading.Event()
+
+    def slow(obs_rows, env_ids):  # a model call that ends only once the client has given up
+        started.set()
+        answer.wait(DEADLINE_S)
+        return echo(obs_rows, env_ids)
+
+    server.model = slow
+    client.cfg.timeout_s = 0.3  # for this call only
     with pytest.raises(TimeoutError, match="did not answer within 0.3 s"):
         client(rows, ids)
-    time.sleep(1.0)  # the server finishes the slow call it was serving
+    assert started.wait(DEADLINE_S), "the request never reached the model"
+    client.cfg.timeout_s = DEADLINE_S
     server.model = echo
+    answer.set()
+    # the server finishes the slow call it was serving, and closes the connection the client gave up
+    _wait_for(lambda: server.num_connections == 0, "the server drops the connection the client gave up")
     assert client(rows, ids).shape == (2, H, 2)  # reconnected after the time-out
     server.close()
     with pytest.raises(ConnectionError, match="policy server at 127.0.0.1"):

@@ -1,7 +1,8 @@
 """The policy server and client against hostile peers, all on loopback: forged lengths and shapes, garbage,
 slow, silent and excess connections, forged replies, tokens. The server under fuzz is ``serve_policy.py`` in
-its own process, so its resident memory is measured alone; a well-formed client is served within 1 s
-throughout."""
+its own process, so its resident memory is measured alone; a well-formed client is served throughout, without
+waiting for the hostile peers. No test measures how fast anything happens: each waits for the event it expects
+(a drop, a reply, a state of the server) with a deadline that is only reached when it never comes."""
 
 import asyncio
 import contextlib
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 import tracemalloc
+import types
 
 import msgpack
 import numpy as np
@@ -33,17 +35,68 @@ from websockets.asyncio.server import serve as ws_serve
 from websockets.sync.client import connect as ws_connect
 
 from isaaclab_suspend.names import TOKEN_ENV
-from isaaclab_suspend.serving import msgpack_arrays
+from isaaclab_suspend.serving import batching, msgpack_arrays
 from isaaclab_suspend.serving.batching import PATIENCE, BatchingCfg
 from isaaclab_suspend.serving.openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
 from isaaclab_suspend.serving.openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from isaaclab_suspend.serving.policy_server import PolicyServer, PolicyServerCfg
 from isaaclab_suspend.serving.remote_client import PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
 from isaaclab_suspend.serving.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
+
+pytestmark = pytest.mark.slow  # hostile peers against the three wires' servers
 H = 4
 MESSAGE_MB, CONNECTIONS = 4, 8
 """Caps of the fuzzed server: the documented bound of its resident memory is 2x idle + 4 MiB x 8."""
 ROWS, IDS = {"policy": torch.zeros(2, 4)}, torch.arange(2)
+DEADLINE_S = 60.0
+"""Longest wait for something that must happen (a drop, a reply): reached only when it never does."""
+
+
+def _wait_for(condition, what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` if it does not within :data:`DEADLINE_S`."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"within {DEADLINE_S:g} s, expected: {what}"
+        time.sleep(0.01)
+
+
+def _unread(sock: socket.socket) -> int:
+    """Bytes sent on ``sock`` that the process at the other end has not read yet: what our end has not had
+    acknowledged, and what waits in the other end's receive queue (Linux ``/proc/net/tcp``; 0 once either end
+    is closed)."""
+    def name(address) -> str:
+        return f"{int.from_bytes(socket.inet_aton(address[0]), 'little'):08X}:{address[1]:04X}"
+
+    try:
+        ours, theirs = name(sock.getsockname()), name(sock.getpeername())
+    except OSError:  # no longer connected
+        return 0
+    unread = 0
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            local, remote, _, queues = line.split()[1:5]
+            tx_queue, rx_queue = (int(v, 16) for v in queues.split(":"))
+            if (local, remote) == (ours, theirs):
+                unread += tx_queue
+            elif (local, remote) == (theirs, ours):
+                unread += rx_queue
+    return unread
+
+
+def _open(sock: socket.socket) -> bool:
+    """Whether the other end still holds the connection: nothing from it, not even a close (a look that does not
+    wait)."""
+    timeout = sock.gettimeout()
+    sock.setblocking(False)
+    try:
+        sock.recv(1, socket.MSG_PEEK)  # data or b"" (closed): either way it sent something
+        return False
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.settimeout(timeout)
 
 
 def _frame(header: bytes, payload: bytes = b"", length: int | None = None) -> bytes:
@@ -100,12 +153,11 @@ def test_any_bytes_give_a_message_or_a_protocol_error_within_the_limits(data):
     assert peak < limits.max_message_bytes + 2**20
 
 
-def _call_within_1s(client: RemoteChunkModel) -> float:
+def _served(client: RemoteChunkModel) -> float:
+    """One well-formed call (the client's time-out is :data:`DEADLINE_S`); its latency [s], to print."""
     start = time.perf_counter()
     assert client(ROWS, IDS).shape == (2, H, 1)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, elapsed
-    return elapsed
+    return time.perf_counter() - start
 
 
 def _memory_mib(pid: int) -> tuple[float, float]:
@@ -114,13 +166,15 @@ def _memory_mib(pid: int) -> tuple[float, float]:
     return tuple(int(re.search(rf"{key}:\s+(\d+) kB", status)[1]) / 1024 for key in ("VmRSS", "VmHWM"))
 
 
-def _read_until_closed(sock: socket.socket, timeout: float = 3.0) -> bytes:
-    sock.settimeout(timeout)
+def _read_until_closed(sock: socket.socket) -> bytes:
+    """What the other end sends until it closes the connection (a reset counts as closed); a ``TimeoutError`` if
+    it does not close within :data:`DEADLINE_S`."""
+    sock.settimeout(DEADLINE_S)
     data = b""
     try:
         while chunk := sock.recv(65536):
             data += chunk
-    except (ConnectionError, TimeoutError):
+    except ConnectionError:
         pass
     return data
 
@@ -146,11 +200,12 @@ def server_process():
 def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
     """Forged lengths and shapes, garbage, slow, silent and excess connections, and connections that make the
     server hold a whole message each: every one is dropped or refused with one log line, no traceback, a
-    well-formed client is served within 1 s after every probe, and the peak resident memory stays below
-    2x idle + message cap x connection cap."""
+    well-formed client is served after every probe, and while silent and slow peers are held (before their
+    read time-out: it never waits for them), and the peak resident memory stays below 2x idle + message cap x
+    connection cap."""
     process, address = server_process
-    client = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=5.0))
-    _call_within_1s(client)
+    client = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=DEADLINE_S))
+    _served(client)
     idle_rss, _ = _memory_mib(process.pid)
     times = []
 
@@ -158,7 +213,7 @@ def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
     @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(data=frames, hello_first=st.booleans())
     def probe(data, hello_first):
-        with socket.create_connection(address, timeout=3) as raw:
+        with socket.create_connection(address, timeout=DEADLINE_S) as raw:
             try:
                 raw.sendall((HELLO if hello_first else b"") + data)
                 raw.shutdown(socket.SHUT_WR)
@@ -167,17 +222,22 @@ def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
             _read_until_closed(raw)
 
     probe()
-    times.append(_call_within_1s(client))
+    times.append(_served(client))
 
     # silent and slow clients: dropped after the 1 s read time-out while the good client is served
     silent = [socket.create_connection(address) for _ in range(3)]
-    slow, start = socket.create_connection(address), time.monotonic()
-    with pytest.raises(OSError):  # one byte every 0.25 s: the message is not whole within 1 s, so it is dropped
-        for byte in HELLO * 4:
-            slow.sendall(bytes([byte]))
-            times.append(_call_within_1s(client))
+    slow = socket.create_connection(address)
+    slow.sendall(HELLO[:1])
+    _wait_for(lambda: not _unread(slow), "the server reads the slow client's first byte")  # its 1 s starts here
+    times.append(_served(client))
+    assert all(map(_open, [*silent, slow])), "the well-formed client was served only after the silent or slow ones"
+    # one byte every 0.25 s (the pace of a slow client, no wait for the server): its hello would be whole after
+    # 8.5 s, but it is not whole within 1 s, so it is dropped and a later byte cannot be sent
+    with pytest.raises(OSError):
+        for byte in HELLO[1:] + HELLO * 3:
             time.sleep(0.25)
-    assert time.monotonic() - start < 3.0
+            slow.sendall(bytes([byte]))
+            times.append(_served(client))
     for sock in [*silent, slow]:
         assert _read_until_closed(sock) == b"" and sock.recv(1) == b""  # closed by the server
         sock.close()
@@ -192,20 +252,21 @@ def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
         sock = socket.create_connection(address)
         sock.sendall(HELLO + big + bytes(budget // 2))
         holders.append(sock)
-    time.sleep(0.3)
+    # the server has read all they sent (or dropped them): each is receiving before the flood comes
+    _wait_for(lambda: not any(map(_unread, holders)), "the server reads what the holders sent")
     _, peak_hold = _memory_mib(process.pid)
     flood = [socket.create_connection(address) for _ in range(40)]
-    replies = [_read_until_closed(sock, 2.0) for sock in flood]
+    replies = [_read_until_closed(sock) for sock in flood]
     assert replies.count(b"") == len(flood), replies[:3]  # closed to admit the next, or after the read time-out
-    times.append(_call_within_1s(client))
+    times.append(_served(client))
     for sock in holders:  # dropped by the server: their message is not whole within the 1 s read time-out
         assert _read_until_closed(sock).startswith(b"\x00") and sock.recv(1) == b""
     for sock in [*holders, *flood]:
         sock.close()
 
     # the server accepts new clients again, and everything is still served
-    other = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=5.0))
-    times += [_call_within_1s(other), _call_within_1s(client)]
+    other = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=DEADLINE_S))
+    times += [_served(other), _served(client)]
     rss, peak = _memory_mib(process.pid)
     bound = 2 * idle_rss + MESSAGE_MB * CONNECTIONS
     print(f"\nserver RSS: idle {idle_rss:.0f} MiB, peak {peak:.0f} MiB (while holding 7 half-sent 4 MiB messages:"
@@ -244,11 +305,17 @@ class _FakeServer:
             with conn:
                 for n in range(2):
                     try:
-                        receive_message(conn, WireLimitsCfg(), 5.0, 5.0)
+                        receive_message(conn, WireLimitsCfg(), DEADLINE_S, DEADLINE_S)
                         conn.sendall(self.replies(n))
                     except (OSError, EOFError):
                         break
-                time.sleep(0.1)
+                # end our side after the replies, and close only once the client has closed its own (a close
+                # with something of the client's unread would reset the connection under the replies)
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_WR)
+                    conn.settimeout(DEADLINE_S)
+                    while conn.recv(65536):
+                        pass
 
     def close(self):
         self.sock.close()
@@ -280,7 +347,8 @@ BAD_HELLOS = {
 def test_client_turns_any_bad_reply_into_one_connection_error(case):
     server = _FakeServer(lambda n: GOOD_HELLO if n == 0 else FORGED_REPLIES[case])
     try:
-        client = RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1], timeout_s=1.0))
+        client = RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1],
+                                                      timeout_s=DEADLINE_S))
         tracemalloc.start()
         with pytest.raises(ConnectionError, match=f"policy server at 127.0.0.1:{server.address[1]}"):
             client(ROWS, IDS)
@@ -296,7 +364,7 @@ def test_client_refuses_a_bad_hello_with_one_error(case):
     server = _FakeServer(lambda n: BAD_HELLOS[case])
     try:
         with pytest.raises(PolicyServerError, match=f"policy server at 127.0.0.1:{server.address[1]}"):
-            RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1], timeout_s=1.0))
+            RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1], timeout_s=DEADLINE_S))
     finally:
         server.close()
 
@@ -315,20 +383,23 @@ def test_eval_exits_2_with_one_line_for_a_garbage_server():
 def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
     caplog.set_level(logging.INFO)
     echo = lambda rows, ids: torch.zeros(len(ids), H, 1)  # noqa: E731
-    cfg = PolicyServerCfg(port=0, chunk_length=H, max_connections=2, idle_timeout_s=0.5, read_timeout_s=0.5)
+    # a half-sent request is held until the test closes it (read time-out DEADLINE_S), idle clients are closed
+    cfg = PolicyServerCfg(port=0, chunk_length=H, max_connections=2, idle_timeout_s=0.5, read_timeout_s=DEADLINE_S)
     with PolicyServer(echo, cfg) as server:
         host, port = server.address
-        clients = [RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port)) for _ in range(2)]
-        time.sleep(1.0)  # both idle past the time-out: closed by the server, reconnected on the next call
+        clients = [RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
+                   for _ in range(2)]
+        # both idle past the time-out: closed by the server, reconnected on the next call
+        _wait_for(lambda: server.num_connections == 0, "the server closes both idle clients")
         assert all(c(ROWS, IDS).shape == (2, H, 1) for c in clients)
         assert sum("no message within 0.5 s" in r.message for r in caplog.records) >= 2
         holders = []  # two connections receiving a request: the server is full and nobody idle can make room
         for _ in range(2):
             holders.append(socket.create_connection((host, port)))
             holders[-1].sendall(HELLO)
-            receive_message(holders[-1], WireLimitsCfg(), 2.0, 2.0)
+            receive_message(holders[-1], WireLimitsCfg(), DEADLINE_S, DEADLINE_S)
             holders[-1].sendall(b"\0\0")
-        time.sleep(0.05)
+        _wait_for(lambda: not any(map(_unread, holders)), "the server reads the holders' first bytes")
         with pytest.raises(PolicyServerError, match="refused the connection: busy: it serves at most 2 connections"
                                                     " at a time and all are receiving or being served"):
             RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
@@ -349,7 +420,7 @@ def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
         assert RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))(ROWS, IDS).shape[1] == H
         with socket.create_connection((host, port)) as raw:  # no request before the hello
             raw.sendall(encode_message({"type": "infer"}, {"env_ids": IDS}))
-            reply, _ = receive_message(raw, WireLimitsCfg(), 2.0, 2.0)
+            reply, _ = receive_message(raw, WireLimitsCfg(), DEADLINE_S, DEADLINE_S)
             assert "the first request must be 'hello'" in reply["message"]
 
     with pytest.raises(ValueError, match="beyond loopback, without a token"):
@@ -442,17 +513,21 @@ def test_msgpack_any_bytes_decode_or_give_one_value_error(data):
 @pytest.mark.parametrize("forged", ["scalars", "strings", "empty maps"])
 def test_msgpack_object_floods_cost_bounded_time_and_memory(forged):
     """The issue's 4.2 MB message of about 1M scalars (passing the old 1024-container cap): refused after 4097
-    objects, with under 1 MiB allocated, in a few ms."""
+    objects, with under 1 MiB allocated, having read no further than those: the rest of the message may be
+    anything, so the refusal costs the same whatever its size."""
     value = {"scalars": [[0] * 1000] * 1000, "strings": [[""] * 1000] * 1000, "empty maps": [[{}] * 1000] * 1000}
     data = msgpack.packb(value[forged])
     tracemalloc.start()
-    start = time.perf_counter()
     with pytest.raises(ValueError, match="at most 4096 msgpack objects"):
         msgpack_arrays.unpackb(data)
-    elapsed = time.perf_counter() - start
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    assert peak < 2**20 and elapsed < 1.0, (peak, elapsed)
+    assert peak < 2**20, peak
+    # each of the first 4097 objects takes at most 3 bytes here; 0xc1 is no msgpack type, so a reader that went on
+    # past them would say so instead
+    read = 3 * (msgpack_arrays.MAX_OBJECTS + 1)  # about 1 % of the message
+    with pytest.raises(ValueError, match="at most 4096 msgpack objects"):
+        msgpack_arrays.unpackb(data[:read] + b"\xc1" * (len(data) - read))
 
 
 # --- the openpi server against hostile peers ----------------------------------------------------------------------
@@ -461,7 +536,7 @@ OPENPI_CAP = 2**20  # a message cap of 1 MiB, a budget of 4 MiB, 8 connections, 
 
 
 def _slow_echo(obs_rows, env_ids):
-    time.sleep(0.01)
+    time.sleep(0.01)  # the cost of a model call (no test waits on it)
     return torch.zeros(len(env_ids), H, 1)
 
 
@@ -473,15 +548,11 @@ def openpi_server():
         yield server
 
 
-def _good_call(server) -> float:
-    """One well-formed openpi request on a fresh connection; its latency [s] (asserted under 1 s)."""
-    start = time.perf_counter()
+def _good_call(server) -> None:
+    """One well-formed openpi request on a fresh connection, answered."""
     client = WebsocketClientPolicy(*server.address)
     assert client.infer({"policy": np.zeros(4, np.float32)})["actions"].shape == (H, 1)
     client._ws.close()
-    elapsed = time.perf_counter() - start
-    assert elapsed < 1.0, elapsed
-    return elapsed
 
 
 def _ws(server):
@@ -498,7 +569,8 @@ def _half_frame(size: int) -> bytes:
 def test_openpi_server_bounds_what_hostile_peers_make_it_hold(openpi_server):
     """Half-sent frames, pipelined requests, idle connections, an object flood: the server's buffered bytes stay
     within its budget, stalled frames are dropped after the read time-out, a full server makes room for a new
-    client, and a well-formed client is served within 1 s after every probe."""
+    client, a well-formed client is served after every probe (while stalled frames are still held: it does not
+    wait for them), and a stop does not wait for half-sent frames."""
     server, budget = openpi_server, 4 * OPENPI_CAP
     _good_call(server)
     # 7 connections that each send half of an announced 1 MiB frame: the budget drops the oldest, the rest are
@@ -507,16 +579,14 @@ def test_openpi_server_bounds_what_hostile_peers_make_it_hold(openpi_server):
     for connection in holders:
         with contextlib.suppress(OSError):  # dropped by the budget already
             connection.socket.sendall(_half_frame(OPENPI_CAP - 64))
-        time.sleep(0.02)
+        _wait_for(lambda: not _unread(connection.socket), "the server reads the half frame (or drops it)")
         assert server.buffered_bytes <= budget
     _good_call(server)
-    start = time.monotonic()
-    while server.buffered_bytes and time.monotonic() - start < 5:
-        time.sleep(0.1)
-    assert server.buffered_bytes == 0 and time.monotonic() - start < 3.0  # all dropped: read time-out 1 s
+    assert server.buffered_bytes, "the well-formed client was served only after the stalled frames were dropped"
+    _wait_for(lambda: not server.buffered_bytes, "the stalled frames are dropped")
     for connection in holders:
         with pytest.raises(websockets.ConnectionClosed):
-            connection.recv(timeout=5)
+            connection.recv(timeout=DEADLINE_S)
     # pipelined requests: the second is not read until the first is answered
     piped = _ws(server)
     message = msgpack_arrays.packb({"policy": np.zeros(OPENPI_CAP // 8, np.float32)})
@@ -524,25 +594,28 @@ def test_openpi_server_bounds_what_hostile_peers_make_it_hold(openpi_server):
         piped.send(message)
     assert server.buffered_bytes <= budget
     for _ in range(4):
-        assert "actions" in msgpack_arrays.unpackb(piped.recv(timeout=10))
+        assert "actions" in msgpack_arrays.unpackb(piped.recv(timeout=DEADLINE_S))
     piped.close()
     # an object flood of 1 MiB: refused with openpi's error frame, the others are served meanwhile
     flood = _ws(server)
     flood.send(msgpack.packb([[0] * 1000] * 1000))
-    assert "at most 4096 msgpack objects" in flood.recv(timeout=5)
+    assert "at most 4096 msgpack objects" in flood.recv(timeout=DEADLINE_S)
     _good_call(server)
     # 8 idle connections (the cap): a new client closes the idlest and is served at once
     idle = [_ws(server) for _ in range(8)]
     _good_call(server)
     with pytest.raises(websockets.ConnectionClosed):
-        idle[0].recv(timeout=5)
-    # a stop while clients hold half-sent frames is prompt
+        idle[0].recv(timeout=DEADLINE_S)
+    # a stop while clients hold half-sent frames (and idle connections, which the server would keep for
+    # idle_timeout_s = 600 s) does not wait for them
     for connection in idle[1:4]:
         with contextlib.suppress(OSError):
             connection.socket.sendall(_half_frame(OPENPI_CAP // 2))
-    start = time.monotonic()
-    server.close()
-    assert time.monotonic() - start < 2.0
+    _wait_for(lambda: not any(_unread(c.socket) for c in idle[1:4]), "the server reads the half frames")
+    closing = threading.Thread(target=server.close)
+    closing.start()
+    closing.join(DEADLINE_S)
+    assert not closing.is_alive(), "the stop waits for the clients"
 
 
 def test_openpi_server_refuses_bad_authorization_cleanly(caplog, monkeypatch):
@@ -648,13 +721,14 @@ def test_eval_exits_2_on_integer_actions_from_an_openpi_server():
 
 def test_clients_name_the_other_protocol_at_once():
     """The project's client at an openpi server, and the openpi client at a project server: each says which
-    address form to use, within a second (was 17.6 s and 'closed the connection')."""
-    with OpenpiPolicyServer(_slow_echo, OpenpiPolicyServerCfg(port=0, chunk_length=H)) as server:
+    address form to use, at once: from the server's first answer, not after a time-out (was 17.6 s and 'closed
+    the connection'). The openpi server would wait for the rest of an HTTP request far longer than the client
+    waits for its answer, so the client says it only if its hello made the server answer."""
+    cfg = OpenpiPolicyServerCfg(port=0, chunk_length=H, read_timeout_s=3600.0)
+    with OpenpiPolicyServer(_slow_echo, cfg) as server:
         host, port = server.address
-        start = time.monotonic()
         with pytest.raises(PolicyServerError, match=f"this is an openpi server: use --remote openpi://{host}:{port}"):
-            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
-        assert time.monotonic() - start < 1.0
+            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
     with PolicyServer(_slow_echo, PolicyServerCfg(port=0, chunk_length=H)) as server:
         host, port = server.address
         with pytest.raises(ConnectionError, match=f"called with --remote {host}:{port} \\(no openpi://\\)"):
@@ -663,26 +737,32 @@ def test_clients_name_the_other_protocol_at_once():
 
 # --- the project's TCP server: idle peers cannot keep a client out, nor slow the batch ------------------------------
 
-def test_tcp_server_admits_a_client_past_idle_peers_and_does_not_wait_for_them(caplog):
+def test_tcp_server_admits_a_client_past_idle_peers_and_does_not_wait_for_them(caplog, monkeypatch):
     cfg = PolicyServerCfg(port=0, chunk_length=H, max_connections=4, batching=BatchingCfg(max_wait_s=0.5))
+    # the batcher's clock, stopped below: then no batch closes at max_wait_s, only once every client it waits for
+    # has sent its request
+    stopped_at = []
+    monkeypatch.setattr(batching, "time", types.SimpleNamespace(
+        monotonic=lambda: stopped_at[0] if stopped_at else time.monotonic()))
     with PolicyServer(_slow_echo, cfg) as server:
         host, port = server.address
         silent = [socket.create_connection((host, port)) for _ in range(4)]  # no hello
-        time.sleep(0.1)
-        client = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))  # closes the oldest silent one
+        _wait_for(lambda: server.num_connections == 4, "the server takes the 4 silent connections")
+        # closes the oldest silent one
+        client = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
         greeted = []
         for _ in range(3):  # hello only, then idle: each closes another silent one
             sock = socket.create_connection((host, port))
             sock.sendall(HELLO)
-            receive_message(sock, WireLimitsCfg(), 2.0, 2.0)
+            receive_message(sock, WireLimitsCfg(), DEADLINE_S, DEADLINE_S)
             greeted.append(sock)
         assert server.num_connections == 4
-        times = []
-        for _ in range(PATIENCE + 3):
-            start = time.perf_counter()
+        for _ in range(PATIENCE):  # each batch waits max_wait_s for the hello-only peers, which send nothing
             assert client(ROWS, IDS).shape == (2, H, 1)
-            times.append(time.perf_counter() - start)
-        assert all(t < 0.25 for t in times[PATIENCE:]), times  # the hello-only peers are not waited for
+        stopped_at.append(time.monotonic())
+        for _ in range(3):  # answered with the clock stopped: the hello-only peers are not waited for any more
+            assert client(ROWS, IDS).shape == (2, H, 1)
+        stopped_at.clear()
         other = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))  # closes the idlest greeted peer
         assert other(ROWS, IDS).shape == (2, H, 1) and client(ROWS, IDS).shape == (2, H, 1)
         for sock in [*silent, *greeted]:
