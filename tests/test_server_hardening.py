@@ -44,6 +44,7 @@ from isaaclab_suspend.serving.remote_client import PolicyServerError, RemoteChun
 from isaaclab_suspend.serving.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
 
 pytestmark = pytest.mark.slow  # hostile peers against the three wires' servers
+
 H = 4
 MESSAGE_MB, CONNECTIONS = 4, 8
 """Caps of the fuzzed server: the documented bound of its resident memory is 2x idle + 4 MiB x 8."""
