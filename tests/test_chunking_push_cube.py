@@ -20,6 +20,8 @@ from isaaclab_suspend.runs import ConstantPolicy, RandomPolicy, score
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 
+pytestmark = pytest.mark.slow  # push-cube episodes run to success under every schedule
+
 TASK = "Isaac-PushCube-Suspendable"
 N = 8
 H = 16

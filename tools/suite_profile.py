@@ -36,6 +36,12 @@ def file_of(case: ET.Element) -> str:
     return ".".join(parts)
 
 
+def slowest(junit: str, count: int) -> list[tuple[float, str]]:
+    """The ``count`` costliest tests: (seconds, ``file::name``)."""
+    cases = ET.parse(junit).getroot().iter("testcase")
+    return sorted(((float(c.get("time", 0)), f"{file_of(c)}::{c.get('name')}") for c in cases), reverse=True)[:count]
+
+
 def collect(junit: str, profile: str) -> dict[str, dict]:
     """Per test file: seconds, tests, failures, envs opened and processes started."""
     rows: dict[str, dict] = collections.defaultdict(lambda: dict(seconds=0.0, tests=0, failed=0, envs=0, processes=0))
@@ -60,8 +66,8 @@ def table(rows: dict[str, dict], fast: set[str]) -> str:
     body = [(path.removeprefix("tests/"), f"{r['seconds']:.0f}", str(r["tests"]), str(r["envs"]), str(r["processes"]),
              "yes" if path in fast else "")
             for path, r in sorted(rows.items(), key=lambda kv: -kv[1]["seconds"])]
-    body.append(("total", f"{sum(r['seconds'] for r in rows.values()):.0f}", str(sum(r["tests"] for r in rows.values())),
-                 str(sum(r["envs"] for r in rows.values())), str(sum(r["processes"] for r in rows.values())),
+    total = {key: sum(r[key] for r in rows.values()) for key in ("seconds", "tests", "envs", "processes")}
+    body.append(("total", f"{total['seconds']:.0f}", str(total["tests"]), str(total["envs"]), str(total["processes"]),
                  str(sum(1 for p in rows if p in fast))))
     widths = [max(len(row[i]) for row in (header, *body)) for i in range(len(header))]
     rule = "  ".join("=" * w for w in widths)
@@ -77,20 +83,22 @@ def fast_tier_files() -> set[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("pytest_args", nargs=argparse.REMAINDER, help="passed to pytest (e.g. -m 'not slow')")
-    args = parser.parse_args(argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], epilog="Other arguments go to pytest.")
+    parser.add_argument("--slowest", type=int, default=15, metavar="N", help="also list the N costliest tests")
+    args, pytest_args = parser.parse_known_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         junit, profile = os.path.join(scratch, "junit.xml"), os.path.join(scratch, "profile")
         start = time.monotonic()
         done = subprocess.run([sys.executable, "-m", "pytest", "-q", f"--junitxml={junit}",
-                               f"--suite-profile={profile}", *args.pytest_args], cwd=ROOT)
+                               f"--suite-profile={profile}", *pytest_args], cwd=ROOT)
         wall = time.monotonic() - start
         if not os.path.isfile(junit):
             print(f"pytest exited {done.returncode} before writing its report", file=sys.stderr)
             return 2
         rows = collect(junit, profile)
+        costliest = slowest(junit, args.slowest)
     print(table(rows, fast_tier_files()))
+    print(f"\nThe {len(costliest)} costliest tests:", *(f"{s:7.1f} s  {name}" for s, name in costliest), sep="\n")
     failed = sum(r["failed"] for r in rows.values())
     print(f"\nWall time {wall:.0f} s ({wall / 60:.1f} min), {failed} failed; pytest exit {done.returncode}.")
     return done.returncode
