@@ -1,4 +1,7 @@
-"""scripts/audit_suspension.py end to end: passes a task that freezes exactly, fails one with a leaking part."""
+"""scripts/audit_suspension.py end to end: passes a task that freezes exactly, fails one with a leaking part.
+
+The task of another package is audited in a process of its own (the real entry point, ``--import`` of a module
+on ``PYTHONPATH`` in a fresh interpreter); the other runs call the script's ``main(argv)`` in the test process."""
 
 import os
 import subprocess
@@ -6,13 +9,16 @@ import sys
 
 import gymnasium as gym
 import pytest
+from helpers import check_usage_errors, load_script
 
 from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
 from isaaclab_suspend.tasks.env_factory import check_local_assets, import_task_modules, make_env_cfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-AUDIT = [sys.executable, os.path.join(ROOT, "scripts", "audit_suspension.py"), "--task", "Test-Stateful-PushCube",
-         "--import", "stateful_task", "--num_envs", "2", "--steps", "16", "--suspend_at", "3", "--suspend_steps", "7"]
+# 16 steps with env 0 suspended for 7 from step 3: longer than every delay and history of the stateful task
+# (at most 3 steps), so a part left unfrozen shows after the resume
+ARGS = ["--task", "Test-Stateful-PushCube", "--import", "stateful_task", "--num_envs", "2", "--steps", "16",
+        "--suspend_at", "3", "--suspend_steps", "7"]
 
 
 DEVICE_AUDITS = {
@@ -24,26 +30,31 @@ DEVICE_AUDITS = {
     "Isaac-Reach-Franka": (),
 }
 """Tasks audited on ``--device`` (``scripts/benchmarks/gpu_suite.py`` runs them on a GPU)."""
+SLOW_AUDITS = {"Isaac-Lift-Franka"}
+"""Of those, the ones outside the fast tier: building the Franka lift twice takes some 45 s of CPU."""
 
 
-def _run(*extra: str, audit: list[str] = AUDIT) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join((ROOT, os.path.join(ROOT, "tests"))))
-    return subprocess.run([*audit, *extra], capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+@pytest.fixture(scope="module")
+def audit():
+    """audit_suspension.py's ``main`` in the test process."""
+    return load_script("audit_suspension").main
 
 
 def test_audit_passes_a_task_of_another_package():
     """The task is registered with Isaac Lab's own ManagerBasedRLEnv and imports nothing of this project."""
-    result = _run()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((ROOT, os.path.join(ROOT, "tests"))))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "audit_suspension.py"), *ARGS],
+                            capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "No divergence" in result.stdout
     assert "drawn after suspension by: nothing" in result.stdout
 
 
-def test_audit_fails_and_names_a_leak():
+def test_audit_fails_and_names_a_leak(audit, capsys):
     """With the actuators left unfrozen, the resumed env drifts: the audit names what and when, exits 1."""
-    result = _run("--unfrozen", "actuators")
-    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
-    table = result.stdout[result.stdout.index("| env | quantity"):].splitlines()
+    status, out = audit([*ARGS, "--unfrozen", "actuators"]), capsys.readouterr().out
+    assert status == 1, out[-3000:]
+    table = out[out.index("| env | quantity"):].splitlines()
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in table[1:] if line.startswith("|")]
     diverged = {r[1]: r for r in rows}
     for name in ("state.newton.state.joint_q", "obs.policy.arm_pos", "reward.arm_vel"):
@@ -52,14 +63,13 @@ def test_audit_fails_and_names_a_leak():
         assert (env, first_step, cause) == ("0", "3", "leak") and float(error) > 0
 
 
-def test_audit_passes_the_camera_task_and_names_uncompared_scratch():
+def test_audit_passes_the_camera_task_and_names_uncompared_scratch(audit, capsys):
     """The camera sensor's intrinsics scratch (``wp.empty``, written only by ``set_intrinsic_matrices``) differs
     between the two runs from the start: it is named as not compared, and the images retrace bit for bit."""
-    camera = [*AUDIT[:3], "Isaac-PushCube-Camera-Suspendable", *AUDIT[6:]]
-    result = _run(audit=camera)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert "No divergence" in result.stdout
-    assert "Not compared: " in result.stdout and "scene_camera._intrinsic_pending" in result.stdout
+    status, out = audit(["--task", "Isaac-PushCube-Camera-Suspendable", *ARGS[4:]]), capsys.readouterr().out
+    assert status == 0, out[-3000:]
+    assert "No divergence" in out
+    assert "Not compared: " in out and "scene_camera._intrinsic_pending" in out
 
 
 def test_a_reset_after_a_suspension_counts_the_envs_own_steps():
@@ -76,15 +86,17 @@ def test_a_reset_after_a_suspension_counts_the_envs_own_steps():
     assert audit.drawn_per_env["event.reset_cube"] == 2 and audit.drawn_per_env["event.reset_cart"] == 4, str(audit)
 
 
-@pytest.mark.parametrize("bad", [["--suspend_at", "20"], ["--unfrozen", "gearbox"]])
-def test_audit_rejects_bad_input(bad):
-    result = _run(*bad)
-    assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "Traceback" not in result.stderr
+def test_audit_rejects_bad_input(capsys):
+    """A suspension past the run's end and an unknown part: usage errors, before any env is built."""
+    check_usage_errors(load_script("audit_suspension"), {
+        ("--suspend_at", "20"): "(got env 0, step 20, steps 7)",
+        ("--unfrozen", "gearbox"): "unknown unfrozen parts ['gearbox']",
+    }, capsys, prefix=tuple(ARGS))
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("task", list(DEVICE_AUDITS))
+@pytest.mark.parametrize("task", [pytest.param(task, marks=pytest.mark.slow) if task in SLOW_AUDITS else task
+                                  for task in DEVICE_AUDITS])
 def test_audit_passes_on_the_device(task, device):
     """The audit in-process on ``--device``: a suspended-then-resumed env retraces the never-suspended run."""
     try:

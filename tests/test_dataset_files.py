@@ -293,10 +293,12 @@ def test_a_terminated_merge_leaves_no_partial_file(shards, tmp_path):
 
     from helpers import ROOT
 
-    code = ("import os, signal, sys; sys.path.insert(0, 'tests'); from helpers import load_script;"
-            " from isaaclab.utils.datasets import HDF5DatasetFileHandler as H; write = H.write_episode;"
+    # the script run as __main__ (its own sys.exit), in a process of its own that the signal may end; no test
+    # helpers imported there, only what the script imports
+    code = ("import os, runpy, signal, sys; from isaaclab.utils.datasets import HDF5DatasetFileHandler as H;"
+            " write = H.write_episode;"
             " H.write_episode = lambda self, *a, **k: (write(self, *a, **k), os.kill(os.getpid(), signal.SIGTERM));"
-            " sys.exit(load_script('merge_shards').main(sys.argv[1:]))")
+            " sys.argv[0] = os.path.join('scripts', 'merge_shards.py'); runpy.run_path(sys.argv[0], run_name='__main__')")
     output = tmp_path / "out" / "merged.hdf5"
     run = subprocess.run([sys.executable, "-c", code, "--datasets", *shards, "--output", str(output)], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)

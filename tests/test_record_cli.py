@@ -1,4 +1,5 @@
-"""scripts/record.py end to end: summary, refusing to overwrite, Ctrl-C and a killed process mid-run."""
+"""scripts/record.py end to end: summary, refusing to overwrite, Ctrl-C and a killed process mid-run (those two
+in a process of their own, the real entry point)."""
 
 import os
 import re
@@ -8,6 +9,7 @@ import sys
 
 import h5py
 import pytest
+from helpers import check_usage_errors, load_script
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
 
@@ -18,8 +20,9 @@ SCRIPT = os.path.join(ROOT, "scripts", "record.py")
 
 
 def _command(output, *extra) -> list[str]:
+    """record.py on Cartpole, 4 envs, episodes of 1 s (60 steps, not 300): a few episodes end within ~100 steps."""
     return [sys.executable, SCRIPT, "--task", "Isaac-Cartpole-Suspendable", "--num_envs", "4", "--output", str(output),
-            *extra]
+            *extra, "env.episode_length_s=1"]
 
 
 def _demos(path) -> list[str]:
@@ -36,21 +39,23 @@ def _demos(path) -> list[str]:
 
 
 @pytest.mark.parametrize("writers", ["1", "2"])
-def test_record_writes_the_episodes_and_a_summary(tmp_path, writers):
-    """One writer process, or two whose part files are merged into the one file at the end."""
+def test_record_writes_the_episodes_and_a_summary(tmp_path, writers, capsys):
+    """One writer process, or two whose part files are merged into the one file at the end (record.py's ``main``
+    in the test process; the writers are processes of their own either way)."""
     output = tmp_path / "cartpole.hdf5"
-    run = subprocess.run(_command(output, "--policy", "random", "--episodes", "5", "--writers", writers), cwd=ROOT,
-                         capture_output=True, text=True, timeout=110)
-    assert run.returncode == 0, run.stderr[-2000:]
+    record = load_script("record")
+    status = record.main(_command(output, "--policy", "random", "--episodes", "5", "--writers", writers)[2:])
+    out = capsys.readouterr().out
+    assert status == 0, out[-2000:]
     assert os.listdir(tmp_path) == ["cartpole.hdf5"]
-    row = re.search(rf"\| {re.escape(str(output))} +\| +(\d+) +\| +(\d+) +\| +(\d+) +\|", run.stdout)
-    assert row, run.stdout[-2000:]
+    row = re.search(rf"\| {re.escape(str(output))} +\| +(\d+) +\| +(\d+) +\| +(\d+) +\|", out)
+    assert row, out[-2000:]
     episodes, _, samples = map(int, row.groups())
     assert episodes >= 5 and len(_demos(output)) == episodes
     with h5py.File(output, "r") as f:
         assert f["data"].attrs["total"] == samples
-    again = subprocess.run(_command(output, "--episodes", "1"), cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert again.returncode == 2 and "pass --overwrite to replace it" in again.stderr
+    check_usage_errors(record, {tuple(_command(output, "--episodes", "1")[2:]): "pass --overwrite to replace it"},
+                       capsys)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])

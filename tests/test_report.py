@@ -1,8 +1,11 @@
 """``eval.py --report DIR``: the page's numbers are the printed table's, it renders in a real browser (headless
 Chromium) with no console error and shows the headline numbers of its log, and ``scripts/report.py`` rebuilds it
-from the log alone."""
+from the log alone. The evaluations run through eval.py's ``main(argv)`` in the test process; report.py's rebuild
+and eval.py's refusal of a file run the real entry points."""
 
+import contextlib
 import html
+import io
 import json
 import math
 import os
@@ -11,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import load_script
 
 import browser
 
@@ -22,15 +26,29 @@ def _script(name: str, *args: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=300)
 
 
+def _eval(*args: str) -> str:
+    """eval.py's ``main(args)`` in the test process, ``sys.argv`` its command line (the log records the command):
+    its stdout (the exit status must be 0)."""
+    out, argv = io.StringIO(), sys.argv
+    sys.argv = [os.path.join(ROOT, "scripts", "eval.py"), *args]
+    try:
+        with contextlib.redirect_stdout(out):
+            status = load_script("eval").main(list(args))
+    finally:
+        sys.argv = argv
+    assert status == 0, out.getvalue()[-3000:]
+    return out.getvalue()
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
-    """The issue's command, ``eval.py --compare any,global_clock --desync --report DIR``, on 8 envs for 420 steps
-    (Cartpole's episodes last 300: every env ends its cut-short first one and most end a full one)."""
+    """The issue's command, ``eval.py --compare any,global_clock --desync --report DIR``, on 4 envs for 120 steps
+    with 1 s (60-step) episodes: every env ends its cut-short first episode and then a full one, so each schedule
+    scores episodes of every env."""
     directory = tmp_path_factory.mktemp("report") / "report"
-    run = _script("eval.py", "--compare", "any,global_clock", "--desync", "--report", str(directory), "--num_envs", "8",
-                  "--steps", "420", "--timeline", "")
-    assert run.returncode == 0, run.stderr[-3000:]
-    return directory, run.stdout
+    stdout = _eval("--compare", "any,global_clock", "--desync", "--report", str(directory), "--num_envs", "4",
+                   "--steps", "120", "--timeline", "", "env.episode_length_s=1")
+    return directory, stdout
 
 
 def _log(directory) -> tuple[dict, dict]:
@@ -111,6 +129,7 @@ def test_report_script_rebuilds_the_page_from_the_log_alone(report, tmp_path):
 
 
 def test_report_that_is_a_file_is_refused_before_the_run(tmp_path):
+    """eval.py's real entry point, in a process of its own: exit status 2 and the one usage line, no env built."""
     existing = tmp_path / "report.html"
     existing.write_text("kept")
     run = _script("eval.py", "--report", str(existing), "--steps", "16")
@@ -118,21 +137,21 @@ def test_report_that_is_a_file_is_refused_before_the_run(tmp_path):
     assert existing.read_text() == "kept" and "Traceback" not in run.stderr
 
 
-def test_report_script_refuses_an_episode_log_in_one_line(tmp_path):
+def test_report_script_refuses_an_episode_log_in_one_line(tmp_path, capsys):
     log = tmp_path / "episodes.jsonl"
     log.write_text('{"env_id": 0, "episode": 0, "success": true, "length": 300}\n')
-    run = _script("report.py", str(log))
-    assert run.returncode == 2 and run.stderr.count("\n") == 1, run.stderr
-    assert "is not a run log record" in run.stderr and "Traceback" not in run.stderr
+    status, err = load_script("report").main([str(log)]), capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1, err
+    assert "is not a run log record" in err and "Traceback" not in err
 
 
 @browser.needs_chromium
 def test_camera_task_report_shows_frames_of_its_episodes(tmp_path):
     """On a camera task the log keeps a strip of the scene camera's frames of a few episodes of the first envs,
-    each within its episode, and the page shows them."""
-    run = _script("eval.py", "--task", "Isaac-PushCube-Camera-Suspendable", "--num_envs", "2", "--steps", "300",
-                  "--desync", "--chunk", "8", "--report", str(tmp_path), "--timeline", "")
-    assert run.returncode == 0, run.stderr[-3000:]
+    each within its episode, and the page shows them. Episodes of 2 s (120 steps) and 150 steps: each env ends an
+    episode, its frames kept every 120 / 6 steps."""
+    _eval("--task", "Isaac-PushCube-Camera-Suspendable", "--num_envs", "2", "--steps", "150", "--desync", "--chunk",
+          "8", "--report", str(tmp_path), "--timeline", "", "env.episode_length_s=2")
     _, schedules = _log(tmp_path)
     strips = schedules["global_clock"]["frames"]
     assert strips and all(s["camera"] == "scene_camera" and len(s["steps"]) >= 3 for s in strips), strips

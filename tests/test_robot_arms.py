@@ -3,13 +3,12 @@ setting suspension needs, and the exact freeze of an arm mid-grasp driven by the
 
 import ctypes
 import os
-import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
 import torch
+from helpers import load_script
 from pxr import Sdf, Usd, UsdPhysics
 
 from isaaclab_suspend.assets import robots
@@ -21,13 +20,7 @@ from isaaclab_suspend.tasks.env_factory import check_local_assets, check_suspens
 
 STACK = "IsaacContrib-Stack-Cube-SO101-Suspendable"
 LIFT = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SO101_JOINTS = ["shoulder_pan", "shoulder_lift", "elbow_flex", "wrist_flex", "wrist_roll", "gripper"]
-
-
-def _script(name: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, os.path.join(ROOT, "scripts", name), *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900)
 
 
 def _paths(cfg) -> dict[str, str]:
@@ -104,6 +97,7 @@ def test_a_solver_setting_suspension_cannot_honour_is_refused_before_the_env_is_
     assert "\n" not in str(err.value) and STACK in str(err.value)
 
 
+@pytest.mark.slow  # the SO-101 lift run twice to its planner's success at step 53 (the grasp sets the windows)
 def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding(capfd):
     """Three suspensions on the SO-101 lift, each env driven by the task's planner from its own observation: env 0
     with its cube resting on the table, env 1 while its jaw closes on the cube, env 2 holding the cube up. Every
@@ -199,15 +193,18 @@ def test_aliased_buffers_are_restored_once():
     assert torch.equal(gains, torch.tensor([[400.0, 17.8], [800.0, 35.6], [800.0, 35.6]]))
 
 
-def test_camera_task_records_and_replays_pixel_exact(so101_camera_dataset):
-    """record.py then replay.py --check_images on the SO-101 camera task: the wrist and front frames (uint8,
-    96x128) re-render bit for bit, every state exact; the start-up report leaves nothing unclassified."""
+@pytest.mark.slow  # two whole camera episodes of the SO-101 lift recorded, then replayed re-rendering every frame
+def test_camera_task_records_and_replays_pixel_exact(so101_camera_dataset, capsys):
+    """record.py then replay.py --check_images on the SO-101 camera task (their ``main`` in the test process): the
+    wrist and front frames (uint8, 96x128) re-render bit for bit, every state exact; the start-up report leaves
+    nothing unclassified."""
     path = so101_camera_dataset
     with h5py.File(path) as f:
         demo = f["data/demo_0"]
         for camera in ("front_camera", "wrist_camera"):
             images = demo[f"images/{camera}"]
             assert images.dtype == np.uint8 and images.shape[1:] == (96, 128, 3) and images[()].std() > 0
-    replay = _script("replay.py", path, "--check_images")
-    assert replay.returncode == 0, replay.stdout[-3000:] + replay.stderr[-3000:]
-    assert "largest state error 0 " in replay.stdout, replay.stdout[-3000:]
+    status = load_script("replay").main([path, "--check_images", "--quiet"])
+    out = capsys.readouterr().out
+    assert status == 0, out[-3000:]
+    assert "largest state error 0 " in out, out[-3000:]
