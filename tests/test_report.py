@@ -18,6 +18,8 @@ from helpers import load_script
 
 import browser
 
+pytestmark = pytest.mark.slow  # the evaluation report through eval.py, report.py and headless Chromium
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
