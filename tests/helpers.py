@@ -1,11 +1,13 @@
 """Helpers shared by tests: record a small dataset with the embedded chunk model, read a dataset whole for comparison,
-import a script as a module."""
+import a script as a module, wait for what another thread or process must do."""
 
 import importlib.util
 import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from types import ModuleType
 
 import h5py
@@ -17,6 +19,17 @@ from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DEADLINE_S = 60.0
+"""Longest wait for what another thread or process must do (a reply, a closed connection, a file) [s]: reached
+only when it never happens, and then the test fails. No test asserts how soon it happens."""
+
+
+def wait_for(condition: Callable[[], object], what: str) -> None:
+    """Poll ``condition`` until it holds; fail naming ``what`` if it does not within :data:`DEADLINE_S`."""
+    deadline = time.monotonic() + DEADLINE_S
+    while not condition():
+        assert time.monotonic() < deadline, f"within {DEADLINE_S:g} s, expected: {what}"
+        time.sleep(0.01)
 
 
 def record_chunk_demos(directory: str, task: str, episode_starts: list[int], steps: int,

@@ -19,6 +19,8 @@ from isaaclab_suspend.serving import (
     RemoteChunkModelCfg,
 )
 
+from helpers import DEADLINE_S
+
 pytestmark = pytest.mark.slow  # served models batching concurrent clients
 
 H = 4
@@ -44,8 +46,6 @@ class Recording:
         return x.view(-1, 1, 1).expand(-1, H, 2).clone()
 
 
-DEADLINE_S = 60.0
-"""Longest wait for what another thread must do [s]: only reached when it never happens (the test fails)."""
 
 MAX_WAIT_S = 2.0**-6
 """``max_wait_s`` of the tests that move the batcher's clock: a power of two, so that its halves add up exactly."""

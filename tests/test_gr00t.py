@@ -31,13 +31,13 @@ from isaaclab_suspend.serving import (
 )
 from isaaclab_suspend.tasks.env_factory import open_env
 
+from helpers import DEADLINE_S
+
 pytestmark = pytest.mark.slow  # GR00T's wire, servers and clients
 
 TASK = "Isaac-Cartpole-Suspendable"
 H = 8
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DEADLINE_S = 60.0
-"""Longest wait for what another thread must do [s]: only reached when it never happens."""
 
 
 # --- the reference peers' encodings, from the spec ---------------------------------------------------------------

@@ -24,7 +24,7 @@ import zmq
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import ROOT, eval_remote
+from helpers import DEADLINE_S, ROOT, eval_remote
 
 from isaaclab_suspend.policies import ObservationHistories
 from isaaclab_suspend.serving import (Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tPolicyServer, Gr00tPolicyServerCfg,
@@ -34,8 +34,6 @@ pytestmark = pytest.mark.slow  # hostile peers against the GR00T server
 
 H = 4
 MAX_BATCH = 64
-DEADLINE_S = 60.0
-"""Longest wait for something that must happen (a reply, a drop): reached only when it never does."""
 
 
 def _echo(obs_rows, env_ids):

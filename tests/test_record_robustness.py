@@ -24,7 +24,7 @@ from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.recording import EpisodeWriterCfg
 from isaaclab_suspend.tasks.env_factory import open_env
 
-from helpers import ROOT, dataset_contents
+from helpers import DEADLINE_S, ROOT, dataset_contents
 
 pytestmark = pytest.mark.slow  # writer processes killed, paused and refused mid-recording
 
@@ -215,8 +215,6 @@ def test_export_in_close_is_refused(tmp_path):
 
 QUEUE_SIZE = 6
 
-DEADLINE_S = 60.0
-"""Longest wait for what another thread or process must do [s]: only reached when it never happens."""
 
 
 def _until(condition, deadline_s: float = DEADLINE_S) -> bool:

@@ -9,7 +9,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 import torch
@@ -27,20 +26,13 @@ from isaaclab_suspend.serving import (
 from isaaclab_suspend.serving.wire import receive_message
 from isaaclab_suspend.tasks.env_factory import open_env
 
+from helpers import DEADLINE_S, wait_for
+
 pytestmark = pytest.mark.slow  # served models end to end, scripts in processes
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 H = 8
-DEADLINE_S = 60.0
-"""Longest wait for something that must happen (a reply, a closed connection): reached only when it never does."""
 
-
-def _wait_for(condition, what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` if it does not within :data:`DEADLINE_S`."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"within {DEADLINE_S:g} s, expected: {what}"
-        time.sleep(0.01)
 
 
 def _client(server: PolicyServer, **kwargs) -> RemoteChunkModel:
@@ -169,7 +161,7 @@ def test_dead_closed_failing_slow_and_incompatible_servers(monkeypatch):
     server.model = echo
     answer.set()
     # the server finishes the slow call it was serving, and closes the connection the client gave up
-    _wait_for(lambda: server.num_connections == 0, "the server drops the connection the client gave up")
+    wait_for(lambda: server.num_connections == 0, "the server drops the connection the client gave up")
     assert client(rows, ids).shape == (2, H, 2)  # reconnected after the time-out
     server.close()
     with pytest.raises(ConnectionError, match="policy server at 127.0.0.1"):

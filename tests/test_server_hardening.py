@@ -27,7 +27,7 @@ import websockets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import ROOT, check_usage_errors, eval_remote, load_script
+from helpers import DEADLINE_S, ROOT, check_usage_errors, eval_remote, load_script, wait_for
 
 from openpi_client import msgpack_numpy
 from openpi_client.websocket_client_policy import WebsocketClientPolicy
@@ -49,16 +49,7 @@ H = 4
 MESSAGE_MB, CONNECTIONS = 4, 8
 """Caps of the fuzzed server: the documented bound of its resident memory is 2x idle + 4 MiB x 8."""
 ROWS, IDS = {"policy": torch.zeros(2, 4)}, torch.arange(2)
-DEADLINE_S = 60.0
-"""Longest wait for something that must happen (a drop, a reply): reached only when it never does."""
 
-
-def _wait_for(condition, what: str) -> None:
-    """Poll ``condition`` until it holds; fail naming ``what`` if it does not within :data:`DEADLINE_S`."""
-    deadline = time.monotonic() + DEADLINE_S
-    while not condition():
-        assert time.monotonic() < deadline, f"within {DEADLINE_S:g} s, expected: {what}"
-        time.sleep(0.01)
 
 
 def _unread(sock: socket.socket) -> int:
@@ -229,7 +220,7 @@ def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
     silent = [socket.create_connection(address) for _ in range(3)]
     slow = socket.create_connection(address)
     slow.sendall(HELLO[:1])
-    _wait_for(lambda: not _unread(slow), "the server reads the slow client's first byte")  # its 1 s starts here
+    wait_for(lambda: not _unread(slow), "the server reads the slow client's first byte")  # its 1 s starts here
     times.append(_served(client))
     assert all(map(_open, [*silent, slow])), "the well-formed client was served only after the silent or slow ones"
     # one byte every 0.25 s (the pace of a slow client, no wait for the server): its hello would be whole after
@@ -254,7 +245,7 @@ def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
         sock.sendall(HELLO + big + bytes(budget // 2))
         holders.append(sock)
     # the server has read all they sent (or dropped them): each is receiving before the flood comes
-    _wait_for(lambda: not any(map(_unread, holders)), "the server reads what the holders sent")
+    wait_for(lambda: not any(map(_unread, holders)), "the server reads what the holders sent")
     _, peak_hold = _memory_mib(process.pid)
     flood = [socket.create_connection(address) for _ in range(40)]
     replies = [_read_until_closed(sock) for sock in flood]
@@ -391,7 +382,7 @@ def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
         clients = [RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
                    for _ in range(2)]
         # both idle past the time-out: closed by the server, reconnected on the next call
-        _wait_for(lambda: server.num_connections == 0, "the server closes both idle clients")
+        wait_for(lambda: server.num_connections == 0, "the server closes both idle clients")
         assert all(c(ROWS, IDS).shape == (2, H, 1) for c in clients)
         assert sum("no message within 0.5 s" in r.message for r in caplog.records) >= 2
         holders = []  # two connections receiving a request: the server is full and nobody idle can make room
@@ -401,7 +392,7 @@ def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
             receive_message(holders[-1], WireLimitsCfg(), DEADLINE_S, DEADLINE_S)
             holders[-1].sendall(b"\0\0")
             # read before the next one connects: a holder whose bytes are still unread counts as idle, and goes
-            _wait_for(lambda: not _unread(holders[-1]), "the server reads the holder's first bytes")
+            wait_for(lambda: not _unread(holders[-1]), "the server reads the holder's first bytes")
         with pytest.raises(PolicyServerError, match="refused the connection: busy: it serves at most 2 connections"
                                                     " at a time and all are receiving or being served"):
             RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
@@ -581,11 +572,11 @@ def test_openpi_server_bounds_what_hostile_peers_make_it_hold(openpi_server):
     for connection in holders:
         with contextlib.suppress(OSError):  # dropped by the budget already
             connection.socket.sendall(_half_frame(OPENPI_CAP - 64))
-        _wait_for(lambda: not _unread(connection.socket), "the server reads the half frame (or drops it)")
+        wait_for(lambda: not _unread(connection.socket), "the server reads the half frame (or drops it)")
         assert server.buffered_bytes <= budget
     _good_call(server)
     assert server.buffered_bytes, "the well-formed client was served only after the stalled frames were dropped"
-    _wait_for(lambda: not server.buffered_bytes, "the stalled frames are dropped")
+    wait_for(lambda: not server.buffered_bytes, "the stalled frames are dropped")
     for connection in holders:
         with pytest.raises(websockets.ConnectionClosed):
             connection.recv(timeout=DEADLINE_S)
@@ -613,7 +604,7 @@ def test_openpi_server_bounds_what_hostile_peers_make_it_hold(openpi_server):
     for connection in idle[1:4]:
         with contextlib.suppress(OSError):
             connection.socket.sendall(_half_frame(OPENPI_CAP // 2))
-    _wait_for(lambda: not any(_unread(c.socket) for c in idle[1:4]), "the server reads the half frames")
+    wait_for(lambda: not any(_unread(c.socket) for c in idle[1:4]), "the server reads the half frames")
     closing = threading.Thread(target=server.close)
     closing.start()
     closing.join(DEADLINE_S)
@@ -749,7 +740,7 @@ def test_tcp_server_admits_a_client_past_idle_peers_and_does_not_wait_for_them(c
     with PolicyServer(_slow_echo, cfg) as server:
         host, port = server.address
         silent = [socket.create_connection((host, port)) for _ in range(4)]  # no hello
-        _wait_for(lambda: server.num_connections == 4, "the server takes the 4 silent connections")
+        wait_for(lambda: server.num_connections == 4, "the server takes the 4 silent connections")
         # closes the oldest silent one
         client = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
         greeted = []
