@@ -27,6 +27,7 @@ from isaaclab_suspend.names import TOKEN_ENV
 from isaaclab_suspend.policies import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
+    BatchingCfg,
     OpenpiChunkModel,
     OpenpiChunkModelCfg,
     OpenpiPolicyServer,
@@ -35,6 +36,8 @@ from isaaclab_suspend.serving import (
 )
 from isaaclab_suspend.serving import WireLimitsCfg, msgpack_arrays
 from isaaclab_suspend.tasks.env_factory import open_env
+
+from helpers import DEADLINE_S
 
 pytestmark = pytest.mark.slow  # openpi's server and client over websockets
 
@@ -289,8 +292,10 @@ def test_served_model_drives_the_real_env_like_the_local_one():
     """global_clock on Cartpole with the LQR model behind the openpi server: 60 steps (time-outs mid-chunk,
     suspended envs) take bit-identical actions to the same run with the local model."""
     local = make_default_model(TASK, H)
-    cfg = OpenpiPolicyServerCfg(port=0, chunk_length=H, action_dim=1, task=TASK,
-                                keys={"observation/state": "policy"})
+    # a batch closes when every client waits (all envs send at a tick), not after a few ms that a loaded machine
+    # may spend between two clients' sends
+    cfg = OpenpiPolicyServerCfg(port=0, chunk_length=H, action_dim=1, task=TASK, keys={"observation/state": "policy"},
+                                batching=BatchingCfg(max_wait_s=DEADLINE_S))
     with open_env(TASK, 4) as env, OpenpiPolicyServer(local, cfg) as server:
         remote = _client(server, keys={"observation/state": "policy"})
         remote.check_env(env)
