@@ -140,7 +140,7 @@ def test_failing_write_raises_on_the_step_thread_and_keeps_earlier_episodes(tmp_
 
 
 KILLED_RUN = """
-import sys, torch
+import sys, time, torch
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.recording import EpisodeWriterCfg
 from isaaclab_suspend.tasks.env_factory import open_env
@@ -149,22 +149,28 @@ point, out = sys.argv[1], sys.argv[2]
 recorders = DatasetRecorderManagerCfg(dataset_export_dir_path=out, dataset_filename="run",
                                       writer=EpisodeWriterCfg(queue_size={queue_size}))
 gen = torch.Generator().manual_seed(2)
+deadline, armed = time.monotonic() + {deadline}, False
 with open_env("{task}", {num_envs}, episode_length_s=0.3, recorders=recorders) as env:
     manager = env.recorder_manager
-    manager.writer.inject_fault(point, 5, "sigkill")  # kills this process and the writer
     env.reset()
-    for _ in range(300):
+    while time.monotonic() < deadline:
         env.step(2.0 * torch.rand({num_envs}, 1, generator=gen) - 1.0)
         written = manager.exported_successful_episode_count + manager.exported_failed_episode_count
         print("written", written, "unflushed", manager.unflushed_count, flush=True)
+        if written > 0 and not armed:  # a flush reported: the kill comes after it, however slow the writer is
+            manager.writer.inject_fault(point, 2, "sigkill")  # kills this process and the writer
+            armed = True
+sys.exit("no kill before the deadline")
 """
 
 
 @pytest.mark.parametrize("point", ["datasets", "flush"])
 def test_sigkill_inside_the_write(tmp_path, point):
-    """SIGKILL of the run and its writer at ``point`` of the fifth write: a readable file, the unflushed lost."""
+    """SIGKILL of the run and its writer at ``point`` of the second write after its first reported flush: a
+    readable file, the flushed kept, the unflushed lost."""
     queue_size = 6
-    code = textwrap.dedent(KILLED_RUN).format(queue_size=queue_size, task=TASK, num_envs=NUM_ENVS)
+    code = textwrap.dedent(KILLED_RUN).format(queue_size=queue_size, task=TASK, num_envs=NUM_ENVS,
+                                              deadline=DEADLINE_S)
     proc = subprocess.run([sys.executable, "-c", code, point, str(tmp_path)], capture_output=True, text=True,
                           timeout=600, start_new_session=True)
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
