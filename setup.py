@@ -19,7 +19,7 @@ setup(
     python_requires=">=3.12,<3.13",
     packages=find_packages(exclude=("tests", "scripts")),
     package_data={
-        "isaaclab_suspend": ["assets/data/*.usda", "tasks/*/agents/*.yaml", "policies/checkpoints/*.pt"]
+        "isaaclab_suspend": ["assets/data/*.usda", "tasks/*/agents/*.yaml", "rl/checkpoints/*.pt"]
     },
     include_package_data=True,
     zip_safe=False,

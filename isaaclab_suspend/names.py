@@ -7,9 +7,9 @@ Lab are imported. Constants are defined here and imported by the modules that us
 """
 
 SCHEDULE_NAMES = ("any", "async", "auto", "global_clock", "hold", "partial_batch", "rtc")
-"""The chunk schedules' names, sorted (:data:`~isaaclab_suspend.policies.SCHEDULES`)."""
+"""The chunk schedules' names, sorted (:data:`~isaaclab_suspend.chunking.SCHEDULES`)."""
 AGGREGATOR_NAMES = ("blend", "replace", "soft_mask", "temporal_ensemble")
-"""The aggregators' names, sorted (:data:`~isaaclab_suspend.policies.AGGREGATORS`)."""
+"""The aggregators' names, sorted (:data:`~isaaclab_suspend.chunking.AGGREGATORS`)."""
 EXPORT_MODE_NAMES = ("all", "separate", "succeeded")
 """``record.py --export`` choices, sorted (:data:`~isaaclab_suspend.runs.EXPORT_MODES`)."""
 SERVER_PROTOCOLS = ("gr00t", "openpi", "project")

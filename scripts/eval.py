@@ -80,7 +80,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def evaluate(args: argparse.Namespace) -> None:
     from isaaclab_suspend import runs
-    from isaaclab_suspend.policies import stats_table
+    from isaaclab_suspend.chunking import stats_table
 
     header = cli.describe_run(args, args.steps)
     if not args.quiet:

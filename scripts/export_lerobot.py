@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def export(args: argparse.Namespace) -> None:
     from isaaclab_suspend.datasets import DatasetReader
-    from isaaclab_suspend.interop.lerobot_export import LeRobotExportCfg, export_lerobot
+    from isaaclab_suspend.lerobot.export import LeRobotExportCfg, export_lerobot
 
     with DatasetReader(args.dataset) as reader:  # the totals for the bar; a bad file stops here
         total = sum(int(reader.demo_attrs(name).get("num_samples", 0)) for name in reader.demo_names)

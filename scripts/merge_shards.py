@@ -59,7 +59,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def merged_report(paths: list[str]) -> str:
     """The table of the shards' figures merged per schedule, under the shards' headers."""
     from isaaclab_suspend.datasets.shards import merge_results, read_results
-    from isaaclab_suspend.policies import stats_table
+    from isaaclab_suspend.chunking import stats_table
 
     merged = merge_results([read_results(path) for path in paths])
     return f"{merged['header']}\n{stats_table(merged['schedules'])}"

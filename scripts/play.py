@@ -1,6 +1,6 @@
 """Run a trained rsl_rl or skrl checkpoint on a suspendable task and print its episodes' length and success rate.
 
-Without ``--checkpoint`` the expert shipped for the task (``isaaclab_suspend/policies/checkpoints/``) runs;
+Without ``--checkpoint`` the expert shipped for the task (``isaaclab_suspend/rl/checkpoints/``) runs;
 ``--checkpoint`` takes a file written by ``scripts/train.py`` (rsl_rl ``model_<it>.pt``, skrl
 ``checkpoints/agent_<step>.pt``) or an actor-only file.
 
@@ -36,7 +36,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def play(args: argparse.Namespace) -> dict:
     """Run the checkpoint for ``args.steps`` steps; returns :meth:`EpisodeOutcomes.as_dict` and the wall time."""
     from isaaclab_suspend import runs
-    from isaaclab_suspend.policies.evaluation import format_figure
+    from isaaclab_suspend.chunking.stats import format_figure
 
     source = runs.ChunkModelSource(runs.RlActorModelCfg(path=args.checkpoint), args.task, args.device)  # file read
     with cli.open_env(args) as env:

@@ -24,7 +24,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def rebuild(args: argparse.Namespace) -> None:
-    from isaaclab_suspend.policies.evaluation import EvalReportCfg, write_report
+    from isaaclab_suspend.runs.report import EvalReportCfg, write_report
 
     print(f"Report: {write_report(EvalReportCfg(log_path=args.log, output_path=args.output))}")  # a bad log: one line
 

@@ -14,7 +14,7 @@ import h5py
 import torch
 
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 

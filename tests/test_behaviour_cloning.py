@@ -23,7 +23,7 @@ from isaaclab_suspend.learning import (
     save_chunk_policy,
     train_bc,
 )
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 

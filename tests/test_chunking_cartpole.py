@@ -11,7 +11,7 @@ from isaaclab.envs.mdp import joint_pos_out_of_manual_limit
 from isaaclab.managers import SceneEntityCfg
 from isaaclab.managers import TerminationTermCfg as DoneTerm
 
-from isaaclab_suspend.policies import (
+from isaaclab_suspend.chunking import (
     SCHEDULES,
     ActionChunkingPolicy,
     LatencyCfg,

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from isaaclab_suspend.policies import ActionChunkingPolicy, ActionChunkingPolicyCfg
+from isaaclab_suspend.chunking import ActionChunkingPolicy, ActionChunkingPolicyCfg
 from isaaclab_suspend.tasks.env_factory import open_env
 
 N = 4

@@ -8,7 +8,7 @@ import types
 import pytest
 import torch
 
-from isaaclab_suspend.policies import (
+from isaaclab_suspend.chunking import (
     AGGREGATORS,
     ChunkQueues,
     InferenceCostModel,
@@ -23,7 +23,7 @@ from isaaclab_suspend.policies import (
     temporal_ensemble,
 )
 from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
-from isaaclab_suspend.policies.schedules import FULL_BATCH, AutoSchedule
+from isaaclab_suspend.chunking.schedules import FULL_BATCH, AutoSchedule
 
 from aggregator_reference import REFERENCES, act_temporal_ensemble
 
@@ -363,7 +363,7 @@ class LatencyClock:
 def clock(monkeypatch) -> LatencyClock:
     """A :class:`LatencyClock` in place of the latency module's ``time`` (it reads nothing else of it)."""
     fake = LatencyClock()
-    module = importlib.import_module("isaaclab_suspend.policies.latency")
+    module = importlib.import_module("isaaclab_suspend.chunking.latency")
     monkeypatch.setattr(module, "time", types.SimpleNamespace(perf_counter=fake.perf_counter, sleep=fake.sleep))
     return fake
 

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from isaaclab_suspend.policies import (
+from isaaclab_suspend.chunking import (
     SCHEDULES,
     ActionChunkingPolicy,
     LatencyCfg,

@@ -4,7 +4,7 @@ error surfaces at the act() that needs the chunk, and the next act() retries (``
 import pytest
 import torch
 
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.env_factory import open_env
 
 N = 4

@@ -205,7 +205,7 @@ def test_the_names_scripts_list_are_those_of_their_registries():
     from isaaclab_suspend import names
     from isaaclab_suspend.runs import EXPORT_MODES
     from isaaclab_suspend.cli.serving import protocols
-    from isaaclab_suspend.policies import AGGREGATORS, SCHEDULES
+    from isaaclab_suspend.chunking import AGGREGATORS, SCHEDULES
 
     for listed, registry in ((names.SCHEDULE_NAMES, SCHEDULES), (names.AGGREGATOR_NAMES, AGGREGATORS),
                              (names.EXPORT_MODE_NAMES, EXPORT_MODES), (names.SERVER_PROTOCOLS, protocols())):

@@ -326,7 +326,7 @@ def test_budgets_count_what_is_decoded_and_allocated_and_replay_reads_only_its_m
     (was: replay read and counted every member, the export counted the decoded size only); vectors so wide that
     LeRobot's statistics alone would not fit are refused before a frame is read."""
     from isaaclab_suspend.datasets import DatasetReader, reader as reader_module
-    from isaaclab_suspend.interop.lerobot_export import EXPORT_COPIES
+    from isaaclab_suspend.lerobot.export import EXPORT_COPIES
 
     path = write_dataset(tmp_path / "small.hdf5", lengths=(2048,))
     decoded = _big_obs(path, 16)  # 1024 columns

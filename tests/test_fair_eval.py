@@ -16,7 +16,7 @@ from helpers import load_script
 from isaaclab_suspend import cli, runs
 from isaaclab_suspend.datasets import DatasetReader
 from isaaclab_suspend.datasets.image_frames import CHUNK_START_COLOR, mark_chunk_starts
-from isaaclab_suspend.policies import ActionChunkingPolicy, LatencyCfg, LatencyEmulator
+from isaaclab_suspend.chunking import ActionChunkingPolicy, LatencyCfg, LatencyEmulator
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.recording import ChunkProvenanceRecorder, ChunkProvenanceRecorderCfg
 from isaaclab_suspend.tensor_tree import flatten_tree

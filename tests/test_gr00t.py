@@ -17,7 +17,7 @@ import pytest
 import torch
 import zmq
 
-from isaaclab_suspend.policies import ActionChunkingPolicy, ObservationHistory
+from isaaclab_suspend.chunking import ActionChunkingPolicy, ObservationHistory
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import batching
 from isaaclab_suspend.serving import (

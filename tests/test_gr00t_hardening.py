@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from helpers import DEADLINE_S, ROOT, eval_remote
 
-from isaaclab_suspend.policies import ObservationHistories
+from isaaclab_suspend.chunking import ObservationHistories
 from isaaclab_suspend.serving import (Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tPolicyServer, Gr00tPolicyServerCfg,
                                       Gr00tServerError, gr00t_codec)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
 from isaaclab_suspend.serving import (
     BatchingCfg,

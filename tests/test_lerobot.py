@@ -20,8 +20,8 @@ import torch
 
 from helpers import ROOT, check_usage_errors, load_script
 
-from isaaclab_suspend.interop.lerobot_layout import MODALITY_PATH, SIDECAR_PATH, ExportSidecar
-from isaaclab_suspend.interop.lerobot_policy import HISTORY_KEY, LeRobotChunkModel
+from isaaclab_suspend.lerobot.layout import MODALITY_PATH, SIDECAR_PATH, ExportSidecar
+from isaaclab_suspend.lerobot.policy import HISTORY_KEY, LeRobotChunkModel
 from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.tensor_tree import select_rows
 from isaaclab_suspend.tasks.env_factory import open_env
@@ -440,7 +440,7 @@ def test_lerobot_vector_env_freezes_each_env_at_its_episode_end(exported):
     """LeRobot's vector env over one Isaac Lab env: an env whose episode ended is suspended at once, its physics
     state, observation and frame frozen bit for bit while the others finish, with reward 0, no second done and no
     success; the next rollout's reset brings every env back."""
-    from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+    from isaaclab_suspend.lerobot.env import LeRobotVectorEnv
 
     from scene_state import physics_tensors
 
@@ -606,8 +606,8 @@ def test_lerobot_eval_env_refuses_non_finite_and_huge_actions(checkpoint, capsys
 def test_lerobot_vector_env_films_a_task_without_cameras():
     """A task without an ``images`` group gets a camera for LeRobot's videos at its viewer's eye (push-cube's: the
     camera task's scene camera), rendered in every env; the policy's observation has no pixels."""
-    from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
-    from isaaclab_suspend.interop.lerobot_layout import VectorLayout
+    from isaaclab_suspend.lerobot.env import LeRobotVectorEnv
+    from isaaclab_suspend.lerobot.layout import VectorLayout
 
     sidecar = ExportSidecar(state=VectorLayout({"policy": 5}), action=VectorLayout({"cart_effort": 1}), task="push")
     env = LeRobotVectorEnv("Isaac-PushCube-Suspendable", 2, sidecar, video_size=48)

@@ -24,7 +24,7 @@ from websockets.sync.client import connect
 
 from isaaclab_suspend.runs import ChunkModelSource, RlActorModelCfg
 from isaaclab_suspend.names import TOKEN_ENV
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
     BatchingCfg,

@@ -375,7 +375,7 @@ def test_policy_that_does_not_fit_leaves_no_file_and_keeps_an_old_one(tmp_path, 
     with h5py.File(old, "w") as f:
         f.create_group("data").attrs["total"] = 7
     before = old.read_bytes()
-    expert = ["--policy", "checkpoint", "--checkpoint", "isaaclab_suspend/policies/checkpoints/push_cube_rsl_rl.pt",
+    expert = ["--policy", "checkpoint", "--checkpoint", "isaaclab_suspend/rl/checkpoints/push_cube_rsl_rl.pt",
               "--task", TASK, "--num_envs", "2", "--quiet"]
     runs = {"record": (["--episodes", "2", "--output", str(tmp_path / "new.hdf5")],
                        ["--episodes", "2", "--output", str(old), "--overwrite"]),

@@ -25,7 +25,7 @@ from isaaclab_suspend.recording import (
 from isaaclab_suspend.recording import sharded_writer
 from isaaclab_suspend.recording.sharded_writer import open_episode_writer
 from isaaclab_suspend.recording.staging_ring import StagingRing
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 

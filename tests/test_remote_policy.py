@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from isaaclab_suspend.datasets import DatasetReader
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
     PolicyServer,

@@ -11,7 +11,7 @@ from isaaclab.app.sim_launcher import launch_simulation
 
 from isaaclab_suspend.datasets import DatasetError, DatasetReader, DatasetReplayer, make_replay_env_cfg
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 

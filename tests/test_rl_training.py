@@ -17,7 +17,7 @@ from isaaclab.app.sim_launcher import launch_simulation
 from isaaclab.envs import ManagerBasedRLEnv
 
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.rl import load_agent_cfg, load_checkpoint_policy, train
 from isaaclab_suspend.rl.checkpoint_policy import SHIPPED_CHECKPOINTS, shipped_checkpoint
 from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env

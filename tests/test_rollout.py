@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from isaaclab_suspend import runs
-from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeOutcomes
+from isaaclab_suspend.chunking import ActionChunkingPolicy
+from isaaclab_suspend.runs import EpisodeOutcomes
 from isaaclab_suspend.tasks.embedded import make_default_model
 
 TASK = "Isaac-PushCube-Suspendable"

@@ -10,7 +10,7 @@ import socket
 import pytest
 import torch
 
-from isaaclab_suspend.policies import (
+from isaaclab_suspend.chunking import (
     ActionChunkingPolicy,
     ChunkQueues,
     LatencyCfg,
@@ -21,9 +21,9 @@ from isaaclab_suspend.policies import (
 )
 from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
 from isaaclab_suspend.tasks.push_cube.chunk_model import PushCubeChunkCfg, PushCubeChunkModel
-from isaaclab_suspend.policies.evaluation import ChunkingStats
-from isaaclab_suspend.policies.model import accepts_prefix
-from isaaclab_suspend.policies.schedules import RealTimeChunkSchedule
+from isaaclab_suspend.chunking import ChunkingStats
+from isaaclab_suspend.chunking.model import accepts_prefix
+from isaaclab_suspend.chunking.schedules import RealTimeChunkSchedule
 from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
 from isaaclab_suspend.serving.wire import PROTOCOL_VERSION, WireLimitsCfg, receive_message, send_message
 

@@ -11,7 +11,7 @@ import h5py
 import pytest
 
 from isaaclab_suspend.cli import dataset_table
-from isaaclab_suspend.policies import stats_table
+from isaaclab_suspend.chunking import stats_table
 
 pytestmark = pytest.mark.slow  # scripts' console output, each a fresh process
 

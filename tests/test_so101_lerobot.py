@@ -18,10 +18,10 @@ import torch
 
 from helpers import ROOT, check_usage_errors, load_script
 
-from isaaclab_suspend.interop import so101
-from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
-from isaaclab_suspend.interop.lerobot_layout import SIDECAR_PATH, ExportSidecar
-from isaaclab_suspend.interop.lerobot_policy import check_checkpoint
+from isaaclab_suspend.lerobot import so101
+from isaaclab_suspend.lerobot.env import LeRobotVectorEnv
+from isaaclab_suspend.lerobot.layout import SIDECAR_PATH, ExportSidecar
+from isaaclab_suspend.lerobot.policy import check_checkpoint
 from isaaclab_suspend.learning import load_chunk_policy
 from isaaclab_suspend.recording import PostStepJointTargetsRecorder, PostStepJointTargetsRecorderCfg
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from isaaclab_suspend.assets import robots
-from isaaclab_suspend.interop import so101
-from isaaclab_suspend.interop.lerobot_layout import ExportSidecar, VectorLayout
+from isaaclab_suspend.lerobot import so101
+from isaaclab_suspend.lerobot.layout import ExportSidecar, VectorLayout
 
 
 def _random_joints(n: int) -> torch.Tensor:

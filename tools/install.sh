@@ -68,7 +68,7 @@ echo "[install] Isaac Lab 3.0.0 goes in without its Kit-only dependencies (Isaac
 $PIP install -q --no-deps isaaclab==3.0.0
 $PIP install -q --no-deps -e "$ROOT"
 # LeRobot's env plugin (lerobot-eval --env.type=isaaclab_suspend): LeRobot imports installed distributions named
-# lerobot_env_*; the package only registers the env type, the code is isaaclab_suspend.interop.lerobot_env.
+# lerobot_env_*; the package only registers the env type, the code is isaaclab_suspend.lerobot.env.
 $PIP install -q --no-deps "$ROOT/plugins/lerobot_env_isaaclab_suspend"
 # Tests only: openpi's own client, to check the openpi server against it. It pins numpy<2 (this venv runs
 # numpy 2) but runs on it; its imports are msgpack and websockets from requirements.txt, and typing_extensions.

@@ -101,7 +101,7 @@ DEFECTS: tuple[Defect, ...] = (
     Defect(
         "clock-tick",
         "the global clock ticks one step late (step H - 1, 2H - 1, ... instead of 0, H, 2H)",
-        "isaaclab_suspend/policies/schedules.py",
+        "isaaclab_suspend/chunking/schedules.py",
         "return step % queues.chunk_length == 0",
         "return (step + 1) % queues.chunk_length == 0",
         ("tests/test_chunking_logic.py",),
@@ -117,7 +117,7 @@ DEFECTS: tuple[Defect, ...] = (
     Defect(
         "nan-action",
         "the action check lets NaN through (a comparison that is False for NaN refuses too little)",
-        "isaaclab_suspend/policies/chunking_policy.py",
+        "isaaclab_suspend/chunking/chunking_policy.py",
         "valid = (actions.abs() <= bound).flatten(1).all(dim=1)  # False for NaN",
         "valid = ~(actions.abs() > bound).flatten(1).any(dim=1)",
         ("tests/test_chunking_errors.py",),
@@ -141,7 +141,7 @@ DEFECTS: tuple[Defect, ...] = (
     Defect(
         "queue-index",
         "the chunk queue hands out the action after the one due (index off by one)",
-        "isaaclab_suspend/policies/chunk_queues.py",
+        "isaaclab_suspend/chunking/chunk_queues.py",
         "index = self.cursor.clamp(max=self.chunk_length - 1)",
         "index = (self.cursor + 1).clamp(max=self.chunk_length - 1)",
         ("tests/test_chunking_logic.py",),
@@ -149,7 +149,7 @@ DEFECTS: tuple[Defect, ...] = (
     Defect(
         "blend-weight",
         "the blend aggregator swaps its weights (0.7 on the old chunk, 0.3 on the new)",
-        "isaaclab_suspend/policies/aggregators.py",
+        "isaaclab_suspend/chunking/aggregators.py",
         "merged = torch.where(overlap, old_weight * old + (1.0 - old_weight) * new, new)",
         "merged = torch.where(overlap, (1.0 - old_weight) * old + old_weight * new, new)",
         ("tests/test_chunking_logic.py",),

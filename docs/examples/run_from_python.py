@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from isaaclab_suspend.policies import stats_table
+from isaaclab_suspend.chunking import stats_table
 from isaaclab_suspend.runs import EmbeddedModelCfg, EvaluationCfg, RecordingCfg, RunEnvCfg, evaluate, record
 
 

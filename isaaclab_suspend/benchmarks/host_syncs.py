@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterator
 import torch
 import warp as wp
 
-from ..policies import ActionChunkingPolicy
+from ..chunking import ActionChunkingPolicy
 
 SYNC_METHODS = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "nonzero", "numpy", "cpu")
 """Tensor methods that copy a value to the host (``cpu`` too: a device-to-host copy on a GPU)."""

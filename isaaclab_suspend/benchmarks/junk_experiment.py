@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from prettytable import PrettyTable
 
 if TYPE_CHECKING:
-    from ..policies import ChunkModel
+    from ..chunking import ChunkModel
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 """The checkout, whose scripts/record.py records the expert."""
@@ -39,7 +39,8 @@ def evaluate_under_global_clock(task: str, model: ChunkModel, chunk: int, num_en
     """Run ``model`` under ``global_clock`` on a fresh env (seeded, desynchronised starts): the scored episodes'
     figures, the cube's final distance to its target on push-cube (NaN elsewhere), and the inference calls."""
     from ..runs import rollout, start_episodes
-    from ..policies import ActionChunkingPolicy, EpisodeOutcomes
+    from ..chunking import ActionChunkingPolicy
+    from ..runs import EpisodeOutcomes
     from ..tasks.env_factory import open_env
 
     with open_env(task, num_envs, seed=seed) as env:

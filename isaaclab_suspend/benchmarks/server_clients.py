@@ -9,7 +9,7 @@ from multiprocessing.connection import Connection, wait
 
 import torch
 
-from ..policies import ActionChunkingPolicy, ChunkModel
+from ..chunking import ActionChunkingPolicy, ChunkModel
 from ..tasks.env_factory import open_env
 
 

@@ -15,7 +15,7 @@ import torch
 
 from isaaclab.envs import ManagerBasedRLEnv
 
-from ..policies import ActionChunkingPolicy
+from ..chunking import ActionChunkingPolicy
 
 
 def synchronize(device: str | torch.device) -> None:
@@ -155,7 +155,7 @@ class PhaseClock:
 
 class TimedModel:
     """A chunk model whose calls are a phase of a :class:`PhaseClock`; the model's optional attributes of the
-    :class:`~isaaclab_suspend.policies.model.ChunkModel` contract (``observe_step``, ``accepts_prefix``,
+    :class:`~isaaclab_suspend.chunking.model.ChunkModel` contract (``observe_step``, ``accepts_prefix``,
     ``virtual_s``) pass through."""
 
     def __init__(self, model, clock: PhaseClock, name: str):

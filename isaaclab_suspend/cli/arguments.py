@@ -144,7 +144,7 @@ def _suspension_window(text: str) -> tuple[int, int, int]:
 
 
 def _latency(text: str) -> object:
-    from ..policies.latency import LatencyCfg  # torch and Isaac Lab: imported when a latency is given
+    from ..chunking.latency import LatencyCfg  # torch and Isaac Lab: imported when a latency is given
 
     return LatencyCfg.parse(text)
 

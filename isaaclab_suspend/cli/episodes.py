@@ -1,5 +1,5 @@
 """Which episodes a script counts: ``--episodes_per_env`` (the same number from every env), the run's
-:class:`~isaaclab_suspend.policies.EpisodeLedger` and ``--episode_log`` (one JSON line per counted episode); the
+:class:`~isaaclab_suspend.runs.EpisodeLedger` and ``--episode_log`` (one JSON line per counted episode); the
 arguments: :func:`~.arguments.add_episode_args`."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import os
 from typing import TYPE_CHECKING
 
 from .. import runs
-from ..policies import EpisodeLedger
-from ..policies.evaluation import format_figure
+from ..runs import EpisodeLedger
+from ..chunking.stats import format_figure
 from .envs import env_cfg
 from .outputs import check_writable
 

@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..interop.lerobot_policy import is_lerobot_checkpoint
-from ..policies import ActionChunkingPolicyCfg, LatencyCfg
+from ..lerobot.policy import is_lerobot_checkpoint
+from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
 from ..runs import (ChunkLengthError, ChunkModelSource, ChunkPolicyModelCfg, EmbeddedModelCfg, LeRobotModelCfg,
                     RandomPolicy, RlActorModelCfg, make_chunking_policy)
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, remote_model_cfg
@@ -41,7 +41,7 @@ from .arguments import DEFAULT_CHUNK, DEFAULT_TASK
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
-    from ..policies import ActionChunkingPolicy, ChunkModel
+    from ..chunking import ActionChunkingPolicy, ChunkModel
     from ..runs.chunk_models import ModelCfg
 
 

@@ -91,8 +91,8 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
     if args.allow_kill and args.protocol != "gr00t":
         parser.error("--allow_kill needs --protocol gr00t")
     from .. import runs
-    from ..interop.lerobot_policy import is_lerobot_checkpoint
-    from ..policies import LatencyCfg
+    from ..lerobot.policy import is_lerobot_checkpoint
+    from ..chunking import LatencyCfg
     from .policy import resolve_task
 
     args.keys = dict(args.keys or ())

@@ -1,4 +1,5 @@
-"""Interoperation with other robot-learning stacks: LeRobot datasets (export) and LeRobot policies (chunk models).
+"""Deprecated: :mod:`isaaclab_suspend.lerobot` (``interop.lerobot_env`` is ``lerobot.env``, and so on)."""
 
-LeRobot is imported only when one of these is used, so the rest of the package runs without it.
-"""
+from ..deprecation import warn_moved
+
+warn_moved("isaaclab_suspend.interop", "isaaclab_suspend.lerobot")

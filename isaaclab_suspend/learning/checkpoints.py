@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..interop.lerobot_policy import REQUIRED_FILES, LeRobotChunkModel, is_lerobot_checkpoint
+from ..lerobot.policy import REQUIRED_FILES, LeRobotChunkModel, is_lerobot_checkpoint
 from ..weights_only import load_weights
 from .chunk_policy import CHECKPOINT_FORMAT, ChunkPolicyModel, build_chunk_policy
 from .image_chunk_policy import build_image_chunk_policy
@@ -20,7 +20,7 @@ def load_chunk_policy(path: str, device: str | torch.device = "cpu",
                       env: ManagerBasedRLEnv | None = None) -> ChunkPolicyModel | LeRobotChunkModel:
     """Load a checkpoint written by :func:`~.chunk_policy.save_chunk_policy` (``scripts/train_chunk_policy.py``),
     or a LeRobot ``pretrained_model`` directory (config.json and model.safetensors, see
-    :class:`~isaaclab_suspend.interop.lerobot_policy.LeRobotChunkModel`).
+    :class:`~isaaclab_suspend.lerobot.policy.LeRobotChunkModel`).
 
     The file is read with ``weights_only=True``: tensors and plain containers only, no code runs from it.
 

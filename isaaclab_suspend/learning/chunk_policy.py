@@ -1,5 +1,5 @@
 """A small chunk policy (observation -> H actions), its checkpoint, and the loader that hands it to
-:class:`~isaaclab_suspend.policies.ActionChunkingPolicy`."""
+:class:`~isaaclab_suspend.chunking.ActionChunkingPolicy`."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ def save_chunk_policy(path: str, net: ChunkPolicyNet, task: str, info: dict | No
 
 
 class ChunkPolicyModel:
-    """A trained chunk policy as the chunk model of :class:`~isaaclab_suspend.policies.ActionChunkingPolicy`:
+    """A trained chunk policy as the chunk model of :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy`:
     ``model(obs_rows, env_ids) -> (B, H, action_dim)`` on the ``policy`` observation group.
 
     Args:

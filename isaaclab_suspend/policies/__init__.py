@@ -1,55 +1,9 @@
-"""Action-chunking policies on suspendable envs.
+"""Deprecated: :mod:`isaaclab_suspend.chunking` (the chunking core), with the episode accounting in
+:mod:`isaaclab_suspend.runs` and the timeline in :mod:`isaaclab_suspend.runs.report`."""
 
-What a reader looks for, where:
+from ..chunking import *  # noqa: F401,F403
+from ..deprecation import warn_moved
+from ..runs import EpisodeLedger, EpisodeOutcomes  # noqa: F401
+from ..runs.report import ChunkTimeline, plot_timelines  # noqa: F401
 
-* the core: :class:`ActionChunkingPolicy` (``chunking_policy``), the chunk-model contract
-  :class:`~.model.ChunkModel` (``model``), schedules, per-env chunk queues, aggregators, the inference cost
-  model, and the ``async`` schedule's worker thread (``async_inference``);
-* latency emulation (``latency``), a model wrapper; transports (TCP, openpi, batching) live in
-  :mod:`isaaclab_suspend.serving` and nothing here imports them;
-* evaluation reporting (``evaluation``): figures, episode outcomes, fair episode accounting, the timeline;
-* chunk provenance (``provenance``): which model call, chunk index and age each action came from;
-* each task's embedded planner lives in its task package and is found by
-  :func:`isaaclab_suspend.tasks.embedded.make_default_model` (policies import no task).
-"""
-
-from .aggregators import AGGREGATORS, blend, replace, resolve_aggregator, soft_mask, temporal_ensemble
-from .chunk_queues import ChunkQueues
-from .chunking_policy import ActionChunkingPolicy, ActionChunkingPolicyCfg, StepStatus
-from .cost_model import InferenceCostModel
-from .evaluation import ChunkingStats, ChunkTimeline, EpisodeLedger, EpisodeOutcomes, plot_timelines, stats_table
-from .latency import LatencyCfg, LatencyEmulator
-from .model import ChunkModel
-from .observation_history import ObservationHistories, ObservationHistory
-from .provenance import ChunkProvenance
-from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
-
-__all__ = [
-    "AGGREGATORS",
-    "SCHEDULES",
-    "ActionChunkingPolicy",
-    "ActionChunkingPolicyCfg",
-    "ChunkModel",
-    "ChunkProvenance",
-    "ChunkQueues",
-    "ChunkSchedule",
-    "ChunkTimeline",
-    "ChunkingStats",
-    "EpisodeLedger",
-    "EpisodeOutcomes",
-    "InferenceCostModel",
-    "ObservationHistories",
-    "ObservationHistory",
-    "LatencyCfg",
-    "LatencyEmulator",
-    "SchedulePlan",
-    "StepStatus",
-    "blend",
-    "make_schedule",
-    "plot_timelines",
-    "replace",
-    "resolve_aggregator",
-    "soft_mask",
-    "stats_table",
-    "temporal_ensemble",
-]
+warn_moved("isaaclab_suspend.policies", "isaaclab_suspend.chunking")

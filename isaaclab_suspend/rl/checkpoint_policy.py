@@ -1,11 +1,11 @@
 """A trained rsl_rl or skrl actor as an inference callable: for ``scripts/play.py`` and as a chunk model.
 
 A closed-loop RL expert is a chunk model with H = 1: :class:`CheckpointPolicy` is callable as
-``model(obs_rows, env_ids) -> (B, 1, action_dim)``, so :class:`~isaaclab_suspend.policies.ActionChunkingPolicy`
+``model(obs_rows, env_ids) -> (B, 1, action_dim)``, so :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy`
 (with ``chunk_length=1``) and ``scripts/record.py --policy checkpoint`` drive the suspendable env with it.
 
 The files that rsl_rl writes (``model_<it>.pt``: actor, critic, optimizer), the actor-only files shipped in
-``isaaclab_suspend/policies/checkpoints/`` (:func:`export_actor`) and skrl's agent files
+``isaaclab_suspend/rl/checkpoints/`` (:func:`export_actor`) and skrl's agent files
 (``checkpoints/agent_<step>.pt``, ``best_agent.pt``) load. The network is rebuilt from the task's registered
 agent cfg of that library and the env's observation groups, exactly as the library builds it for training.
 Every file is read with ``weights_only=True`` (:func:`~isaaclab_suspend.weights_only.load_weights`): tensors and
@@ -34,7 +34,7 @@ SHIPPED_CHECKPOINTS = {
     "Isaac-Cartpole-Suspendable": "cartpole_rsl_rl.pt",
     "Isaac-PushCube-Suspendable": "push_cube_rsl_rl.pt",
 }
-"""Task id -> file name of the shipped rsl_rl expert in ``isaaclab_suspend/policies/checkpoints/``."""
+"""Task id -> file name of the shipped rsl_rl expert in ``isaaclab_suspend/rl/checkpoints/``."""
 
 
 def shipped_checkpoint(task: str) -> str:
@@ -45,7 +45,7 @@ def shipped_checkpoint(task: str) -> str:
     """
     if task not in SHIPPED_CHECKPOINTS:
         raise ValueError(f"No shipped checkpoint for task '{task}'. Shipped: {sorted(SHIPPED_CHECKPOINTS)}.")
-    return str(files("isaaclab_suspend.policies") / "checkpoints" / SHIPPED_CHECKPOINTS[task])
+    return str(files("isaaclab_suspend.rl") / "checkpoints" / SHIPPED_CHECKPOINTS[task])
 
 
 class SkrlActor:

@@ -26,7 +26,7 @@ from isaaclab.utils import configclass
 
 from ..learning import load_chunk_policy
 from ..names import DEFAULT_CHUNK, DEFAULT_TASK
-from ..policies import ActionChunkingPolicy, ActionChunkingPolicyCfg, LatencyCfg, LatencyEmulator
+from ..chunking import ActionChunkingPolicy, ActionChunkingPolicyCfg, LatencyCfg, LatencyEmulator
 from ..rl import load_checkpoint_policy
 from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
 from ..serving import GR00T_SCHEME, OPENPI_SCHEME, Gr00tChunkModelCfg, OpenpiChunkModelCfg, RemoteChunkModelCfg
@@ -36,7 +36,7 @@ from ..tasks.env_factory import quieted, resolve_task_id
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
-    from ..policies import ChunkModel
+    from ..chunking import ChunkModel
 
 
 

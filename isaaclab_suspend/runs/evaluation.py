@@ -22,9 +22,9 @@ from tqdm import tqdm
 
 from isaaclab.utils import configclass
 
-from ..policies import ActionChunkingPolicyCfg, LatencyCfg
-from ..policies.evaluation import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, provenance,
-                                   write_report, write_run_log)
+from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
+from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, run_provenance, write_report,
+                     write_run_log)
 from .chunk_models import ChunkModelSource, EmbeddedModelCfg, ModelCfg, make_chunking_policy
 from .recording import dataset_recorder_cfg
 from .rollout import rollout, start_episodes
@@ -77,7 +77,7 @@ class ScheduleRun:
     figures: dict
     """The chunking policy's figures and those of the counted episodes (success rate, lengths, ...)."""
     episodes: list[dict]
-    """A record per counted episode (:meth:`~isaaclab_suspend.policies.EpisodeLedger.records`)."""
+    """A record per counted episode (:meth:`~isaaclab_suspend.runs.EpisodeLedger.records`)."""
     timeline: ChunkTimeline
     """What the first envs did at each step."""
     frames: EpisodeFrames | None
@@ -157,6 +157,6 @@ def write_evaluation_report(cfg: EvaluationCfg, runs: dict[str, ScheduleRun], fo
     schedules = {name: (run.figures, run.episodes, run.timeline, run.strips()) for name, run in runs.items()}
     run = {"header": header, "scoring": scoring, "per_env": cfg.episodes_per_env, "num_envs": cfg.env.num_envs,
            "has_success": has_success,
-           "provenance": provenance(cfg.env.task, cfg.env.overrides, cfg.env.seed, cfg.env.device, policy)}
+           "provenance": run_provenance(cfg.env.task, cfg.env.overrides, cfg.env.seed, cfg.env.device, policy)}
     log = write_run_log(os.path.join(folder, REPORT_LOG), run, schedules)
     return write_report(EvalReportCfg(log_path=log))

@@ -25,7 +25,7 @@ from tqdm import tqdm
 from isaaclab.managers import DatasetExportMode
 from isaaclab.utils import configclass
 
-from ..policies import ActionChunkingPolicyCfg
+from ..chunking import ActionChunkingPolicyCfg
 from ..recording import DatasetRecorderManagerCfg, EpisodeWriterCfg, SuspendableRecorderManager
 from ..tasks.env_factory import StopAfterStep
 from .baselines import RandomPolicy

@@ -10,7 +10,7 @@ import torch
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
-    from ..policies import EpisodeLedger
+    from .episode_ledger import EpisodeLedger
 
 
 
@@ -82,9 +82,9 @@ def rollout(env: SuspendableManagerBasedRLEnv, policy: StepPolicy, obs: dict, st
 
 def score(env: SuspendableManagerBasedRLEnv, policy: StepPolicy, obs: dict, steps: int) -> dict:
     """Run ``policy`` from ``obs`` for ``steps`` steps; the figures of the episodes it ended
-    (:meth:`~isaaclab_suspend.policies.EpisodeOutcomes.as_dict`: ``episodes_scored``, ``success_rate``,
+    (:meth:`~isaaclab_suspend.runs.EpisodeOutcomes.as_dict`: ``episodes_scored``, ``success_rate``,
     ``mean_episode_length``, ...), suspended steps not counted."""
-    from ..policies import EpisodeOutcomes
+    from .outcomes import EpisodeOutcomes
 
     outcomes = EpisodeOutcomes(env)
     for t in rollout(env, policy, obs, steps):

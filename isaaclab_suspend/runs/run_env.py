@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from isaaclab.utils import configclass
 
-from ..policies import EpisodeLedger
+from .episode_ledger import EpisodeLedger
 from ..tasks.env_factory import open_env, set_quiet
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@
 * request batching across clients into one model call (``batching``);
 * ``HOST:PORT`` / ``openpi://HOST:PORT`` / ``gr00t://HOST:PORT`` addresses to a connected chunk model (``remote_address``).
 
-Nothing in :mod:`isaaclab_suspend.policies` imports from here: a transport is just another chunk model.
+Nothing in :mod:`isaaclab_suspend.chunking` imports from here: a transport is just another chunk model.
 """
 
 from .batching import BatchingCfg, BatchingChunkModel

@@ -29,7 +29,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..tensor_tree import flatten_names
-from ..policies.model import ChunkModel, accepts_prefix, prefix_problem
+from ..chunking.model import ChunkModel, accepts_prefix, prefix_problem
 
 
 PATIENCE = 2

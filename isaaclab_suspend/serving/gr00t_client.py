@@ -5,7 +5,7 @@ GR00T serves a batch per request: :class:`Gr00tChunkModel` sends the B env rows 
 ``get_action`` (state float32 (B, T, D), video uint8 (B, T, H, W, 3), the prompt as B strings), so a
 global-clock tick costs one round trip. What to send comes from the server's ``get_modality_config``: the
 state and video keys with their ``delta_indices`` (past steps, kept per env by
-:class:`~isaaclab_suspend.policies.ObservationHistories` through the model's ``observe_step`` hook), the
+:class:`~isaaclab_suspend.chunking.ObservationHistories` through the model's ``observe_step`` hook), the
 language key, and the action keys, whose arrays are concatenated in that order into the env's action.
 
 With :attr:`Gr00tChunkModelCfg.rtc_options` the model takes the committed prefix of the ``rtc`` schedule and sends
@@ -28,7 +28,7 @@ import zmq
 
 from isaaclab.utils import configclass
 
-from ..policies.observation_history import MAX_STEPS, ObservationHistories
+from ..chunking.observation_history import MAX_STEPS, ObservationHistories
 from ..tensor_tree import flatten_names
 from . import gr00t_codec, gr00t_rtc
 from .common import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
@@ -57,7 +57,7 @@ class Gr00tChunkModel(ChunkModelClient):
     Pings the server and reads its modality config at construction. H is the length of the action modality's
     ``delta_indices`` unless ``cfg.chunk_length`` asks for fewer. Every state and video key of the server must
     map to an observation path of the env (``cfg.keys``); where a modality asks for past steps, the model needs
-    its ``observe_step`` hook called every step (:class:`~isaaclab_suspend.policies.ActionChunkingPolicy` does).
+    its ``observe_step`` hook called every step (:class:`~isaaclab_suspend.chunking.ActionChunkingPolicy` does).
 
     Raises:
         ConnectionError: If no server answers the ping within ``cfg.connect_timeout_s``.

@@ -45,7 +45,7 @@ import zmq.utils.monitor
 
 from isaaclab.utils import configclass
 
-from ..policies.model import ChunkModel
+from ..chunking.model import ChunkModel
 from ..tensor_tree import unflatten_names
 from . import gr00t_codec
 from .gr00t_rtc import options_prefix

@@ -1,5 +1,5 @@
 """Call a policy served with openpi's websocket protocol (openpi's ``serve_policy.py``, or
-:class:`~isaaclab_suspend.policies.OpenpiPolicyServer`) as a chunk model.
+:class:`~isaaclab_suspend.chunking.OpenpiPolicyServer`) as a chunk model.
 
 openpi serves one observation per request. :class:`OpenpiChunkModel` turns a schedule's batch of B env rows
 into B requests sent at once over a bounded pool of websocket connections, so a global-clock tick of N envs

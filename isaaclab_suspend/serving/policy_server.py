@@ -8,7 +8,7 @@ Messages use the format of :mod:`~isaaclab_suspend.serving.wire`, checked agains
 both sides. Requests are ``hello`` (protocol version and, where the server wants one, its token; the server
 answers its metadata) and ``infer`` (observation rows and ``env_ids`` in, ``chunk`` or ``error`` out). For real-time
 chunking an ``infer`` may also carry the optional ``prefix`` (B, d, action_dim) and ``delay`` (B,) arrays of the
-:class:`~isaaclab_suspend.policies.model.ChunkModel` contract, bit for bit; a client sends them only to a server
+:class:`~isaaclab_suspend.chunking.model.ChunkModel` contract, bit for bit; a client sends them only to a server
 whose metadata says ``accepts_prefix`` (its model takes them), so older peers keep working. ``env_ids``,
 ``prefix`` and ``delay`` are reserved names: an observation group may not be called so.
 
@@ -33,7 +33,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ..names import TOKEN_ENV
-from ..policies.model import ChunkModel, accepts_prefix, prefix_problem
+from ..chunking.model import ChunkModel, accepts_prefix, prefix_problem
 from .batching import BatchingCfg, BatchingChunkModel
 from .common import peer_name
 from .wire import PROTOCOL_VERSION, ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
@@ -112,7 +112,7 @@ class PolicyServer:
     ``cfg.max_connections``), one model call at a time, under ``torch.no_grad()`` with the observation rows on
     ``cfg.device``. A model exception is sent back as an error and the server keeps serving. With ``cfg.batching``,
     the concurrent requests of several clients are merged into one model call
-    (:class:`~isaaclab_suspend.policies.BatchingChunkModel`).
+    (:class:`~isaaclab_suspend.chunking.BatchingChunkModel`).
 
     A connection is dropped, with one log line saying why and, where it can still be read, an error reply, when
     its message breaks the format or ``cfg.limits``, when its first message is not a valid ``hello`` within

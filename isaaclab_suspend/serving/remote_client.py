@@ -1,7 +1,7 @@
 """The project's client: a chunk model that forwards each call to a :class:`~.policy_server.PolicyServer` over TCP.
 
 :class:`RemoteChunkModel` is a chunk model like any other, so
-:class:`~isaaclab_suspend.policies.ActionChunkingPolicy` runs a remote policy under any schedule (``async``
+:class:`~isaaclab_suspend.chunking.ActionChunkingPolicy` runs a remote policy under any schedule (``async``
 overlaps the network round trip with the simulation). The requests and their format:
 :mod:`~.policy_server` and :mod:`~.wire`.
 """

@@ -16,7 +16,7 @@ import torch
 from isaaclab.utils.string import string_to_callable
 
 from ..cfg_overrides import check_planner_field
-from ..policies.model import ChunkModel
+from ..chunking.model import ChunkModel
 from ..tensor_tree import select_rows
 
 ENTRY_POINT = "chunk_model_entry_point"

@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> None:
     import torch
 
     from isaaclab_suspend import runs
-    from isaaclab_suspend.policies import ActionChunkingPolicy
+    from isaaclab_suspend.chunking import ActionChunkingPolicy
     from isaaclab_suspend.tasks.embedded import make_default_model
-    from isaaclab_suspend.policies.evaluation import format_figure
+    from isaaclab_suspend.chunking.stats import format_figure
     from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
 
     set_quiet()

@@ -1,5 +1,5 @@
 """One batching policy server for several env processes: K client processes of N Cartpole envs each run the
-global clock against one :class:`~isaaclab_suspend.policies.PolicyServer` (emulated model latency), unbatched
+global clock against one :class:`~isaaclab_suspend.chunking.PolicyServer` (emulated model latency), unbatched
 (one model call per request, in turn) and batched (concurrent requests merged into one call). Prints model calls
 per tick and useful (active) env-steps/s over the measured ticks, after warm-up ticks.
 
@@ -62,7 +62,7 @@ def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float
 def main() -> None:
     args = parse_args()
     import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
-    from isaaclab_suspend.policies import LatencyCfg, LatencyEmulator
+    from isaaclab_suspend.chunking import LatencyCfg, LatencyEmulator
     from isaaclab_suspend.tasks.embedded import make_default_model
     from isaaclab_suspend.serving import BatchingCfg, PolicyServerCfg
 

@@ -9,7 +9,7 @@ the same env, seed and embedded chunk policy (``global_clock``):
 
 * ``first N to finish``: every env runs freely; the first N = num_envs x K episodes to end are scored;
 * ``K per env``: every env runs exactly K episodes and then waits suspended until all have
-  (:class:`~isaaclab_suspend.policies.EpisodeLedger`, ``eval.py --episodes_per_env K``);
+  (:class:`~isaaclab_suspend.runs.EpisodeLedger`, ``eval.py --episodes_per_env K``);
 * ``reference``: K_ref per env (a larger K), the estimate the two are compared with.
 
 Example::
@@ -32,7 +32,8 @@ TASK = "Isaac-PushCube-Suspendable"
 def run(env, args: argparse.Namespace, seed: int, per_env: int | None, first: int | None) -> dict:
     """One protocol on ``env`` from a fresh reset: ``per_env`` episodes from every env, or the ``first`` to end."""
     from isaaclab_suspend import runs
-    from isaaclab_suspend.policies import ActionChunkingPolicy, EpisodeLedger
+    from isaaclab_suspend.chunking import ActionChunkingPolicy
+    from isaaclab_suspend.runs import EpisodeLedger
     from isaaclab_suspend.tasks.embedded import make_default_model
 
     policy = ActionChunkingPolicy(make_default_model(TASK, args.chunk), env, chunk_length=args.chunk,

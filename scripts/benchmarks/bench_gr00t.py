@@ -99,7 +99,7 @@ def run(port: int, pipes: list, args: argparse.Namespace, calls) -> tuple[float,
 def main() -> None:
     args = parse_args()
     import isaaclab_suspend.tasks  # noqa: F401  (registers the task and its embedded model)
-    from isaaclab_suspend.policies import LatencyCfg, LatencyEmulator
+    from isaaclab_suspend.chunking import LatencyCfg, LatencyEmulator
     from isaaclab_suspend.tasks.embedded import make_default_model
     from isaaclab_suspend.serving import BatchingCfg, Gr00tPolicyServer, Gr00tPolicyServerCfg
 

@@ -29,7 +29,7 @@ from prettytable import PrettyTable
 
 from isaaclab_suspend import cli, runs
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.policies import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model, tasks_with_chunk_model
 from isaaclab_suspend.tasks.env_factory import open_env
 

@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def report(args: argparse.Namespace, figures: dict, rows: list[dict], expert: dict) -> None:
     """The runs as a table, the means per dataset as a second one, and the plot."""
-    from isaaclab_suspend.policies.evaluation.runs_plot import plot_runs
+    from isaaclab_suspend.runs.report.runs_plot import plot_runs
 
     table = PrettyTable(["policy", "demos", "samples", "junk samples", "junk episodes", "train seed", "val loss",
                          "episodes scored", "success rate", "mean episode length", "final distance [m]",

@@ -74,7 +74,7 @@ def train_command(args: argparse.Namespace, schedule: str, root: str, output: st
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    from isaaclab_suspend.interop.lerobot_export import LeRobotExportCfg, export_lerobot
+    from isaaclab_suspend.lerobot.export import LeRobotExportCfg, export_lerobot
     from isaaclab_suspend.learning import ChunkDataset, load_chunk_policy
 
     base = os.path.abspath(os.path.join(args.out_dir, TASK))

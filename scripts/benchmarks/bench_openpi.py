@@ -1,5 +1,5 @@
 """Cost of a global-clock tick through openpi's protocol: N env rows sent as N concurrent one-observation requests
-by :class:`~isaaclab_suspend.policies.OpenpiChunkModel` to ``serve_policy.py --protocol openpi`` (another
+by :class:`~isaaclab_suspend.chunking.OpenpiChunkModel` to ``serve_policy.py --protocol openpi`` (another
 process, loopback, emulated model latency), against one single-env round trip; every chunk is checked bit for
 bit against the local model's.
 

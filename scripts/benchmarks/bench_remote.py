@@ -1,5 +1,5 @@
 """Cost of serving a chunk model remotely: per-call latency of the local model and of the same model behind a
-:class:`~isaaclab_suspend.policies.PolicyServer` on this machine (loopback TCP), interleaved call by call.
+:class:`~isaaclab_suspend.chunking.PolicyServer` on this machine (loopback TCP), interleaved call by call.
 
 Example::
 

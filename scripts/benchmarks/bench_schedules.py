@@ -40,7 +40,7 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli, runs
-from isaaclab_suspend.policies import SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
+from isaaclab_suspend.chunking import SCHEDULES, ActionChunkingPolicy, LatencyCfg, LatencyEmulator
 from isaaclab_suspend.tasks.embedded import make_default_model, tasks_with_chunk_model
 from isaaclab_suspend.tasks.env_factory import open_env
 

@@ -24,7 +24,7 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli, runs
-from isaaclab_suspend.interop import so101
+from isaaclab_suspend.lerobot import so101
 from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
 
 TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"

@@ -37,7 +37,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ...assets.params import CARTPOLE, CartpoleParams
-from ...policies.model import prefix_plan
+from ...chunking.model import prefix_plan
 
 GRAVITY = 9.81
 """Gravity [m/s^2]."""
@@ -61,7 +61,7 @@ class CartpoleLQRChunkModel:
         """LQR gain K, action = -K s. Shape: (1, 4)."""
 
     accepts_prefix = True
-    """Plans continue a committed prefix (:class:`~isaaclab_suspend.policies.model.ChunkModel`): the model is
+    """Plans continue a committed prefix (:class:`~isaaclab_suspend.chunking.model.ChunkModel`): the model is
     rolled through the prefix and the LQR law takes over from the predicted state."""
 
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,

@@ -20,7 +20,7 @@ import torch
 from isaaclab.utils import configclass
 
 from ...assets.params import CUBE, PUSHER
-from ...policies.model import prefix_plan
+from ...chunking.model import prefix_plan
 
 
 class PushCubeChunkModel:
@@ -37,7 +37,7 @@ class PushCubeChunkModel:
         """Model configuration."""
 
     accepts_prefix = True
-    """Plans continue a committed prefix (:class:`~isaaclab_suspend.policies.model.ChunkModel`): the cart model
+    """Plans continue a committed prefix (:class:`~isaaclab_suspend.chunking.model.ChunkModel`): the cart model
     is rolled through the prefix and the PD law takes over from the predicted state."""
 
     def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,

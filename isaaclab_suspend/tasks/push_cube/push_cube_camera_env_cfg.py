@@ -12,47 +12,15 @@ import math
 import isaaclab.sim as sim_utils
 from isaaclab.actuators import ImplicitActuatorCfg
 from isaaclab.assets import ArticulationCfg
-from isaaclab.envs.mdp import image_rgb
 from isaaclab.managers import ObservationGroupCfg as ObsGroup
-from isaaclab.managers import ObservationTermCfg as ObsTerm
-from isaaclab.managers import SceneEntityCfg
 from isaaclab.sensors import CameraCfg
 from isaaclab.utils import configclass
-from isaaclab_newton.renderers import NewtonWarpRendererCfg
 
 from isaaclab_suspend.assets import MARKER_USD
 
+from ..cameras import IMAGE_SIZE, look_quat, rgb_camera, rgb_term
 from . import mdp
 from .push_cube_env_cfg import SCENE_CAMERA_POS, ObservationsCfg, PushCubeEnvCfg, PushCubeSceneCfg
-
-IMAGE_SIZE = 64
-"""Default camera height and width [px]."""
-
-
-def look_quat(yaw: float, pitch: float) -> tuple[float, float, float, float]:
-    """Quaternion (x, y, z, w) of a world-convention camera (forward +x, up +z) turned by ``yaw`` about z, then
-    tilted down by ``pitch`` [rad]."""
-    cz, sz, cy, sy = math.cos(yaw / 2), math.sin(yaw / 2), math.cos(pitch / 2), math.sin(pitch / 2)
-    return (-sz * sy, cz * sy, sz * cy, cz * cy)
-
-
-def rgb_camera(
-    prim_path: str, pos: tuple[float, float, float], rot, size: int = IMAGE_SIZE, moving: bool = False,
-    width: int | None = None,
-) -> CameraCfg:
-    """An RGB pinhole camera (``size`` px high, ``width`` px wide, default square) rendered on the CPU by Newton's
-    Warp ray tracer; ``moving`` if its parent moves."""
-    return CameraCfg(
-        prim_path=prim_path,
-        height=size,
-        width=width or size,
-        data_types=["rgb"],
-        spawn=sim_utils.PinholeCameraCfg(focal_length=24.0, clipping_range=(0.05, 20.0)),
-        offset=CameraCfg.OffsetCfg(pos=pos, rot=rot, convention="world"),
-        renderer_cfg=NewtonWarpRendererCfg(),
-        update_latest_camera_pose=moving,
-    )
-
 
 def scene_camera(size: int = IMAGE_SIZE) -> CameraCfg:
     """A fixed camera viewing the whole workspace (the pusher's start to the farthest target)."""
@@ -87,14 +55,6 @@ class PushCubeTwoCameraSceneCfg(PushCubeCameraSceneCfg):
     """The camera scene with a second camera riding on the pusher."""
 
     pusher_camera: CameraCfg = pusher_camera()
-
-
-def rgb_term(camera: str, frame_stack: int = 1) -> ObsTerm:
-    """Raw uint8 RGB frames of ``camera``. Shape: (num_envs, H, W, 3 * frame_stack)."""
-    return ObsTerm(
-        func=image_rgb,
-        params={"sensor_cfg": SceneEntityCfg(camera), "data_type": "rgb", "normalize": False, "frame_stack": frame_stack},
-    )
 
 
 @configclass

@@ -24,7 +24,7 @@ import torch
 from isaaclab.utils import configclass
 from isaaclab.utils.math import quat_apply, quat_mul
 
-from ...policies.model import prefix_plan
+from ...chunking.model import prefix_plan
 
 APPROACH, DESCEND, CLOSE, LIFT = 0, 1, 2, 3
 """The planner's phases."""
@@ -51,7 +51,7 @@ class SO101LiftChunkModel:
     """
 
     accepts_prefix = True
-    """Plans continue a committed prefix (see :class:`~isaaclab_suspend.policies.model.ChunkModel`)."""
+    """Plans continue a committed prefix (see :class:`~isaaclab_suspend.chunking.model.ChunkModel`)."""
 
     def __init__(self, cfg: SO101LiftChunkCfg | None = None):
         self.cfg = cfg or SO101LiftChunkCfg()

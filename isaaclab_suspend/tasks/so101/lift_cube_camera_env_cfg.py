@@ -9,7 +9,7 @@ import math
 from isaaclab.managers import ObservationGroupCfg as ObsGroup
 from isaaclab.utils import configclass
 
-from ..push_cube.push_cube_camera_env_cfg import look_quat, rgb_camera, rgb_term
+from ..cameras import look_quat, rgb_camera, rgb_term
 from .lift_cube_env_cfg import SO101LiftCubeEnvCfg
 
 IMAGE_HEIGHT, IMAGE_WIDTH = 96, 128

@@ -3,7 +3,7 @@
 A subclass of Isaac Lab's ``IsaacContrib-Stack-Cube-SO101-IK-Abs-v0`` cfg (its scene, its pose-IK action term and
 analog gripper, its reset events), not a copy: it adds the end effector's and the red cube's poses in the robot's
 base frame to the policy observations (the planner works in that frame, as the IK command does), the joints'
-absolute positions (``joint_pos_abs``: the follower's state, :mod:`isaaclab_suspend.interop.so101`), a ``success``
+absolute positions (``joint_pos_abs``: the follower's state, :mod:`isaaclab_suspend.lerobot.so101`), a ``success``
 termination when the red cube is 5 cm up, and a shorter episode.
 """
 

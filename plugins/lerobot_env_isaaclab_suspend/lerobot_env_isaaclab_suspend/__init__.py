@@ -2,7 +2,7 @@
 
 LeRobot imports this package (its distribution name starts with ``lerobot_env_``), which registers the env type.
 The B envs of ``--eval.batch_size`` are one Isaac Lab env in the ``lerobot-eval`` process, each suspended once its
-episode ends (:class:`isaaclab_suspend.interop.lerobot_env.LeRobotVectorEnv`). Isaac Lab is imported only when
+episode ends (:class:`isaaclab_suspend.lerobot.env.LeRobotVectorEnv`). Isaac Lab is imported only when
 the env is made.
 
 LeRobot imports it in ``lerobot-train`` too, before it reads its config: where torchcodec cannot load its FFmpeg
@@ -77,7 +77,7 @@ class IsaacLabSuspendEnv(EnvConfig):
         --checkpoint``), or actions the env refuses while stepping (NaN, inf, beyond its bound), end the command
         with one line, exit status 2."""
         from isaaclab_suspend.cli.arguments import device
-        from isaaclab_suspend.interop.lerobot_env import LeRobotVectorEnv
+        from isaaclab_suspend.lerobot.env import LeRobotVectorEnv
 
         policy_path = self.policy_path or parser.get_path_arg("policy") or ""
         try:

@@ -3,7 +3,7 @@
 A model that takes past steps (GR00T's ``delta_indices`` of ``[-20, 0]``: the observation 20 steps ago and
 the current one; LeRobot's ``n_obs_steps``) needs every env's observation of every step, while the chunking
 policy only calls it with the rows of the envs it serves. Its ``observe_step`` hook
-(:class:`~isaaclab_suspend.policies.model.ChunkModel`) feeds an :class:`ObservationHistory` per observation term
+(:class:`~isaaclab_suspend.chunking.model.ChunkModel`) feeds an :class:`ObservationHistory` per observation term
 (:class:`ObservationHistories`) each step: the ring of an env advances only when its env moved (a suspended
 env's history stands still, as its observation does), and an env that starts an episode has its whole ring
 filled with its first observation. Everything stays on the env device, indexed by per-env positions:

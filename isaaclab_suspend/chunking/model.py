@@ -1,4 +1,4 @@
-"""The chunk-model contract: what :class:`~isaaclab_suspend.policies.ActionChunkingPolicy` calls, and nothing else.
+"""The chunk-model contract: what :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy` calls, and nothing else.
 
 Task planners (``chunk_model_entry_point`` of each task), trained chunk policies, RL checkpoints (H = 1),
 remote models and latency emulators all fulfil it.
@@ -33,7 +33,7 @@ class ChunkModel(Protocol):
       the envs whose episode began since the last call, all of them at the first call and after a full reset;
       None when none did, known from a host-side counter). It returns the observation dict the model's rows are
       sliced from this step: ``obs`` itself, or a new dict with extra entries (e.g. past observations, see
-      :class:`~isaaclab_suspend.policies.observation_history.ObservationHistory`). The entries are cut to rows
+      :class:`~isaaclab_suspend.chunking.observation_history.ObservationHistory`). The entries are cut to rows
       like the rest, so a model called later (the ``async`` worker) still gets this step's. Models without the
       hook are not affected.
     * ``accepts_prefix: bool``: True if the model plans a chunk that continues a committed prefix (real-time

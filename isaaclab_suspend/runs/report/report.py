@@ -15,25 +15,17 @@ from __future__ import annotations
 
 import base64
 import html
-import importlib.metadata
 import io
 import json
 import math
 import os
-import platform
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING
 
 from isaaclab.utils import configclass
 
-from .stats import table_figures
+from ...chunking.stats import table_figures
 from .timeline import ChunkTimeline, plot_timelines
-
-PACKAGES = ("isaaclab_suspend", "isaaclab", "torch", "warp-lang", "newton", "mujoco-warp", "numpy", "lerobot")
-"""Distributions whose versions the provenance names (those installed)."""
-
 
 def wilson_interval(successes: int, count: int, z: float = 1.96) -> tuple[float, float]:
     """The Wilson score interval of a success rate (95 % for ``z`` 1.96); ``(nan, nan)`` without trials."""
@@ -43,35 +35,6 @@ def wilson_interval(successes: int, count: int, z: float = 1.96) -> tuple[float,
     centre = (p + z * z / (2 * count)) / (1 + z * z / count)
     half = z * math.sqrt(p * (1 - p) / count + z * z / (4 * count * count)) / (1 + z * z / count)
     return max(centre - half, 0.0), min(centre + half, 1.0)
-
-
-def provenance(task: str, overrides: Sequence[str] = (), seed: int | None = None, device: str = "cpu",
-               policy: str = "", command: Sequence[str] | None = None) -> dict:
-    """What a report names so that its run can be repeated: the arguments given, the command line, the versions of
-    :data:`PACKAGES`, Python, the host and the package's git commit (``+dirty`` with uncommitted changes)."""
-    versions = {"python": platform.python_version()}
-    for package in PACKAGES:
-        try:
-            versions[package] = importlib.metadata.version(package)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    return {"task": task, "overrides": list(overrides), "seed": seed, "device": device, "policy": policy,
-            "command": " ".join(sys.argv if command is None else command), "versions": versions,
-            "commit": _commit(), "host": platform.node()}
-
-
-def _commit() -> str | None:
-    """The git commit of the checkout this package runs from (None outside one)."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    try:
-        commit = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    if commit.returncode != 0:
-        return None
-    return commit.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
 def write_run_log(path: str, run: Mapping,

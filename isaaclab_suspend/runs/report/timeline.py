@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING
 import torch
 
 if TYPE_CHECKING:
-    from ..chunking_policy import StepStatus
+    from ...chunking.chunking_policy import StepStatus
 
 ACTIVE, HELD, SUSPENDED = 0, 1, 2
 """Status codes of an env in a step."""

@@ -1,4 +1,4 @@
-"""Per-env queues of planned actions: the chunk buffer of :class:`~isaaclab_suspend.policies.ActionChunkingPolicy`."""
+"""Per-env queues of planned actions: the chunk buffer of :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy`."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ class ChunkQueues:
         Args:
             env_ids: Env indices, unique. Shape: (B,).
             chunk: The new chunk, ``chunk[:, 0]`` being the action for the current step. Shape: (B, H, A).
-            aggregator: Merges the leftovers with the new chunk (see :mod:`~isaaclab_suspend.policies.aggregators`).
+            aggregator: Merges the leftovers with the new chunk (see :mod:`~isaaclab_suspend.chunking.aggregators`).
             take: Envs that take the new chunk; the others keep their queue untouched (None: all of
                 ``env_ids``). Shape: (N,).
             start: Cursor each taking env restarts at (None: 0, the chunk's first action), for a chunk planned

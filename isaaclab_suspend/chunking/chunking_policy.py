@@ -17,7 +17,7 @@ from ..tensor_tree import select_rows
 from .aggregators import Aggregator, resolve_aggregator
 from .async_inference import InferenceWorker
 from .chunk_queues import ChunkQueues
-from .evaluation.stats import ChunkingStats, stats_table
+from .stats import ChunkingStats, stats_table
 from .model import ChunkModel, accepts_prefix, virtual_seconds
 from .provenance import ChunkProvenance
 from .schedules import FULL_BATCH, AsyncClockSchedule, RealTimeChunkSchedule, SchedulePlan, make_schedule
@@ -53,12 +53,12 @@ class ActionChunkingPolicy:
             policy.observe(terminated | truncated)   # drops the chunks of the envs that were reset
 
     Each env queues its chunk and executes one action per step. When an env is reset, its queue is dropped
-    and the schedule (:mod:`~isaaclab_suspend.policies.schedules`) decides what happens until it gets a new
+    and the schedule (:mod:`~isaaclab_suspend.chunking.schedules`) decides what happens until it gets a new
     chunk: served at once (``any``, ``partial_batch``), holding its last action (``hold``), or suspended in the
     env until the next clock tick (``global_clock``, ``auto``, ``async``, ``rtc``). A new chunk that meets
-    leftover actions is merged by the aggregator (:mod:`~isaaclab_suspend.policies.aggregators`). Under ``async``
+    leftover actions is merged by the aggregator (:mod:`~isaaclab_suspend.chunking.aggregators`). Under ``async``
     and ``rtc`` the model runs in a worker thread while the env steps
-    (:mod:`~isaaclab_suspend.policies.async_inference`), so it must not share mutable state with the loop; under
+    (:mod:`~isaaclab_suspend.chunking.async_inference`), so it must not share mutable state with the loop; under
     ``rtc`` a model that accepts a prefix is also passed the actions that run before its chunk lands.
 
     The hot path is that of a GPU loop: device bool masks, no host sync on a step unless a host-side mirror
@@ -486,11 +486,11 @@ class ActionChunkingPolicyCfg:
     """Actions per chunk H (the model must return (B, H, action_dim))."""
     schedule: str = "global_clock"
     """Schedule name: ``any``, ``hold``, ``partial_batch``, ``global_clock``, ``auto``, ``async`` or ``rtc`` (see
-    :mod:`~isaaclab_suspend.policies.schedules`)."""
+    :mod:`~isaaclab_suspend.chunking.schedules`)."""
     aggregator: str | Callable = "replace"
     """How a new chunk is merged with leftover actions: ``replace``, ``blend``, ``temporal_ensemble``, ``soft_mask``,
     or a callable ``fn(old, new, count) -> (merged, merged_count)`` (see
-    :mod:`~isaaclab_suspend.policies.aggregators`)."""
+    :mod:`~isaaclab_suspend.chunking.aggregators`)."""
     refill_threshold: float = 0.0
     """Fraction g of the chunk: under ``any`` and ``partial_batch`` an env requests a chunk once at most
     ``floor(g * H)`` actions are left (LeRobot's ``chunk_size_threshold``); 0 requests when the queue is empty.

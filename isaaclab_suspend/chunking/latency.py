@@ -84,7 +84,7 @@ class LatencyEmulator:
             self.observe_step = hook
         self.virtual_s = 0.0
         """Virtual mode: emulated latency of the last call not spent sleeping [s]; 0 in sleeping mode. The
-        optional ``virtual_s`` of the :class:`~isaaclab_suspend.policies.model.ChunkModel` contract."""
+        optional ``virtual_s`` of the :class:`~isaaclab_suspend.chunking.model.ChunkModel` contract."""
 
     @property
     def accepts_prefix(self) -> bool:
