@@ -12,8 +12,11 @@ AGGREGATOR_NAMES = ("blend", "replace", "soft_mask", "temporal_ensemble")
 """The aggregators' names, sorted (:data:`~isaaclab_suspend.chunking.AGGREGATORS`)."""
 EXPORT_MODE_NAMES = ("all", "separate", "succeeded")
 """``record.py --export`` choices, sorted (:data:`~isaaclab_suspend.runs.EXPORT_MODES`)."""
-SERVER_PROTOCOLS = ("gr00t", "openpi", "project")
-"""``serve_policy.py --protocol`` choices, sorted (:func:`~isaaclab_suspend.cli.serving.protocols`)."""
+MODEL_NAMES = ("chunk_policy", "embedded", "gr00t", "lerobot", "openpi", "rl_actor", "tcp")
+"""The project's chunk-model sources, sorted (``--model``; :data:`~isaaclab_suspend.chunking.sources.SOURCES` holds
+these and any registered after)."""
+WIRE_NAMES = ("gr00t", "openpi", "tcp")
+"""The wires, sorted (``serve_policy.py --wire``; :data:`~isaaclab_suspend.serving.wires.WIRES`)."""
 RL_LIBRARIES = ("rsl_rl", "skrl")
 """RL libraries that :func:`isaaclab_suspend.rl.train` supports."""
 VCODECS = ("libsvtav1", "h264")
@@ -25,7 +28,7 @@ MAX_REPLAY_ENVS = 16384
 MAX_SEED = 2**32 - 1
 """Largest seed: Isaac Lab seeds numpy with the env's seed, which takes seeds below 2**32."""
 TOKEN_ENV = "ISAACLAB_SUSPEND_POLICY_TOKEN"
-"""Environment variable a :class:`~isaaclab_suspend.serving.RemoteChunkModel` (and ``serve_policy.py``) reads the
+"""Environment variable a :class:`~isaaclab_suspend.serving.TcpChunkModel` (and ``serve_policy.py``) reads the
 shared token from when its cfg names none."""
 DETERMINISM = ("auto", "on", "off")
 """``--deterministic``: Isaac Lab 3.0's reproducible physics (``PhysicsCfg.deterministic``) always, never, or on a

@@ -2,7 +2,8 @@
 
 Each schedule runs on a freshly created env with the same seed and the task's embedded chunk model
 (Cartpole: LQR plans; push-cube: scripted PD plans), a chunk policy trained by ``scripts/train_chunk_policy.py``
-(``--checkpoint``) or one served by ``scripts/serve_policy.py`` (``--remote``). Prints a table of figures per
+(``--checkpoint``), one served by ``scripts/serve_policy.py`` (``--remote``) or any registered source
+(``--model NAME`` with its cfg fields as ``--model.FIELD VALUE`` flags). Prints a table of figures per
 schedule (inference calls, episodes, their mean length and success rate, ...), saves a PNG timeline of the first
 envs (active / holding / suspended, resets, chunks, model calls), an HTML report of the run (``--report``) and,
 with ``--record``, the completed episodes as a replayable HDF5 dataset of the active env-steps.
@@ -12,7 +13,7 @@ Examples::
     # the embedded default: Cartpole + LQR chunks, the naive trigger against the global clock
     tools/run.sh python scripts/eval.py --compare any,global_clock --desync --latency gr1
 
-    tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --schedule auto --chunk 16 \\
+    tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --schedule auto --model.chunk_length 16 \\
         --num_envs 32 --steps 600 --latency 0.02+0.001n --virtual_latency
 
     # a behaviour-cloned chunk policy (task and H from the checkpoint) under every schedule
@@ -21,9 +22,9 @@ Examples::
 
     # a policy served by scripts/serve_policy.py (task and H from the server), or with openpi's protocol
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --compare global_clock,async --desync
-    tools/run.sh python scripts/eval.py --remote openpi://127.0.0.1:8000 --chunk 16 \\
-        --openpi_keys observation/state=policy --prompt "balance the pole"
-    tools/run.sh python scripts/eval.py --remote gr00t://127.0.0.1:5555 --gr00t_keys state.cartpole=policy
+    tools/run.sh python scripts/eval.py --remote openpi://127.0.0.1:8000 --model.chunk_length 16 \\
+        --model.keys observation/state=policy --model.prompt "balance the pole"
+    tools/run.sh python scripts/eval.py --remote gr00t://127.0.0.1:5555 --model.keys state.cartpole=policy
 
     # fair figures: 4 episodes from every env (not the first to finish), one JSON line per episode
     tools/run.sh python scripts/eval.py --episodes_per_env 4 --desync --episode_log outputs/episodes.jsonl

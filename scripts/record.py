@@ -12,23 +12,23 @@ Ctrl-C stops the run after the current step, so no export is cut in the middle; 
 Examples::
 
     # the embedded push-cube chunk policy on the global clock, 100 episodes from 16 envs
-    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy chunk \\
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --model embedded \\
         --schedule global_clock --num_envs 16 --episodes 100 --output datasets/push_cube.hdf5
 
     # random actions on Cartpole, successes and failures in two files
-    tools/run.sh python scripts/record.py --policy random --episodes 20 --export separate
+    tools/run.sh python scripts/record.py --model random --episodes 20 --export separate
     # expert demos from an rsl_rl checkpoint (default: the task's shipped expert), successes only
-    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy checkpoint \\
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --model rl_actor \\
         --num_envs 16 --episodes 100 --desync --export succeeded --output datasets/push_cube_expert.hdf5
 
     # a chunk policy trained by scripts/train_chunk_policy.py as the expert (H: the checkpoint's), under hold
-    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --policy bc \\
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable \\
         --checkpoint outputs/bc/push_cube.pt --schedule hold --num_envs 16 --episodes 64 --desync
 
     # a chunk policy served by scripts/serve_policy.py (H: the server's), or with openpi's protocol
-    tools/run.sh python scripts/record.py --policy remote --remote 127.0.0.1:5555 --episodes 64 --desync
-    tools/run.sh python scripts/record.py --remote openpi://127.0.0.1:8000 --chunk 16 --episodes 64
-    tools/run.sh python scripts/record.py --remote gr00t://127.0.0.1:5555 --gr00t_keys state.cartpole=policy
+    tools/run.sh python scripts/record.py --remote 127.0.0.1:5555 --episodes 64 --desync
+    tools/run.sh python scripts/record.py --remote openpi://127.0.0.1:8000 --model.chunk_length 16 --episodes 64
+    tools/run.sh python scripts/record.py --remote gr00t://127.0.0.1:5555 --model.keys state.cartpole=policy
 
     # shard 1 of 4: 16 of the 64 episodes, seed + 1, datasets/cartpole-shard1of4.hdf5 (scripts/merge_shards.py)
     tools/run.sh python scripts/record.py --episodes 64 --shard 1/4 --output datasets/cartpole.hdf5
@@ -47,7 +47,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser, per_env_random=True, deterministic="auto")
     cli.add_quiet_arg(parser)
-    cli.add_policy_args(parser, policies=cli.POLICIES)
+    cli.add_policy_args(parser, random=True)
     cli.add_shard_args(parser)
     cli.add_episode_args(parser)
     parser.add_argument("--episodes", type=cli.positive_int, default=None,

@@ -1,10 +1,11 @@
-"""Serve a chunk policy over TCP for ``scripts/eval.py --remote`` (and any :class:`RemoteChunkModel`), with
-openpi's websocket protocol (``--protocol openpi``) for openpi clients and ``eval.py --remote openpi://``, or with
-GR00T's ZeroMQ protocol (``--protocol gr00t``) for GR00T's ``PolicyClient`` and ``eval.py --remote gr00t://``.
+"""Serve a chunk policy over the ``tcp`` wire for ``scripts/eval.py --remote`` (and any :class:`TcpChunkModel`),
+over openpi's (``--wire openpi``) for openpi clients and ``eval.py --remote openpi://``, or over GR00T's
+(``--wire gr00t``) for GR00T's ``PolicyClient`` and ``eval.py --remote gr00t://``.
 
-The served model is a chunk-policy checkpoint of ``scripts/train_chunk_policy.py`` (``--checkpoint``), an rsl_rl
-or skrl expert (``--expert``, H = 1) or the task's embedded chunk model; no env is created for the first and the
-last (the expert's network is built on a one-env instance of its task), so the server can run on another machine
+The served model is named as eval.py names it: a checkpoint (``--checkpoint``: a chunk policy of
+``scripts/train_chunk_policy.py``, a LeRobot directory or an rsl_rl / skrl actor), ``--model rl_actor`` (the task's
+shipped expert, H = 1), the task's embedded chunk model (the default) or any registered source; only an RL actor's
+network needs an env (a one-env instance of its task), so the server can run on another machine
 (a GPU one). ``--batch_wait_ms`` merges the concurrent requests of several clients into one model call. The
 options are those of :mod:`isaaclab_suspend.cli.serving`.
 
@@ -14,10 +15,10 @@ Examples::
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --compare global_clock,async --desync
 
     # openpi's protocol: openpi_client.WebsocketClientPolicy, or eval.py --remote openpi://HOST:PORT
-    tools/run.sh python scripts/serve_policy.py --protocol openpi --port 8000 --keys observation/state=policy
+    tools/run.sh python scripts/serve_policy.py --wire openpi --port 8000 --keys observation/state=policy
 
     # GR00T's protocol: gr00t.policy.server_client.PolicyClient, or eval.py --remote gr00t://HOST:PORT
-    tools/run.sh python scripts/serve_policy.py --protocol gr00t --port 5555 --keys state.cartpole=policy \
+    tools/run.sh python scripts/serve_policy.py --wire gr00t --port 5555 --keys state.cartpole=policy \
         --batch_wait_ms 200
 """
 

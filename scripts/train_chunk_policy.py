@@ -8,7 +8,7 @@ the train / validation loss of each epoch, logs them to TensorBoard and writes a
 
 Example::
 
-    tools/run.sh python scripts/record.py --task Isaac-Cartpole-Suspendable --policy chunk \\
+    tools/run.sh python scripts/record.py --task Isaac-Cartpole-Suspendable \\
         --schedule global_clock --num_envs 16 --episodes 64 --desync --output datasets/cartpole.hdf5
     tools/run.sh python scripts/train_chunk_policy.py --dataset datasets/cartpole.hdf5 --chunk 16 \\
         --epochs 50 --output outputs/bc/cartpole.pt

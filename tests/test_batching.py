@@ -13,10 +13,10 @@ from isaaclab_suspend.serving.batching import PATIENCE
 from isaaclab_suspend.serving import (
     BatchingCfg,
     BatchingChunkModel,
-    PolicyServer,
-    PolicyServerCfg,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
+    TcpPolicyServer,
+    TcpPolicyServerCfg,
+    TcpChunkModel,
+    TcpChunkModelCfg,
 )
 
 from helpers import DEADLINE_S
@@ -202,13 +202,13 @@ def test_a_client_that_sends_nothing_costs_at_most_patience_waits(clock):
 
 
 def test_policy_server_batches_its_clients():
-    """Four clients of one PolicyServer (one connection each): one model call per round with batching, four
+    """Four clients of one TcpPolicyServer (one connection each): one model call per round with batching, four
     without, the same chunks either way."""
     for batching, calls_per_round in ((BatchingCfg(max_wait_s=5.0), 1), (None, 4)):
         model = Recording()
-        with PolicyServer(model, PolicyServerCfg(port=0, chunk_length=H, batching=batching)) as server:
+        with TcpPolicyServer(model, TcpPolicyServerCfg(port=0, chunk_length=H, batching=batching)) as server:
             host, port = server.address
-            clients = [RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port)) for _ in range(4)]
+            clients = [TcpChunkModel(TcpChunkModelCfg(host=host, port=port)) for _ in range(4)]
             results = _clients_in_threads(lambda rows, ids: clients[int(rows["x"].shape[0]) - 3](rows, ids), 4, 3)
             for client in clients:
                 client.close()

@@ -61,18 +61,18 @@ CASES = [
     ("eval", ["--compare", "any,nope"], "unknown schedules ['nope']"),
     ("eval", ["--schedule", "nope"], "argument --schedule: invalid choice: 'nope'"),
     ("eval", ["--task", "Isaac-Nope"], "Unknown task 'Isaac-Nope'"),
-    ("eval", ["--remote", "localhost"], "Policy server address must be 'host:port'"),
+    ("eval", ["--remote", "localhost"], "A tcp server's address must be 'host:port'"),
     ("eval", ["--checkpoint", "{missing}"], "does not exist"),
-    ("eval", ["--checkpoint", "{checkpoint}", "--chunk", "8"], "plans 4 actions per chunk"),
-    ("eval", ["--policy", "remote"], "--policy remote needs --remote HOST:PORT"),
-    ("eval", ["--remote", "openpi://gpu-box"], "openpi server address must be 'openpi://host:port'"),
-    ("eval", ["--openpi_keys", "observation/state=policy"], "is an option of --remote openpi://HOST:PORT"),
-    ("eval", ["--remote", "127.0.0.1:1", "--prompt", "p"], "is an option of --remote openpi://HOST:PORT or gr00t://"),
+    ("eval", ["--checkpoint", "{checkpoint}", "--model.chunk_length", "8"], "plans 4 actions per chunk"),
+    ("eval", ["--policy", "remote"], "--policy remote needs --remote ADDRESS"),
+    ("eval", ["--remote", "openpi://gpu-box"], "openpi server's address must be 'openpi://host:port'"),
+    ("eval", ["--model.keys", "observation/state=policy"], "not a field of the embedded source (EmbeddedModelCfg); its fields are chunk_length, planner_overrides. It is one of the gr00t, openpi sources'"),
+    ("eval", ["--remote", "127.0.0.1:1", "--model.prompt", "p"], "--model.prompt: not a field of the tcp source"),
     ("eval", ["--openpi_keys", "policy"], "argument --openpi_keys: 'policy' is not KEY=PATH"),
-    ("eval", ["--gr00t_keys", "state.x=policy"], "are options of --remote gr00t://HOST:PORT"),
-    ("eval", ["--remote", "openpi://127.0.0.1:1", "--gr00t_form", "nested"], "are options of --remote gr00t://"),
-    ("eval", ["--remote", "127.0.0.1:1", "--gr00t_rtc"], "--gr00t_rtc are options of --remote gr00t://HOST:PORT"),
-    ("eval", ["--remote", "gr00t://gpu-box"], "GR00T server address must be 'gr00t://host:port'"),
+    ("eval", ["--gr00t_keys", "state.x=policy"], "--model.keys: not a field of the embedded source"),
+    ("eval", ["--remote", "openpi://127.0.0.1:1", "--model.form", "nested"], "--model.form: not a field of the openpi source"),
+    ("eval", ["--remote", "127.0.0.1:1", "--model.rtc_options", "true"], "--model.rtc_options: not a field of the tcp source"),
+    ("eval", ["--remote", "gr00t://gpu-box"], "gr00t server's address must be 'gr00t://host:port'"),
     ("eval", ["--shard", "2/2"], "argument --shard: --shard takes i/K with 0 <= i < K"),
     ("eval", ["--results", "{under_file}/r.json"], "is a file, not a folder"),
     ("record", ["--max_steps", "0"], "argument --max_steps: 0 is out of range"),
@@ -82,9 +82,9 @@ CASES = [
     ("record", ["--output", "d.txt"], "--output must end with .hdf5"),
     ("record", ["--episodes", "2", "--shard", "3/4"], "--episodes 2 leaves shard 3/4 no episode"),
     ("record", ["--policy", "bc"], "--policy bc needs --checkpoint"),
-    ("record", ["--policy", "random", "--checkpoint", "{checkpoint}"], "--checkpoint needs --policy checkpoint or bc"),
+    ("record", ["--model", "random", "--checkpoint", "{checkpoint}"], "--model random takes no model fields, --checkpoint or --remote"),
     ("record", ["--policy", "checkpoint", "--chunk", "4"], "plans 1 actions per chunk"),
-    ("record", ["--policy", "random", "--planner_cfg", "grasp_noise=0.01"], "--planner_cfg is an option of --policy"),
+    ("record", ["--model", "random", "--model.planner_overrides", "grasp_noise=0.01"], "--model random takes no model fields"),
     ("eval", ["--planner_cfg", "nope=1"], "planner override 'nope=1': CartpoleLQRCfg has no field 'nope'"),
     ("eval", ["--planner_cfg", "chunk_length"], "'chunk_length' is not a cfg override KEY=VALUE"),
     ("eval", ["--planner_cfg", "chunk_length=8"], "the planner's H is --chunk, not a cfg override"),
@@ -204,11 +204,13 @@ def test_help_and_a_malformed_argument_import_nothing_heavy(script):
 def test_the_names_scripts_list_are_those_of_their_registries():
     from isaaclab_suspend import names
     from isaaclab_suspend.runs import EXPORT_MODES
-    from isaaclab_suspend.cli.serving import protocols
     from isaaclab_suspend.chunking import AGGREGATORS, SCHEDULES
+    from isaaclab_suspend.chunking.sources import SOURCES
+    from isaaclab_suspend.serving import WIRES
 
     for listed, registry in ((names.SCHEDULE_NAMES, SCHEDULES), (names.AGGREGATOR_NAMES, AGGREGATORS),
-                             (names.EXPORT_MODE_NAMES, EXPORT_MODES), (names.SERVER_PROTOCOLS, protocols())):
+                             (names.EXPORT_MODE_NAMES, EXPORT_MODES), (names.MODEL_NAMES, SOURCES),
+                             (names.WIRE_NAMES, WIRES)):
         assert listed == tuple(sorted(registry)), (listed, sorted(registry))
 
 
@@ -219,3 +221,18 @@ def test_no_name_of_the_cli_package_is_one_of_its_submodules():
     from isaaclab_suspend import cli
 
     assert not set(cli.__all__) & {module.name for module in pkgutil.iter_modules(cli.__path__)}
+
+
+def test_the_flags_of_0_3_still_parse_with_a_deprecation_line(capsys):
+    """Each 0.3 model flag still names what it named, and says once what replaces it."""
+    args = _script("eval").parse_args(["--policy", "chunk", "--chunk", "8", "--planner_cfg", "action_scale=50"])
+    err = capsys.readouterr().err
+    assert (args.source.name, args.chunk, args.source.cfg.planner_overrides) == ("embedded", 8, ["action_scale=50"])
+    for old, new in (("--policy chunk", "--model embedded"), ("--chunk", "--model.chunk_length"),
+                     ("--planner_cfg", "--model.planner_overrides")):
+        assert f"warning: {old} is deprecated and goes in 0.5.0: use {new}" in err, err
+    args = _script("serve_policy").parse_args(["--protocol", "project", "--expert", "--port", "0"])
+    err = capsys.readouterr().err
+    assert (args.wire, args.source.name, args.chunk) == ("tcp", "rl_actor", 1)
+    assert "--protocol project is deprecated and goes in 0.5.0: use --wire tcp" in err, err
+    assert "--expert is deprecated and goes in 0.5.0: use --model rl_actor" in err, err

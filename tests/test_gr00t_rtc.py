@@ -17,10 +17,10 @@ from isaaclab_suspend.serving import (
     Gr00tChunkModelCfg,
     Gr00tPolicyServer,
     Gr00tPolicyServerCfg,
-    PolicyServer,
-    PolicyServerCfg,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
+    TcpPolicyServer,
+    TcpPolicyServerCfg,
+    TcpChunkModel,
+    TcpChunkModelCfg,
 )
 
 from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
@@ -220,8 +220,8 @@ def test_batched_requests_keep_each_rows_prefix():
             assert torch.equal(results[i], lqr(rows[i], torch.arange(4), **kwargs))
         for client in clients:
             client.close()
-    with PolicyServer(model, PolicyServerCfg(port=0, chunk_length=H, action_dim=1, batching=BatchingCfg())) as server:
-        remote = RemoteChunkModel(RemoteChunkModelCfg(port=server.address[1]))
+    with TcpPolicyServer(model, TcpPolicyServerCfg(port=0, chunk_length=H, action_dim=1, batching=BatchingCfg())) as server:
+        remote = TcpChunkModel(TcpChunkModelCfg(port=server.address[1]))
         assert remote.accepts_prefix
         chunk = remote(rows[0], torch.arange(4), prefix=prefixes[0][0], delay=prefixes[0][1])
         assert torch.equal(chunk, lqr(rows[0], torch.arange(4), prefix=prefixes[0][0], delay=prefixes[0][1]))

@@ -131,3 +131,62 @@ def test_scripts_stay_entry_points():
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "scripts").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > (160 if p.parent.name == "benchmarks" else 120)}
     assert not long, f"scripts over 120 lines (benchmarks 160): {long}"
+
+
+KIND_ROOTS = {"ChunkModelCfg": "model cfg", "ChunkSchedule": "schedule"}
+"""The base classes whose subclasses only their own package may ask for by ``isinstance``: a model source's cfg is
+opened through the opener its registration names, a schedule's parameters through its ``configure``."""
+
+
+def _classes(sources: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """Each class of ``sources`` (path -> text) deriving from a :data:`KIND_ROOTS` class, by name: its kind and the
+    top-level package (or script) that defines it."""
+    bases, home = {}, {}
+    for path, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef):
+                bases[node.name] = [b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases]
+                home[node.name] = _owner(path)
+
+    def kind(name: str, seen=()) -> str | None:
+        if name in KIND_ROOTS:
+            return KIND_ROOTS[name]
+        return next((k for b in bases.get(name, ()) if b not in seen and (k := kind(b, (*seen, name)))), None)
+
+    return {name: (k, home[name]) for name in bases if (k := kind(name))}
+
+
+def _owner(path: str) -> str:
+    parts = pathlib.PurePath(path).parts
+    return parts[1] if parts[0] == "isaaclab_suspend" and len(parts) > 2 else path
+
+
+def _foreign_isinstances(sources: dict[str, str]) -> list[str]:
+    """``path:line`` of each ``isinstance(x, C)`` where ``C`` is a model cfg or a schedule of another package."""
+    classes, found = _classes(sources), []
+    for path, text in sources.items():
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance" and len(node.args) == 2:
+                target = node.args[1]
+                for t in target.elts if isinstance(target, ast.Tuple) else [target]:
+                    name = t.attr if isinstance(t, ast.Attribute) else getattr(t, "id", None)
+                    if name in classes and classes[name][1] != _owner(path):
+                        found.append(f"{path}:{node.lineno} isinstance of the {classes[name][0]} {name}")
+    return found
+
+
+def test_no_isinstance_of_a_model_cfg_or_schedule_outside_its_package():
+    # the check finds a run asking which source a cfg is, and a policy asking which schedule it runs ...
+    planted = {
+        "isaaclab_suspend/chunking/sources.py": "class ChunkModelCfg: pass",
+        "isaaclab_suspend/chunking/schedules.py": "class ChunkSchedule: pass\nclass Rtc(ChunkSchedule): pass",
+        "isaaclab_suspend/tasks/embedded.py": "class EmbeddedModelCfg(ChunkModelCfg): pass\nisinstance(c, EmbeddedModelCfg)",
+        "isaaclab_suspend/runs/chunk_models.py": "isinstance(cfg, (int, embedded.EmbeddedModelCfg))",
+        "isaaclab_suspend/chunking/policy.py": "isinstance(s, Rtc)",
+    }
+    assert _foreign_isinstances(planted) == [
+        "isaaclab_suspend/runs/chunk_models.py:1 isinstance of the model cfg EmbeddedModelCfg"]
+    # ... and the package and the scripts have none
+    files = [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").rglob("*.py")]
+    sources = {str(p.relative_to(ROOT)): p.read_text() for p in files}
+    assert not _foreign_isinstances(sources), _foreign_isinstances(sources)

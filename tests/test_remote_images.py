@@ -16,10 +16,10 @@ from isaaclab_suspend.serving import (
     OpenpiChunkModelCfg,
     OpenpiPolicyServer,
     OpenpiPolicyServerCfg,
-    PolicyServer,
-    PolicyServerCfg,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
+    TcpPolicyServer,
+    TcpPolicyServerCfg,
+    TcpChunkModel,
+    TcpChunkModelCfg,
 )
 from isaaclab_suspend.tasks.env_factory import open_env
 
@@ -58,9 +58,9 @@ def test_images_travel_as_uint8_through_the_project_protocol(camera_rows):
     assert image.dtype == torch.uint8 and image.shape[1:] == (64, 64, 3) and image.float().std() > 0
     seen = []
     local = _image_model([])(rows, env_ids)
-    with PolicyServer(_image_model(seen), PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
+    with TcpPolicyServer(_image_model(seen), TcpPolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
         host, port = server.address
-        remote = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
+        remote = TcpChunkModel(TcpChunkModelCfg(host=host, port=port))
         try:
             chunk = remote(rows, env_ids)
         finally:

@@ -17,13 +17,13 @@ from isaaclab_suspend.datasets import DatasetReader
 from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.serving import (
-    PolicyServer,
-    PolicyServerCfg,
-    RemoteChunkModel,
-    RemoteChunkModelCfg,
+    TcpPolicyServer,
+    TcpPolicyServerCfg,
+    TcpChunkModel,
+    TcpChunkModelCfg,
     WireLimitsCfg,
 )
-from isaaclab_suspend.serving.wire import receive_message
+from isaaclab_suspend.serving.tcp.protocol import receive_message
 from isaaclab_suspend.tasks.env_factory import open_env
 
 from helpers import DEADLINE_S, wait_for
@@ -35,13 +35,13 @@ H = 8
 
 
 
-def _client(server: PolicyServer, **kwargs) -> RemoteChunkModel:
+def _client(server: TcpPolicyServer, **kwargs) -> TcpChunkModel:
     host, port = server.address
-    return RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, **kwargs))
+    return TcpChunkModel(TcpChunkModelCfg(host=host, port=port, **kwargs))
 
 
 def _free_port() -> int:
-    with PolicyServer(lambda rows, ids: None, PolicyServerCfg(port=0)) as server:
+    with TcpPolicyServer(lambda rows, ids: None, TcpPolicyServerCfg(port=0)) as server:
         return server.address[1]
 
 
@@ -55,7 +55,7 @@ def test_rows_and_nested_groups_round_trip_exactly():
     obs = {"policy": torch.randn(5, 3, dtype=torch.float64), "extra": {"steps": torch.arange(5, dtype=torch.int32)}}
     env_ids = torch.tensor([4, 0, 2])
     rows = {"policy": obs["policy"][env_ids], "extra": {"steps": obs["extra"]["steps"][env_ids]}}
-    with PolicyServer(echo, PolicyServerCfg(port=0, chunk_length=H, action_dim=2, task="T")) as server:
+    with TcpPolicyServer(echo, TcpPolicyServerCfg(port=0, chunk_length=H, action_dim=2, task="T")) as server:
         received = []
         server.model = lambda r, ids: received.append((r, ids)) or echo(r, ids)
         client = _client(server)
@@ -74,7 +74,7 @@ def test_remote_model_serves_the_real_env_like_the_local_one():
     the same run with the local model."""
     local = make_default_model("Isaac-Cartpole-Suspendable", H)
     with open_env("Isaac-Cartpole-Suspendable", 4) as env, \
-            PolicyServer(local, PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
+            TcpPolicyServer(local, TcpPolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
         remote = _client(server)
         remote.check_env(env)
         chunks = []
@@ -101,10 +101,10 @@ def test_remote_model_serves_the_real_env_like_the_local_one():
         assert stats["suspended_env_steps"] > 0 and stats["episodes_completed"] >= 4
         assert len(chunks) == 13 and all(torch.equal(r, l) for r, l in chunks)
         assert torch.equal(remote_actions, local_actions)
-        with PolicyServer(local, PolicyServerCfg(port=0, action_dim=3)) as wrong, \
+        with TcpPolicyServer(local, TcpPolicyServerCfg(port=0, action_dim=3)) as wrong, \
                 pytest.raises(ValueError, match="returns 3-dim actions"):
             _client(wrong).check_env(env)
-        with PolicyServer(local, PolicyServerCfg(port=0, task="Isaac-PushCube-Suspendable")) as wrong, \
+        with TcpPolicyServer(local, TcpPolicyServerCfg(port=0, task="Isaac-PushCube-Suspendable")) as wrong, \
                 pytest.raises(ValueError, match="serves a policy of 'Isaac-PushCube-Suspendable'"):
             _client(wrong).check_env(env)
 
@@ -122,7 +122,7 @@ def test_dead_closed_failing_slow_and_incompatible_servers(monkeypatch):
         patch.setattr(socket, "create_connection", counted_connect)
         with pytest.raises(ConnectionError, match=f"No policy server at 127.0.0.1:{port} .*Connection refused"
                                                   ".*serve_policy.py"):
-            RemoteChunkModel(RemoteChunkModelCfg(port=port))
+            TcpChunkModel(TcpChunkModelCfg(port=port))
     assert len(connects) == 1, connects
 
     rows, ids = {"policy": torch.zeros(2, 3), "extra": {"steps": torch.zeros(2)}}, torch.arange(2)
@@ -132,7 +132,7 @@ def test_dead_closed_failing_slow_and_incompatible_servers(monkeypatch):
             raise ValueError("bad observation")
         return echo(obs_rows, env_ids)
 
-    server = PolicyServer(failing, PolicyServerCfg(port=0, chunk_length=H)).start()
+    server = TcpPolicyServer(failing, TcpPolicyServerCfg(port=0, chunk_length=H)).start()
     client = _client(server, timeout_s=DEADLINE_S)
     with pytest.raises(RuntimeError, match="failed: ValueError: bad observation"):
         client({**rows, "policy": torch.ones(2, 3)}, ids)
@@ -167,15 +167,15 @@ def test_dead_closed_failing_slow_and_incompatible_servers(monkeypatch):
     with pytest.raises(ConnectionError, match="policy server at 127.0.0.1"):
         client(rows, ids)
 
-    class FutureServer(PolicyServer):
+    class FutureServer(TcpPolicyServer):
         @property
         def metadata(self):
             return {**super().metadata, "version": 99}
 
-    with FutureServer(echo, PolicyServerCfg(port=0)) as future, pytest.raises(RuntimeError, match="protocol 99"):
+    with FutureServer(echo, TcpPolicyServerCfg(port=0)) as future, pytest.raises(RuntimeError, match="protocol 99"):
         _client(future)
     with pytest.raises(ValueError, match="'host:port'"):
-        RemoteChunkModelCfg.parse("localhost")
+        TcpChunkModelCfg.parse("localhost")
 
 
 def _script(name: str, *args: str) -> subprocess.Popen:
@@ -242,7 +242,7 @@ def test_server_dying_mid_run_exits_2_and_keeps_the_recorded_episodes(tmp_path):
             enough.set()
         return local(obs_rows, env_ids)
 
-    server = PolicyServer(counting, PolicyServerCfg(port=0, chunk_length=16, action_dim=1, task=task)).start()
+    server = TcpPolicyServer(counting, TcpPolicyServerCfg(port=0, chunk_length=16, action_dim=1, task=task)).start()
     address = f"127.0.0.1:{server.address[1]}"
     recorded, evaluated = tmp_path / "record.hdf5", tmp_path / "eval.hdf5"
     clients = [

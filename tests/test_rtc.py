@@ -24,8 +24,8 @@ from isaaclab_suspend.tasks.push_cube.chunk_model import PushCubeChunkCfg, PushC
 from isaaclab_suspend.chunking import ChunkingStats
 from isaaclab_suspend.chunking.model import accepts_prefix
 from isaaclab_suspend.chunking.schedules import RealTimeChunkSchedule
-from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
-from isaaclab_suspend.serving.wire import PROTOCOL_VERSION, WireLimitsCfg, receive_message, send_message
+from isaaclab_suspend.serving import TcpPolicyServer, TcpPolicyServerCfg, TcpChunkModel, TcpChunkModelCfg
+from isaaclab_suspend.serving.tcp.protocol import PROTOCOL_VERSION, WireLimitsCfg, receive_message, send_message
 
 from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
 
@@ -316,8 +316,8 @@ def test_remote_protocol_carries_the_prefix_bit_for_bit(env):
     prefix = torch.randn(5, 3, 1, dtype=torch.float32)
     prefix[0, 0, 0] = float.fromhex("0x1.fffffep-1")  # the last bit counts
     delay = torch.tensor([3, 0, 3, 3, 1])
-    with PolicyServer(model, PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
-        client = RemoteChunkModel(RemoteChunkModelCfg(port=server.address[1]))
+    with TcpPolicyServer(model, TcpPolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
+        client = TcpChunkModel(TcpChunkModelCfg(port=server.address[1]))
         assert client.accepts_prefix
         client({"policy": torch.zeros(5, 4)}, torch.arange(5), prefix=prefix, delay=delay)
         client({"policy": torch.zeros(5, 4)}, torch.arange(5))
@@ -328,8 +328,8 @@ def test_remote_protocol_carries_the_prefix_bit_for_bit(env):
         with pytest.raises(RuntimeError, match="'prefix' and 'delay' go together"):
             client({"policy": torch.zeros(5, 4)}, torch.arange(5), prefix=prefix, delay=delay[:2])
         client.close()
-    with PolicyServer(lambda rows, ids: torch.zeros(len(ids), H, 1), PolicyServerCfg(port=0, chunk_length=H)) as plain:
-        client = RemoteChunkModel(RemoteChunkModelCfg(port=plain.address[1]))
+    with TcpPolicyServer(lambda rows, ids: torch.zeros(len(ids), H, 1), TcpPolicyServerCfg(port=0, chunk_length=H)) as plain:
+        client = TcpChunkModel(TcpChunkModelCfg(port=plain.address[1]))
         assert not client.accepts_prefix
         with pytest.raises(ValueError, match="takes no prefix"):
             client({"policy": torch.zeros(5, 4)}, torch.arange(5), prefix=prefix, delay=delay)
@@ -345,8 +345,8 @@ def test_remote_protocol_carries_the_prefix_bit_for_bit(env):
 
     # under rtc, the LQR model served remotely takes bit-identical actions to the local one
     local = CartpoleLQRChunkModel(CartpoleLQRCfg(chunk_length=H))
-    with PolicyServer(local, PolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
-        remote = RemoteChunkModel(RemoteChunkModelCfg(port=server.address[1]))
+    with TcpPolicyServer(local, TcpPolicyServerCfg(port=0, chunk_length=H, action_dim=1)) as server:
+        remote = TcpChunkModel(TcpChunkModelCfg(port=server.address[1]))
         runs = []
         for chunk_model in (remote, local):
             policy = ActionChunkingPolicy(chunk_model, env, chunk_length=H, schedule="rtc", delay_steps=2)

@@ -37,11 +37,11 @@ from websockets.sync.client import connect as ws_connect
 from isaaclab_suspend.names import TOKEN_ENV
 from isaaclab_suspend.serving import batching, msgpack_arrays
 from isaaclab_suspend.serving.batching import PATIENCE, BatchingCfg
-from isaaclab_suspend.serving.openpi_client import OpenpiChunkModel, OpenpiChunkModelCfg
-from isaaclab_suspend.serving.openpi_server import OpenpiPolicyServer, OpenpiPolicyServerCfg
-from isaaclab_suspend.serving.policy_server import PolicyServer, PolicyServerCfg
-from isaaclab_suspend.serving.remote_client import PolicyServerError, RemoteChunkModel, RemoteChunkModelCfg
-from isaaclab_suspend.serving.wire import ProtocolError, WireLimitsCfg, encode_message, receive_message
+from isaaclab_suspend.serving.openpi.client import OpenpiChunkModel, OpenpiChunkModelCfg
+from isaaclab_suspend.serving.openpi.server import OpenpiPolicyServer, OpenpiPolicyServerCfg
+from isaaclab_suspend.serving.tcp.server import TcpPolicyServer, TcpPolicyServerCfg
+from isaaclab_suspend.serving.tcp.client import TcpServerError, TcpChunkModel, TcpChunkModelCfg
+from isaaclab_suspend.serving.tcp.protocol import ProtocolError, WireLimitsCfg, encode_message, receive_message
 
 pytestmark = pytest.mark.slow  # hostile peers against the three wires' servers
 
@@ -145,7 +145,7 @@ def test_any_bytes_give_a_message_or_a_protocol_error_within_the_limits(data):
     assert peak < limits.max_message_bytes + 2**20
 
 
-def _served(client: RemoteChunkModel) -> float:
+def _served(client: TcpChunkModel) -> float:
     """One well-formed call (the client's time-out is :data:`DEADLINE_S`); its latency [s], to print."""
     start = time.perf_counter()
     assert client(ROWS, IDS).shape == (2, H, 1)
@@ -196,7 +196,7 @@ def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
     read time-out: it never waits for them), and the peak resident memory stays below 2x idle + message cap x
     connection cap."""
     process, address = server_process
-    client = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=DEADLINE_S))
+    client = TcpChunkModel(TcpChunkModelCfg(host=address[0], port=address[1], timeout_s=DEADLINE_S))
     _served(client)
     idle_rss, _ = _memory_mib(process.pid)
     times = []
@@ -257,7 +257,7 @@ def test_fuzzed_server_keeps_serving_in_bounded_memory(server_process):
         sock.close()
 
     # the server accepts new clients again, and everything is still served
-    other = RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1], timeout_s=DEADLINE_S))
+    other = TcpChunkModel(TcpChunkModelCfg(host=address[0], port=address[1], timeout_s=DEADLINE_S))
     times += [_served(other), _served(client)]
     rss, peak = _memory_mib(process.pid)
     bound = 2 * idle_rss + MESSAGE_MB * CONNECTIONS
@@ -339,7 +339,7 @@ BAD_HELLOS = {
 def test_client_turns_any_bad_reply_into_one_connection_error(case):
     server = _FakeServer(lambda n: GOOD_HELLO if n == 0 else FORGED_REPLIES[case])
     try:
-        client = RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1],
+        client = TcpChunkModel(TcpChunkModelCfg(host=server.address[0], port=server.address[1],
                                                       timeout_s=DEADLINE_S))
         tracemalloc.start()
         with pytest.raises(ConnectionError, match=f"policy server at 127.0.0.1:{server.address[1]}"):
@@ -355,8 +355,8 @@ def test_client_turns_any_bad_reply_into_one_connection_error(case):
 def test_client_refuses_a_bad_hello_with_one_error(case):
     server = _FakeServer(lambda n: BAD_HELLOS[case])
     try:
-        with pytest.raises(PolicyServerError, match=f"policy server at 127.0.0.1:{server.address[1]}"):
-            RemoteChunkModel(RemoteChunkModelCfg(host=server.address[0], port=server.address[1], timeout_s=DEADLINE_S))
+        with pytest.raises(TcpServerError, match=f"policy server at 127.0.0.1:{server.address[1]}"):
+            TcpChunkModel(TcpChunkModelCfg(host=server.address[0], port=server.address[1], timeout_s=DEADLINE_S))
     finally:
         server.close()
 
@@ -376,10 +376,10 @@ def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
     caplog.set_level(logging.INFO)
     echo = lambda rows, ids: torch.zeros(len(ids), H, 1)  # noqa: E731
     # a half-sent request is held until the test closes it (read time-out DEADLINE_S), idle clients are closed
-    cfg = PolicyServerCfg(port=0, chunk_length=H, max_connections=2, idle_timeout_s=0.5, read_timeout_s=DEADLINE_S)
-    with PolicyServer(echo, cfg) as server:
+    cfg = TcpPolicyServerCfg(port=0, chunk_length=H, max_connections=2, idle_timeout_s=0.5, read_timeout_s=DEADLINE_S)
+    with TcpPolicyServer(echo, cfg) as server:
         host, port = server.address
-        clients = [RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
+        clients = [TcpChunkModel(TcpChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
                    for _ in range(2)]
         # both idle past the time-out: closed by the server, reconnected on the next call
         wait_for(lambda: server.num_connections == 0, "the server closes both idle clients")
@@ -393,36 +393,36 @@ def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
             holders[-1].sendall(b"\0\0")
             # read before the next one connects: a holder whose bytes are still unread counts as idle, and goes
             wait_for(lambda: not _unread(holders[-1]), "the server reads the holder's first bytes")
-        with pytest.raises(PolicyServerError, match="refused the connection: busy: it serves at most 2 connections"
+        with pytest.raises(TcpServerError, match="refused the connection: busy: it serves at most 2 connections"
                                                     " at a time and all are receiving or being served"):
-            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
+            TcpChunkModel(TcpChunkModelCfg(host=host, port=port))
         for sock in holders:
             sock.close()
         assert not any(r.exc_info for r in caplog.records)
 
-    token_cfg = PolicyServerCfg(port=0, chunk_length=H, token="s3cret")
-    with PolicyServer(echo, token_cfg) as server:
+    token_cfg = TcpPolicyServerCfg(port=0, chunk_length=H, token="s3cret")
+    with TcpPolicyServer(echo, token_cfg) as server:
         host, port = server.address
         monkeypatch.delenv(TOKEN_ENV, raising=False)
-        with pytest.raises(PolicyServerError, match="refused the connection: wrong or missing token"):
-            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
-        with pytest.raises(PolicyServerError, match="wrong or missing token"):
-            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, token="s3cre"))
-        assert RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, token="s3cret"))(ROWS, IDS).shape[1] == H
+        with pytest.raises(TcpServerError, match="refused the connection: wrong or missing token"):
+            TcpChunkModel(TcpChunkModelCfg(host=host, port=port))
+        with pytest.raises(TcpServerError, match="wrong or missing token"):
+            TcpChunkModel(TcpChunkModelCfg(host=host, port=port, token="s3cre"))
+        assert TcpChunkModel(TcpChunkModelCfg(host=host, port=port, token="s3cret"))(ROWS, IDS).shape[1] == H
         monkeypatch.setenv(TOKEN_ENV, "s3cret")  # how eval.py and record.py pass it
-        assert RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))(ROWS, IDS).shape[1] == H
+        assert TcpChunkModel(TcpChunkModelCfg(host=host, port=port))(ROWS, IDS).shape[1] == H
         with socket.create_connection((host, port)) as raw:  # no request before the hello
             raw.sendall(encode_message({"type": "infer"}, {"env_ids": IDS}))
             reply, _ = receive_message(raw, WireLimitsCfg(), DEADLINE_S, DEADLINE_S)
             assert "the first request must be 'hello'" in reply["message"]
 
     with pytest.raises(ValueError, match="beyond loopback, without a token"):
-        PolicyServer(echo, PolicyServerCfg(host="0.0.0.0", port=0))
-    PolicyServer(echo, PolicyServerCfg(host="0.0.0.0", port=0, insecure_no_token=True)).close()
+        TcpPolicyServer(echo, TcpPolicyServerCfg(host="0.0.0.0", port=0))
+    TcpPolicyServer(echo, TcpPolicyServerCfg(host="0.0.0.0", port=0, insecure_no_token=True)).close()
     for bad in ({"max_connections": 0}, {"read_timeout_s": float("nan")}, {"token": ""},
                 {"limits": WireLimitsCfg(max_message_bytes=-1)}):
         with pytest.raises(ValueError, match="must be"):
-            PolicyServer(echo, PolicyServerCfg(port=0, **bad))
+            TcpPolicyServer(echo, TcpPolicyServerCfg(port=0, **bad))
 
 
 SERVE_ARGS = {
@@ -696,8 +696,8 @@ def test_clients_bound_the_announced_chunk_length():
         server.close()
     tcp = _FakeServer(lambda n: encode_message({"type": "hello", "version": 1, "chunk_length": 2**28}))
     try:
-        with pytest.raises(PolicyServerError, match="announces H = 268435456 actions per chunk, over this client's"):
-            RemoteChunkModel(RemoteChunkModelCfg(host="127.0.0.1", port=tcp.address[1]))
+        with pytest.raises(TcpServerError, match="announces H = 268435456 actions per chunk, over this client's"):
+            TcpChunkModel(TcpChunkModelCfg(host="127.0.0.1", port=tcp.address[1]))
     finally:
         tcp.close()
 
@@ -720,9 +720,9 @@ def test_clients_name_the_other_protocol_at_once():
     cfg = OpenpiPolicyServerCfg(port=0, chunk_length=H, read_timeout_s=3600.0)
     with OpenpiPolicyServer(_slow_echo, cfg) as server:
         host, port = server.address
-        with pytest.raises(PolicyServerError, match=f"this is an openpi server: use --remote openpi://{host}:{port}"):
-            RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
-    with PolicyServer(_slow_echo, PolicyServerCfg(port=0, chunk_length=H)) as server:
+        with pytest.raises(TcpServerError, match=f"this is an openpi server: use --remote openpi://{host}:{port}"):
+            TcpChunkModel(TcpChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
+    with TcpPolicyServer(_slow_echo, TcpPolicyServerCfg(port=0, chunk_length=H)) as server:
         host, port = server.address
         with pytest.raises(ConnectionError, match=f"called with --remote {host}:{port} \\(no openpi://\\)"):
             OpenpiChunkModel(OpenpiChunkModelCfg(host=host, port=port))
@@ -731,18 +731,18 @@ def test_clients_name_the_other_protocol_at_once():
 # --- the project's TCP server: idle peers cannot keep a client out, nor slow the batch ------------------------------
 
 def test_tcp_server_admits_a_client_past_idle_peers_and_does_not_wait_for_them(caplog, monkeypatch):
-    cfg = PolicyServerCfg(port=0, chunk_length=H, max_connections=4, batching=BatchingCfg(max_wait_s=0.5))
+    cfg = TcpPolicyServerCfg(port=0, chunk_length=H, max_connections=4, batching=BatchingCfg(max_wait_s=0.5))
     # the batcher's clock, stopped below: then no batch closes at max_wait_s, only once every client it waits for
     # has sent its request
     stopped_at = []
     monkeypatch.setattr(batching, "time", types.SimpleNamespace(
         monotonic=lambda: stopped_at[0] if stopped_at else time.monotonic()))
-    with PolicyServer(_slow_echo, cfg) as server:
+    with TcpPolicyServer(_slow_echo, cfg) as server:
         host, port = server.address
         silent = [socket.create_connection((host, port)) for _ in range(4)]  # no hello
         wait_for(lambda: server.num_connections == 4, "the server takes the 4 silent connections")
         # closes the oldest silent one
-        client = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
+        client = TcpChunkModel(TcpChunkModelCfg(host=host, port=port, timeout_s=DEADLINE_S))
         greeted = []
         for _ in range(3):  # hello only, then idle: each closes another silent one
             sock = socket.create_connection((host, port))
@@ -756,7 +756,7 @@ def test_tcp_server_admits_a_client_past_idle_peers_and_does_not_wait_for_them(c
         for _ in range(3):  # answered with the clock stopped: the hello-only peers are not waited for any more
             assert client(ROWS, IDS).shape == (2, H, 1)
         stopped_at.clear()
-        other = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))  # closes the idlest greeted peer
+        other = TcpChunkModel(TcpChunkModelCfg(host=host, port=port))  # closes the idlest greeted peer
         assert other(ROWS, IDS).shape == (2, H, 1) and client(ROWS, IDS).shape == (2, H, 1)
         for sock in [*silent, *greeted]:
             sock.close()

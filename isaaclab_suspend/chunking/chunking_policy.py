@@ -20,7 +20,7 @@ from .chunk_queues import ChunkQueues
 from .stats import ChunkingStats, stats_table
 from .model import ChunkModel, accepts_prefix, virtual_seconds
 from .provenance import ChunkProvenance
-from .schedules import FULL_BATCH, AsyncClockSchedule, RealTimeChunkSchedule, SchedulePlan, make_schedule
+from .schedules import FULL_BATCH, SchedulePlan, make_schedule
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -107,22 +107,7 @@ class ActionChunkingPolicy:
                 " 'partial_batch'."
             )
         self._aggregator: Aggregator = resolve_aggregator(cfg.aggregator)
-        if isinstance(self.schedule, AsyncClockSchedule):
-            self.schedule.lead(h, math.floor(cfg.refill_threshold * h))  # raises if the lead exceeds H / 2
-            if cfg.aggregator != "replace":
-                raise ValueError(
-                    "Schedule 'async' installs each chunk at the tick its leftovers run out, so no aggregator"
-                    f" applies: use aggregator='replace', got {cfg.aggregator!r}."
-                )
-        if isinstance(self.schedule, RealTimeChunkSchedule):
-            d = cfg.delay_steps
-            if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 0):
-                raise ValueError(f"delay_steps must be None (estimated) or an int >= 0 (env steps), got {d!r}.")
-            self.schedule.delay_steps = d
-            w = cfg.overlap_steps
-            if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < h:
-                raise ValueError(f"overlap_steps must be an int in [0, chunk_length) = [0, {h}), got {w!r}.")
-            self.schedule.overlap_steps = w
+        self.schedule.configure(cfg, h)  # its own parameters, checked
 
         self.cfg = cfg
         """The policy configuration."""
@@ -169,7 +154,7 @@ class ActionChunkingPolicy:
         """Host mirror: False guarantees that :attr:`_restarted` is empty."""
         self._worker = InferenceWorker(self._run_model)
         """The worker thread of the ``async`` and ``rtc`` schedules (started at their first launch)."""
-        self._passes_prefix = isinstance(self.schedule, RealTimeChunkSchedule) and accepts_prefix(model)
+        self._passes_prefix = self.schedule.passes_prefix and accepts_prefix(model)
         """Whether launches pass the model the actions that run before its chunk lands."""
         self._writer: SummaryWriter | None = None
         if cfg.log_dir is not None:
@@ -482,11 +467,13 @@ class ActionChunkingPolicyCfg:
 
     class_type: type = ActionChunkingPolicy
     """The class this cfg configures."""
-    chunk_length: int = 16
-    """Actions per chunk H (the model must return (B, H, action_dim))."""
-    schedule: str = "global_clock"
+    chunk_length: int | None = 16
+    """Actions per chunk H (the model must return (B, H, action_dim)). None in a run's cfg: the run sets the
+    model source's H (:func:`isaaclab_suspend.runs.make_chunking_policy` refuses any other)."""
+    schedule: str | None = "global_clock"
     """Schedule name: ``any``, ``hold``, ``partial_batch``, ``global_clock``, ``auto``, ``async`` or ``rtc`` (see
-    :mod:`~isaaclab_suspend.chunking.schedules`)."""
+    :mod:`~isaaclab_suspend.chunking.schedules`). None in an evaluation's cfg: the run sets each of its
+    schedules."""
     aggregator: str | Callable = "replace"
     """How a new chunk is merged with leftover actions: ``replace``, ``blend``, ``temporal_ensemble``, ``soft_mask``,
     or a callable ``fn(old, new, count) -> (merged, merged_count)`` (see

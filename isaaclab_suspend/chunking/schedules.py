@@ -33,7 +33,7 @@ The schedules read the device only on steps where a host-side mirror says someth
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import math
 
@@ -70,6 +70,17 @@ class ChunkSchedule:
     """Name in :data:`SCHEDULES`."""
     suspends: ClassVar[bool] = False
     """Whether the schedule suspends envs (it then needs an env with suspension enabled)."""
+    passes_prefix: ClassVar[bool] = False
+    """Whether a launch passes the model the actions that run before its chunk lands (to a model accepting it)."""
+
+    def configure(self, cfg: Any, chunk_length: int) -> None:
+        """Take this schedule's parameters from the policy's ``cfg`` (an
+        :class:`~.chunking_policy.ActionChunkingPolicyCfg`, not imported: it imports this module) for chunks of
+        ``chunk_length`` actions.
+
+        Raises:
+            ValueError: If a parameter does not suit the schedule.
+        """
 
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
         """The plan for this step, or None to just execute the queued actions.
@@ -236,6 +247,15 @@ class AsyncClockSchedule(ChunkSchedule):
             return None
         return SchedulePlan(park=park, launch=launch, collect=collect, lead=lead)
 
+    def configure(self, cfg: Any, chunk_length: int) -> None:
+        """The lead from ``cfg.refill_threshold`` (at most H / 2); only ``replace`` suits the installs."""
+        self.lead(chunk_length, math.floor(cfg.refill_threshold * chunk_length))
+        if cfg.aggregator != "replace":
+            raise ValueError(
+                "Schedule 'async' installs each chunk at the tick its leftovers run out, so no aggregator"
+                f" applies: use aggregator='replace', got {cfg.aggregator!r}."
+            )
+
     @staticmethod
     def lead(chunk_length: int, refill_at: int) -> int:
         """Steps d between launching an inference and installing its chunk.
@@ -281,6 +301,7 @@ class RealTimeChunkSchedule(ChunkSchedule):
 
     name = "rtc"
     suspends = True
+    passes_prefix = True
 
     def __init__(self, delay_steps: int | None = None, overlap_steps: int = 0):
         self.delay_steps = delay_steps
@@ -298,6 +319,15 @@ class RealTimeChunkSchedule(ChunkSchedule):
         self._lead = 0
         """Host: lead of the inference in flight [steps]."""
 
+
+    def configure(self, cfg: Any, chunk_length: int) -> None:
+        """The delay d (``cfg.delay_steps``) and the overlap W (``cfg.overlap_steps``, in [0, H))."""
+        d, w = cfg.delay_steps, cfg.overlap_steps
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 0):
+            raise ValueError(f"delay_steps must be None (estimated) or an int >= 0 (env steps), got {d!r}.")
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < chunk_length:
+            raise ValueError(f"overlap_steps must be an int in [0, chunk_length) = [0, {chunk_length}), got {w!r}.")
+        self.delay_steps, self.overlap_steps = d, w
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
         h = queues.chunk_length
         if step == 0:

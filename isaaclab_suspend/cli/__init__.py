@@ -14,7 +14,7 @@ import importlib
 
 _MODULES = {
     ".app": ("run",),
-    ".arguments": ("add_deterministic_arg", "add_env_args", "add_episode_args", "add_import_arg", "add_policy_args", "add_quiet_arg",
+    ".arguments": ("add_deterministic_arg", "add_env_args", "add_episode_args", "add_import_arg", "add_model_args", "add_policy_args", "add_quiet_arg",
         "add_report_args", "add_shard_args", "address", "cfg_override", "DEFAULT_TASK", "device", "env_override",
         "env_overrides", "env_seed", "existing_file", "float_in", "fraction", "int_in", "key_pair", "latency", "non_negative_float",
         "non_negative_int", "POLICIES", "positive_int", "schedules", "shard", "suspension_window"),
@@ -25,10 +25,10 @@ _MODULES = {
         "write_episode_log"),
     ".errors": ("fail", "USER_ERRORS", "user_errors"),
     ".outputs": ("check_new_datasets", "check_output_args", "check_writable", "dataset_table"),
-    ".policy": ("chunking_cfg", "describe_policy", "describe_run", "make_chunk_model", "make_policy", "model_cfg",
+    ".policy": ("chunking_cfg", "describe_policy", "describe_run", "make_chunk_model", "make_policy", "model_cfg", "deprecated", "set_fields",
         "resolve_policy", "resolve_task", "warn"),
     "..names": ("AGGREGATOR_NAMES", "EXPORT_MODE_NAMES", "MAX_REPLAY_ENVS", "RL_LIBRARIES", "SCHEDULE_NAMES",
-        "SERVER_PROTOCOLS", "SO101_ROBOT", "TOKEN_ENV", "VCODECS"),
+        "MODEL_NAMES", "SO101_ROBOT", "WIRE_NAMES", "TOKEN_ENV", "VCODECS"),
     ".reports": ("write_eval_outputs",),
     ".run_cfgs": ("evaluation_cfg", "recording_cfg"),
     ".sharding": ("apply_shard", "describe_shard", "write_results"),

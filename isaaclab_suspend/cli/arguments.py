@@ -11,13 +11,16 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import sys
 from collections.abc import Callable
 
 from ..cfg_overrides import Bound, check_form
-from ..names import AGGREGATOR_NAMES, DEFAULT_CHUNK, DEFAULT_TASK, DETERMINISM, MAX_SEED, SCHEDULE_NAMES
+from ..names import AGGREGATOR_NAMES, DEFAULT_TASK, DETERMINISM, MAX_SEED, MODEL_NAMES, SCHEDULE_NAMES
 
 POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
-"""``--policy`` choices (see :mod:`.policy`); ``random`` is for recording only."""
+"""The deprecated ``--policy`` choices (see :mod:`.policy`); ``random`` is for recording only."""
+MODEL_FIELD = "--model."
+"""The prefix of a model cfg field given as a flag: ``--model.chunk_length 8``."""
 
 
 def _number(kind: type, low: float, high: float = math.inf, low_open: bool = False) -> Callable[[str], int | float]:
@@ -150,7 +153,7 @@ def _latency(text: str) -> object:
 
 
 def _address(text: str) -> object:
-    from ..serving.remote_address import parse_address  # the clients: imported when an address is given
+    from ..serving.wires import parse_address  # the clients: imported when an address is given
 
     return parse_address(text)
 
@@ -164,7 +167,7 @@ def _shard(text: str) -> object:
 latency = _parsed_by(_latency, "latency", keep_text=True)
 """An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
 address = _parsed_by(_address, "address", keep_text=True)
-"""A policy server address: ``host:port``, ``openpi://host:port`` or ``gr00t://host:port``."""
+"""A policy server address: ``host:port``, or ``SCHEME://host:port`` of a wire (``tcp://``, ``openpi://``, ``gr00t://``)."""
 key_pair = _parsed_by(_key_pair, "key pair")
 """``KEY=PATH`` as ``(key, path)``: an openpi or GR00T request key and the env's observation path it holds."""
 shard = _parsed_by(_shard, "shard")
@@ -239,39 +242,72 @@ def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
                             " the suspension manager's report of what it freezes")
 
 
-def add_policy_args(parser: argparse.ArgumentParser, policies: tuple[str, ...] = POLICIES[:-1],
-                    latency_args: bool = False) -> None:
-    """``--policy --checkpoint --remote --openpi_keys --prompt --planner_cfg --chunk --schedule --aggregator
-    --refill_threshold --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
-    parser.add_argument("--policy", default=None, choices=policies,
-                        help="source of the chunk model (default: 'remote' with --remote, 'bc' with --checkpoint, else"
-                             " 'chunk', the task's embedded planner); see isaaclab_suspend.cli.policy")
+def add_model_args(parser: argparse.ArgumentParser, random: bool = False) -> None:
+    """``--model NAME`` with its cfg's fields as ``--model.FIELD VALUE`` flags, and the shorthands ``--checkpoint
+    PATH`` and ``--remote ADDRESS`` that infer the model (``random``: ``--model random``, uniform actions); the
+    flags of 0.3 parse too, each with a deprecation line (:func:`.policy.resolve_policy` reads them all).
+
+    The fields are read when the model is opened (the registry of sources imports Isaac Lab), so ``--help`` stays
+    light: ``parse_args`` collects each ``--model.FIELD VALUE`` (or ``--model.FIELD=VALUE``, repeatable for a list
+    or key map) into ``args.model_fields`` as ``(FIELD, VALUE)``."""
+    extra = " or 'random' (uniform actions in [-1, 1], no chunk model)" if random else ""
+    parser.add_argument("--model", default=None, metavar="NAME",
+                        help=f"chunk-model source: {', '.join(MODEL_NAMES)} or another registered one{extra}"
+                             " (default: the source of --remote or --checkpoint, else 'embedded', the task's"
+                             " planner); its cfg fields are flags: --model.FIELD VALUE, e.g. --model.chunk_length 8,"
+                             " --model.planner_overrides grasp_noise=0.015, --model.keys observation/state=policy")
     parser.add_argument("--checkpoint", default=None,
-                        help="'bc': chunk policy checkpoint of scripts/train_chunk_policy.py or a LeRobot"
-                             " pretrained_model directory; 'checkpoint': rsl_rl or"
-                             " skrl checkpoint (default: the task's shipped expert)")
-    parser.add_argument("--remote", default=None, type=address, metavar="HOST:PORT",
-                        help="'remote': address of a scripts/serve_policy.py server, or openpi://HOST:PORT of an"
-                             " openpi server (openpi's serve_policy.py, or ours with --protocol openpi)")
-    parser.add_argument("--openpi_keys", nargs="+", type=key_pair, default=None, metavar="OPENPI_KEY=PATH",
-                        help="--remote openpi://: observation paths (group or group/term) sent under openpi keys,"
-                             " e.g. observation/state=policy (default: the paths themselves)")
-    parser.add_argument("--gr00t_keys", nargs="+", type=key_pair, default=None, metavar="GR00T_KEY=OBS_PATH",
-                        help="--remote gr00t://: observation paths sent under GR00T keys, e.g. state.cartpole=policy"
-                             " video.scene=images/scene_camera (default: state.<name> takes the path <name>)")
-    parser.add_argument("--gr00t_form", default="flat", choices=("flat", "nested"),
-                        help="--remote gr00t://: observation keys flat (state.x, GR00T's sim wrapper) or nested"
-                             " ({'state': {'x': ...}}, GR00T's policy)")
-    parser.add_argument("--gr00t_rtc", action="store_true",
-                        help="--remote gr00t:// with --schedule rtc: send the committed prefix as GR00T N1.7's"
-                             " real-time chunking options (action_horizon, rtc_frozen_steps, ..., previous_action)")
-    parser.add_argument("--prompt", default=None,
-                        help="--remote openpi:// or gr00t://: text sent with every observation")
-    parser.add_argument("--planner_cfg", action="append", default=[], type=cfg_override, metavar="KEY=VALUE",
-                        help="'chunk': a field of the embedded planner's cfg, e.g. grasp_noise=0.015 (the SO-101"
-                             " lift's planner aiming beside the cube: demos with misses and recoveries); repeatable")
-    parser.add_argument("--chunk", type=positive_int, default=None,
-                        help=f"actions per chunk H (default {DEFAULT_CHUNK}; a trained or served policy's own H)")
+                        help="a file or directory the model is inferred from: a chunk policy of"
+                             " scripts/train_chunk_policy.py, a LeRobot pretrained_model directory or an rsl_rl /"
+                             " skrl actor (its --model.path)")
+    parser.add_argument("--remote", default=None, type=address, metavar="ADDRESS",
+                        help="a served policy, its wire inferred: HOST:PORT or tcp://HOST:PORT (scripts/serve_policy.py),"
+                             " openpi://HOST:PORT, gr00t://HOST:PORT")
+    hidden = argparse.SUPPRESS  # the 0.3 flags: parsed, with a deprecation line, until 0.5.0
+    parser.add_argument("--policy", default=None, choices=POLICIES if random else POLICIES[:-1], help=hidden)
+    parser.add_argument("--chunk", type=positive_int, default=None, help=hidden)
+    parser.add_argument("--planner_cfg", action="append", default=[], type=cfg_override, help=hidden)
+    parser.add_argument("--openpi_keys", nargs="+", type=key_pair, default=None, help=hidden)
+    parser.add_argument("--gr00t_keys", nargs="+", type=key_pair, default=None, help=hidden)
+    parser.add_argument("--gr00t_form", default=None, choices=("flat", "nested"), help=hidden)
+    parser.add_argument("--gr00t_rtc", action="store_true", help=hidden)
+    parser.add_argument("--prompt", default=None, help=hidden)
+    parse_known_args = parser.parse_known_args
+
+    def parse_with_model_fields(args=None, namespace=None):
+        rest, fields = _model_fields(parser, list(sys.argv[1:] if args is None else args))
+        namespace, extras = parse_known_args(rest, namespace)
+        namespace.model_fields = fields
+        return namespace, extras
+
+    parser.parse_known_args = parse_with_model_fields
+
+
+def _model_fields(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """``argv`` without its ``--model.FIELD VALUE`` flags, and those as ``(FIELD, VALUE)``."""
+    rest, fields, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith(MODEL_FIELD):
+            rest.append(arg)
+        else:
+            field, eq, value = arg[len(MODEL_FIELD):].partition("=")
+            if not eq:
+                if i + 1 >= len(argv):
+                    parser.error(f"argument {arg}: expected a value")
+                i += 1
+                value = argv[i]
+            if not field.isidentifier():
+                parser.error(f"argument {arg}: '{field}' is not a field name")
+            fields.append((field, value))
+        i += 1
+    return rest, fields
+
+
+def add_policy_args(parser: argparse.ArgumentParser, random: bool = False, latency_args: bool = False) -> None:
+    """The model (:func:`add_model_args`), ``--schedule --aggregator --refill_threshold --overlap_steps`` (and, if
+    ``latency_args``, ``--latency --virtual_latency``)."""
+    add_model_args(parser, random)
     parser.add_argument("--schedule", default="global_clock", choices=SCHEDULE_NAMES, help="chunk schedule")
     parser.add_argument("--aggregator", default="replace", choices=AGGREGATOR_NAMES)
     parser.add_argument("--refill_threshold", type=fraction, default=0.0,

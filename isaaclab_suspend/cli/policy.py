@@ -1,107 +1,180 @@
-"""The policy every script runs: the policy arguments checked together and the one factory of the chunk model they
-name (the arguments themselves: :func:`~.arguments.add_policy_args`).
+"""The policy every script runs: the model arguments read into a chunk-model source cfg, opened, and the one
+factory of the chunk model (the arguments themselves: :func:`~.arguments.add_model_args`).
 
-``--policy`` picks the source; by default it follows from the other arguments (``--remote``: remote,
-``--checkpoint``: bc, else the task's embedded planner):
-
-========== ===================================================================== ====================
-policy     chunk model                                                           H
-========== ===================================================================== ====================
-chunk      the task's embedded planner (its ``chunk_model_entry_point``)        ``--chunk`` (16)
-bc         a chunk policy of ``scripts/train_chunk_policy.py`` (``--checkpoint``) the checkpoint's
-           or a LeRobot ``pretrained_model`` directory of ``lerobot-train``      (``n_action_steps``)
-remote     the policy served at ``--remote``: ``HOST:PORT`` of                  the server's (openpi:
-           ``scripts/serve_policy.py``, ``openpi://HOST:PORT`` of an openpi     ``--chunk`` or the
-           server (``--openpi_keys``, ``--prompt``), ``gr00t://HOST:PORT`` of   metadata's; GR00T: the
-           a GR00T server (``--gr00t_keys``, ``--gr00t_form``, ``--prompt``,    action horizon or less)
-           ``--gr00t_rtc``)
-checkpoint an rsl_rl / skrl actor (``--checkpoint``, default the shipped expert)  1 (closed loop)
-random     uniform actions in [-1, 1], no chunk model (``record.py``)           -
-========== ===================================================================== ====================
-
-Files and servers are opened while parsing, so a bad one stops the script before any env is built.
+``--model NAME`` picks a registered source (:data:`~isaaclab_suspend.chunking.sources.SOURCES`) and
+``--model.FIELD VALUE`` sets its cfg's fields; ``--checkpoint PATH`` and ``--remote ADDRESS`` infer the source
+(:func:`~isaaclab_suspend.runs.chunk_models.infer_model_cfg`, :func:`~isaaclab_suspend.serving.parse_address`).
+Files and servers are opened while parsing, so a bad one stops the script before any env is built. The flags of
+0.3 (``--policy``, ``--chunk``, ``--planner_cfg``, ``--openpi_keys``, ``--gr00t_keys``, ``--gr00t_form``,
+``--gr00t_rtc``, ``--prompt``) still parse, each with a deprecation line, until 0.5.0.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
+import typing
 from typing import TYPE_CHECKING
 
 import torch
 
-from ..lerobot.policy import is_lerobot_checkpoint
 from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
-from ..runs import (ChunkLengthError, ChunkModelSource, ChunkPolicyModelCfg, EmbeddedModelCfg, LeRobotModelCfg,
-                    RandomPolicy, RlActorModelCfg, make_chunking_policy)
-from ..serving import GR00T_SCHEME, OPENPI_SCHEME, remote_model_cfg
+from ..chunking.sources import SOURCES, ChunkModelCfg
+from ..names import DEFAULT_CHUNK, DEFAULT_TASK
+from ..runs import ChunkLengthError, ChunkModelSource, RandomPolicy, make_chunking_policy
+from ..runs.chunk_models import infer_model_cfg
+from ..serving import parse_address
 from ..tasks.env_factory import import_task_modules, resolve_task_id
 from .errors import prog, user_errors
-from .arguments import DEFAULT_CHUNK, DEFAULT_TASK
 
 if TYPE_CHECKING:
-    from ..envs import SuspendableManagerBasedRLEnv
     from ..chunking import ActionChunkingPolicy, ChunkModel
-    from ..runs.chunk_models import ModelCfg
+    from ..envs import SuspendableManagerBasedRLEnv
+
+OLD_FLAGS = {"chunk": "chunk_length", "planner_cfg": "planner_overrides", "openpi_keys": "keys", "gr00t_keys": "keys",
+             "gr00t_form": "form", "gr00t_rtc": "rtc_options", "prompt": "prompt"}
+"""Each 0.3 flag and the model cfg field it set (``--model.FIELD``)."""
+OLD_POLICIES = {"chunk": "embedded", "checkpoint": "rl_actor", "random": "random"}
+"""Each 0.3 ``--policy`` and the ``--model`` it is (``bc`` and ``remote``: inferred from the file or address)."""
 
 
 def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """Check the policy arguments together and open the policy's file or server (``parser.error`` on a problem).
+    """Read the model arguments into a source cfg and open it (``parser.error`` on a problem).
 
-    Sets ``args.policy``, ``args.source`` (the opened :class:`~isaaclab_suspend.runs.ChunkModelSource`, None for
-    ``--policy random``), ``args.model`` (the loaded bc or remote model, else None), ``args.task`` and ``args.chunk``.
+    Sets ``args.source`` (the opened :class:`~isaaclab_suspend.runs.ChunkModelSource`, None for ``--model
+    random``), ``args.model`` (the model opened once for every env, else None), ``args.task`` and ``args.chunk``
+    (H).
     """
-    args.policy = args.policy or ("remote" if args.remote else "bc" if args.checkpoint else "chunk")
-    if args.policy == "remote" and args.remote is None:
-        parser.error("--policy remote needs --remote HOST:PORT (a server of scripts/serve_policy.py)")
-    if args.remote is not None and args.policy != "remote":
-        parser.error("--remote needs --policy remote")
-    remote = args.remote or ""
-    if args.openpi_keys and not remote.startswith(OPENPI_SCHEME):
-        parser.error(f"--openpi_keys is an option of --remote {OPENPI_SCHEME}HOST:PORT")
-    if (args.gr00t_keys or args.gr00t_form != "flat" or args.gr00t_rtc) and not remote.startswith(GR00T_SCHEME):
-        parser.error(f"--gr00t_keys, --gr00t_form and --gr00t_rtc are options of --remote {GR00T_SCHEME}HOST:PORT")
-    if args.prompt is not None and not remote.startswith((OPENPI_SCHEME, GR00T_SCHEME)):
-        parser.error(f"--prompt is an option of --remote {OPENPI_SCHEME}HOST:PORT or {GR00T_SCHEME}HOST:PORT")
-    if args.policy == "bc" and args.checkpoint is None:
-        parser.error("--policy bc needs --checkpoint (a chunk policy checkpoint of scripts/train_chunk_policy.py)")
-    if args.checkpoint is not None and args.policy not in ("bc", "checkpoint"):
-        parser.error("--checkpoint needs --policy checkpoint or bc")
-    if args.planner_cfg and args.policy != "chunk":
-        parser.error("--planner_cfg is an option of --policy chunk (the task's embedded planner)")
-    args.source = args.model = None
     latency = getattr(args, "latency", None)
     latency = LatencyCfg.parse(latency, virtual=args.virtual_latency) if latency else None
-    keys_label = "--gr00t_keys" if remote.startswith(GR00T_SCHEME) else "--openpi_keys"
     try:
         with user_errors(RuntimeError):  # a file, server or task that fails: one line, no usage
             import_task_modules(args.modules)
-            if args.policy == "random":
-                args.task, args.chunk = resolve_task_id(args.task or DEFAULT_TASK), args.chunk or DEFAULT_CHUNK
+            cfg = model_cfg(parser, args)
+            args.source = args.model = None
+            if cfg is None:  # --model random
+                args.task, args.chunk = resolve_task_id(args.task or DEFAULT_TASK), DEFAULT_CHUNK
                 return
-            args.source = ChunkModelSource(model_cfg(args), args.task, args.device, latency, keys_label, args.chunk)
+            args.source = ChunkModelSource(cfg, args.task, args.device, latency, keys_label="--model.keys")
     except ChunkLengthError as err:
-        parser.error(f"--chunk {err.asked}: {err.reason}")
+        parser.error(f"--model.chunk_length {err.asked}: {err.reason}")
     args.model, args.task, args.chunk = args.source.model, args.source.task, args.source.chunk_length
 
 
-def model_cfg(args: argparse.Namespace) -> ModelCfg:
-    """The chunk-model cfg of the policy arguments (``--policy`` set, not ``random``)."""
-    if args.policy == "chunk":
-        return EmbeddedModelCfg(chunk_length=args.chunk, planner_overrides=list(args.planner_cfg))
-    if args.policy == "checkpoint":
-        return RlActorModelCfg(path=args.checkpoint, chunk_length=args.chunk)
-    if args.policy == "bc":
-        cfg_type = LeRobotModelCfg if is_lerobot_checkpoint(args.checkpoint) else ChunkPolicyModelCfg
-        return cfg_type(path=args.checkpoint, chunk_length=args.chunk)
-    return remote_model_cfg(args.remote, args.chunk, dict(args.gr00t_keys or args.openpi_keys or ()), args.prompt,
-                            args.gr00t_form, args.gr00t_rtc)
+def model_cfg(parser: argparse.ArgumentParser, args: argparse.Namespace) -> ChunkModelCfg | None:
+    """The source cfg the model arguments name (None: ``--model random``), its fields set; a 0.3 flag prints its
+    deprecation line. ``parser.error`` if the name, a field or a value is refused."""
+    fields = list(getattr(args, "model_fields", []))
+    name = args.model
+    if args.policy is not None:
+        new = OLD_POLICIES.get(args.policy)
+        deprecated(f"--policy {args.policy}", f"--model {new}" if new else "--checkpoint PATH or --remote ADDRESS"
+                                                                            " alone (the model is inferred)")
+        name = name or new
+        needs = {"remote": ("--remote ADDRESS", args.remote), "bc": ("--checkpoint PATH", args.checkpoint)}
+        if args.policy in needs and needs[args.policy][1] is None:
+            parser.error(f"--policy {args.policy} needs {needs[args.policy][0]}")
+    for flag, field in OLD_FLAGS.items():
+        value = getattr(args, flag, None)
+        if value not in (None, [], False):
+            deprecated(f"--{flag}", f"--model.{field}")
+            values = value if isinstance(value, list) else [value]
+            fields += [(field, v) for v in values]
+    if name == "random":
+        if fields or args.checkpoint or args.remote:
+            parser.error("--model random takes no model fields, --checkpoint or --remote")
+        return None
+    if args.remote is not None and args.checkpoint is not None:
+        parser.error("--remote and --checkpoint both name the model: pass one")
+    if name is not None and name not in SOURCES:
+        parser.error(f"--model {name}: no such chunk-model source; the sources are {', '.join(sorted(SOURCES))}")
+    if args.remote is not None:
+        cfg = parse_address(args.remote)
+        if name not in (None, cfg.source_name):
+            parser.error(f"--remote names a {cfg.source_name} server, not --model {name}")
+    elif args.checkpoint is not None:
+        with user_errors():
+            cfg = SOURCES[name](path=args.checkpoint) if name else infer_model_cfg(args.checkpoint)
+    else:
+        cfg = SOURCES[name or "embedded"]()
+    try:
+        set_fields(cfg, fields)
+    except ValueError as err:
+        parser.error(str(err))
+    return cfg
+
+
+def set_fields(cfg: ChunkModelCfg, fields: list[tuple[str, object]]) -> None:
+    """Set ``cfg``'s fields from ``(FIELD, VALUE)`` pairs, a text value read as the field's type: a list field
+    gathers its values, a key map ``KEY=VALUE`` pairs, a bool ``true``/``false``; an optional field ``none``.
+
+    Raises:
+        ValueError: If a field is not one of ``cfg``'s or a value does not read as its type.
+    """
+    hints = typing.get_type_hints(type(cfg))
+    names = [f.name for f in dataclasses.fields(cfg) if f.name != "class_type"]
+    gathered: dict[str, object] = {}
+    for field, value in fields:
+        if field not in names:
+            others = sorted(n for n, t in SOURCES.items() if field in {f.name for f in dataclasses.fields(t)})
+            raise ValueError(f"--model.{field}: not a field of the {cfg.source_name} source ({type(cfg).__name__});"
+                             f" its fields are {', '.join(names)}"
+                             + (f". It is one of the {', '.join(others)} sources'" if others else ""))
+        kind = hints[field]
+        try:
+            value = _read(kind, value, gathered.get(field))
+        except ValueError as err:
+            raise ValueError(f"--model.{field} {value}: {err}") from None
+        gathered[field] = value
+    for field, value in gathered.items():
+        setattr(cfg, field, value)
+
+
+def _read(kind: object, value: object, before: object) -> object:
+    """``value`` (text, or already typed by a 0.3 flag) as the type ``kind``, added to ``before`` for a list or a
+    key map."""
+    args = [a for a in typing.get_args(kind) if a is not type(None)]
+    optional = type(None) in typing.get_args(kind)
+    if optional and len(args) == 1:
+        if value == "none":
+            return None
+        kind = args[0]
+    origin = typing.get_origin(kind) or kind
+    if origin is list:
+        return [*(before or []), value]
+    if origin is dict:
+        if isinstance(value, tuple):  # a 0.3 flag's KEY=PATH, read already
+            key, path = value
+        else:
+            key, sep, path = value.partition("=")
+            if not sep or not key or not path:
+                raise ValueError("expected KEY=VALUE")
+        return {**(before or {}), key: path}
+    if origin is bool:
+        if isinstance(value, bool):
+            return value
+        if value.lower() not in ("true", "false", "1", "0"):
+            raise ValueError("expected true or false")
+        return value.lower() in ("true", "1")
+    if origin in (int, float, str):
+        try:
+            return origin(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"expected {'an integer' if origin is int else 'a number' if origin is float else 'text'}"
+                             ) from None
+    raise ValueError(f"a field of type {kind} cannot be given as a flag; set it in a cfg")
+
+
+def deprecated(old: str, new: str) -> None:
+    """A script's deprecation line for a 0.3 flag."""
+    warn(f"{old} is deprecated and goes in 0.5.0: use {new}")
 
 
 def chunking_cfg(args: argparse.Namespace) -> ActionChunkingPolicyCfg:
     """The chunking policy's cfg of the policy arguments (``--schedule --aggregator --refill_threshold
     --overlap_steps``, ``--log_dir`` where the script has it)."""
-    return ActionChunkingPolicyCfg(schedule=args.schedule, aggregator=args.aggregator,
+    return ActionChunkingPolicyCfg(chunk_length=None, schedule=args.schedule, aggregator=args.aggregator,
                                    refill_threshold=args.refill_threshold, overlap_steps=args.overlap_steps,
                                    log_dir=getattr(args, "log_dir", None))
 
@@ -123,7 +196,7 @@ def warn(text: str) -> None:
 
 def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv) -> ChunkModel | None:
     """The chunk model of the resolved ``args`` for ``env`` (:meth:`~isaaclab_suspend.runs.ChunkModelSource.make`);
-    None for ``--policy random`` (no model).
+    None for ``--model random`` (no model).
 
     Raises:
         ValueError: If the policy does not fit the env (another task, other dims, observation paths it lacks).
@@ -150,7 +223,7 @@ def describe_run(args: argparse.Namespace, steps: int | None = None) -> str:
 def make_policy(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, schedule: str | None = None,
                 generator: torch.Generator | None = None) -> ActionChunkingPolicy | RandomPolicy:
     """The step policy of the resolved ``args`` on ``env``: :class:`~isaaclab_suspend.runs.RandomPolicy` for
-    ``--policy random``, else the chunking policy of ``args.source`` under ``schedule`` (default
+    ``--model random``, else the chunking policy of ``args.source`` under ``schedule`` (default
     ``args.schedule``)."""
     if args.source is None:
         return RandomPolicy(env, generator)

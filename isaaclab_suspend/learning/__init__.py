@@ -9,7 +9,7 @@ from .chunk_policy import (
     ChunkPolicyNet,
     save_chunk_policy,
 )
-from .checkpoints import load_chunk_policy
+from .checkpoints import ChunkPolicyModelCfg, load_chunk_policy
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -17,6 +17,7 @@ __all__ = [
     "BCTrainerCfg",
     "ChunkDataset",
     "ChunkPolicyCfg",
+    "ChunkPolicyModelCfg",
     "ChunkPolicyModel",
     "ChunkPolicyNet",
     "chunk_loss",

@@ -1,4 +1,5 @@
-"""Loading a chunk-policy checkpoint: one entry point that picks the network its contents describe."""
+"""Loading a chunk-policy checkpoint: one entry point that picks the network its contents describe, and the
+``chunk_policy`` chunk-model source (:class:`ChunkPolicyModelCfg`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from isaaclab.utils import configclass
+
+from ..chunking.sources import ChunkModelCfg, ChunkModelOpener, register_source
 from ..lerobot.policy import REQUIRED_FILES, LeRobotChunkModel, is_lerobot_checkpoint
 from ..weights_only import load_weights
 from .chunk_policy import CHECKPOINT_FORMAT, ChunkPolicyModel, build_chunk_policy
@@ -57,3 +61,33 @@ def load_chunk_policy(path: str, device: str | torch.device = "cpu",
         raise ValueError(f"'{path}' is a chunk policy checkpoint whose network cannot be rebuilt from it"
                          f" ({type(err).__name__}: {message:.300}): write it again with scripts/train_chunk_policy.py."
                          ) from err
+
+
+class ChunkPolicyOpener(ChunkModelOpener):
+    """Opens a chunk-policy checkpoint: read once (its task and H are in the file), one model for every env."""
+
+    @staticmethod
+    def recognizes(path: str) -> bool:
+        """Whether ``path`` is a chunk-policy checkpoint (``--checkpoint PATH`` picks this source then)."""
+        if not os.path.isfile(path):
+            return False
+        try:
+            ckpt = load_weights(path, "cpu", "chunk policy checkpoint")
+        except (OSError, ValueError):
+            return False
+        return isinstance(ckpt, dict) and ckpt.get("format") == CHECKPOINT_FORMAT
+
+    def __init__(self, cfg: ChunkPolicyModelCfg, device: str):
+        super().__init__(cfg, device)
+        self.model = load_chunk_policy(cfg.path, device)
+
+
+@register_source("chunk_policy", ChunkPolicyOpener)
+@configclass
+class ChunkPolicyModelCfg(ChunkModelCfg):
+    """A chunk policy written by ``scripts/train_chunk_policy.py`` (its task and H are in the file)."""
+
+    class_type: type = ChunkPolicyOpener
+    """The opener of this source."""
+    path: str = ""
+    """The checkpoint file."""

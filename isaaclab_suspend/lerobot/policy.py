@@ -29,7 +29,10 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from isaaclab.utils import configclass
+
 from ..chunking.observation_history import MAX_STEPS, ObservationHistories
+from ..chunking.sources import ChunkModelCfg, ChunkModelOpener, register_source
 from ..tensor_tree import flatten_names, unflatten_names
 from . import so101
 from .layout import (
@@ -215,6 +218,34 @@ class LeRobotChunkModel:
         chunk = self.policy.predict_action_chunk(batch)[:, : self.chunk_length]
         chunk = self.postprocess(chunk)
         return self.sidecar.env_action(chunk).to(batch_device)
+
+
+class LeRobotOpener(ChunkModelOpener):
+    """Opens a LeRobot ``pretrained_model`` directory: read and checked once, one model for every env."""
+
+    @staticmethod
+    def recognizes(path: str) -> bool:
+        """Whether ``path`` is a LeRobot ``pretrained_model`` directory (``--checkpoint PATH`` picks this source)."""
+        return is_lerobot_checkpoint(path)
+
+    def __init__(self, cfg: LeRobotModelCfg, device: str):
+        super().__init__(cfg, device)
+        if not is_lerobot_checkpoint(cfg.path):
+            raise FileNotFoundError(f"'{cfg.path}' is not a LeRobot pretrained_model directory (it needs"
+                                    f" {' and '.join(REQUIRED_FILES)}).")
+        self.model = LeRobotChunkModel(cfg.path, device)
+
+
+@register_source("lerobot", LeRobotOpener)
+@configclass
+class LeRobotModelCfg(ChunkModelCfg):
+    """A LeRobot ``pretrained_model`` directory of ``lerobot-train`` (config.json, model.safetensors); H is its
+    ``n_action_steps`` or fewer (at most its ``chunk_size``)."""
+
+    class_type: type = LeRobotOpener
+    """The opener of this source."""
+    path: str = ""
+    """The ``pretrained_model`` directory."""
 
 
 def check_checkpoint(path: str, device: str | torch.device = "cpu") -> tuple[Any, ExportSidecar]:

@@ -25,8 +25,11 @@ from rsl_rl.utils.utils import resolve_class, resolve_obs_groups
 from tensordict import TensorDict
 
 from isaaclab.envs import ManagerBasedRLEnv
+from isaaclab.utils import configclass
 from isaaclab.utils.dict import class_to_dict
 
+from ..chunking.sources import ChunkModelCfg, ChunkModelOpener, register_source
+from ..tasks.env_factory import quieted
 from ..weights_only import load_weights
 from .runners import load_agent_cfg
 
@@ -159,6 +162,54 @@ def load_checkpoint_policy(path: str, env: ManagerBasedRLEnv, task: str | None =
     except RuntimeError as err:
         raise _does_not_fit(path, task, stored, err) from err
     return CheckpointPolicy(actor.to(env.device).eval(), agent_cfg.clip_actions)
+
+
+class RlActorOpener(ChunkModelOpener):
+    """Opens an RL actor checkpoint (the task's shipped expert by default): read once the task is known, built on
+    each env it runs on, H = 1."""
+
+    needs_env = True
+    planned_chunk_length = 1
+
+    @staticmethod
+    def recognizes(path: str) -> bool:
+        """Whether ``path`` is an rsl_rl or skrl checkpoint (``--checkpoint PATH`` picks this source then)."""
+        try:
+            read_checkpoint(path)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def bind(self, task: str, chunk_length: int | None) -> None:
+        super().bind(task, chunk_length)
+        self.path = self.cfg.path or shipped_checkpoint(task)
+        read_checkpoint(self.path)  # a bad file fails before an env or an output file exists
+
+    def make(self, env: ManagerBasedRLEnv | None, chunk_length: int) -> CheckpointPolicy:
+        if env is None:
+            raise ValueError(f"The RL actor '{self.path}' is built on an env of its task: pass one.")
+        with quieted():  # Isaac Lab's and rsl_rl's lines about the agent cfg
+            return load_checkpoint_policy(self.path, env, task=self.task)
+
+    def where(self) -> str:
+        return getattr(self, "path", None) or self.cfg.path or ""
+
+    def describe(self) -> str:
+        return f"checkpoint {self.where()}"
+
+    def served_identity(self, model, env: ManagerBasedRLEnv | None) -> tuple[str | None, int | None]:
+        return self.task, env.action_manager.total_action_dim if env is not None else None
+
+
+@register_source("rl_actor", RlActorOpener)
+@configclass
+class RlActorModelCfg(ChunkModelCfg):
+    """An rsl_rl or skrl actor checkpoint, run closed loop (H = 1)."""
+
+    class_type: type = RlActorOpener
+    """The opener of this source."""
+    path: str | None = None
+    """The checkpoint (None: the task's shipped expert)."""
 
 
 def _does_not_fit(path: str, task: str, stored: object, err: Exception) -> ValueError:

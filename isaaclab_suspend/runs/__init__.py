@@ -3,9 +3,9 @@
 ``@configclass`` each), the rollout loop they share, baseline policies and the env of a run."""
 
 from .baselines import ConstantPolicy, HoldPosePolicy, RandomPolicy
-from .chunk_models import (CHUNK_MODELS, ChunkLengthError, ChunkModelSource,
-                           ChunkPolicyModelCfg, EmbeddedModelCfg, LeRobotModelCfg, RlActorModelCfg,
-                           make_chunking_policy)
+from .chunk_models import (CHUNK_MODELS, ChunkLengthError, ChunkModelSource, ChunkPolicyModelCfg, EmbeddedModelCfg,
+                           Gr00tChunkModelCfg, LeRobotModelCfg, OpenpiChunkModelCfg, RlActorModelCfg,
+                           TcpChunkModelCfg, infer_model_cfg, make_chunking_policy)
 from .episode_ledger import EpisodeLedger
 from .evaluation import (EvaluationCfg, ScheduleRun, evaluate, schedule_suffixes, write_evaluation_report,
                          write_timeline)
@@ -16,8 +16,9 @@ from .rollout import Transition, desync_episodes, rollout, score, start_episodes
 from .run_env import RunEnvCfg, make_ledger, open_run_env
 
 __all__ = ["CHUNK_MODELS", "ChunkLengthError", "ChunkModelSource", "ChunkPolicyModelCfg", "ConstantPolicy",
-           "EXPORT_MODES", "EmbeddedModelCfg", "EpisodeLedger", "EpisodeOutcomes", "EvaluationCfg", "HoldPosePolicy",
-           "LeRobotModelCfg", "RandomPolicy", "RecordingCfg", "RecordingResult", "RlActorModelCfg", "RunEnvCfg",
+           "EXPORT_MODES", "EmbeddedModelCfg", "EpisodeLedger", "EpisodeOutcomes", "EvaluationCfg",
+           "Gr00tChunkModelCfg", "HoldPosePolicy", "LeRobotModelCfg", "OpenpiChunkModelCfg", "TcpChunkModelCfg",
+           "infer_model_cfg", "RandomPolicy", "RecordingCfg", "RecordingResult", "RlActorModelCfg", "RunEnvCfg",
            "ScheduleRun", "Transition", "dataset_recorder_cfg", "desync_episodes", "evaluate", "make_chunking_policy",
            "make_ledger", "make_policy_server", "open_run_env", "record", "rollout", "schedule_suffixes", "score", "start_episodes", "write_evaluation_report",
            "write_timeline"]

@@ -1,18 +1,21 @@
-"""Where a run's chunk model comes from: one ``@configclass`` per source, a registry of them keyed by name, and
-:class:`ChunkModelSource`, which opens a source before any env is built (a file read, a server reached: a bad one
-fails first) and then makes the model for each env, checked against it.
+"""Where a run's chunk model comes from: the registry of sources gathered (importing each source's package
+registers it) and :class:`ChunkModelSource`, which opens a source cfg before any env is built (a file read, a
+server reached: a bad one fails first) and then makes the model for each env, checked against it.
 
-============ ============================== ===================================================== ==================
-name         cfg                            chunk model                                           H
-============ ============================== ===================================================== ==================
-embedded     :class:`EmbeddedModelCfg`      the task's planner (its ``chunk_model_entry_point``)  ``chunk_length``
-chunk_policy :class:`ChunkPolicyModelCfg`   a checkpoint of ``scripts/train_chunk_policy.py``     the checkpoint's
-lerobot      :class:`LeRobotModelCfg`       a LeRobot ``pretrained_model`` directory              ``n_action_steps``
-rl_actor     :class:`RlActorModelCfg`       an rsl_rl / skrl actor, closed loop                   1
-remote       ``RemoteChunkModelCfg``        a policy of ``scripts/serve_policy.py``               the server's
-openpi       ``OpenpiChunkModelCfg``        an openpi policy server                               the reply's
-gr00t        ``Gr00tChunkModelCfg``         a GR00T policy server                                 the horizon's
-============ ============================== ===================================================== ==================
+============ ===================================================== ============================ ==================
+name         cfg (beside what it builds)                           chunk model                  H
+============ ===================================================== ============================ ==================
+embedded     :class:`~isaaclab_suspend.tasks.embedded.EmbeddedModelCfg`  the task's planner     ``chunk_length``
+chunk_policy :class:`~isaaclab_suspend.learning.ChunkPolicyModelCfg`     ``train_chunk_policy`` the checkpoint's
+lerobot      :class:`~isaaclab_suspend.lerobot.policy.LeRobotModelCfg`   ``pretrained_model``   ``n_action_steps``
+rl_actor     :class:`~isaaclab_suspend.rl.RlActorModelCfg`              rsl_rl / skrl actor     1
+tcp          :class:`~isaaclab_suspend.serving.TcpChunkModelCfg`        ``serve_policy.py``     the server's
+openpi       :class:`~isaaclab_suspend.serving.OpenpiChunkModelCfg`     an openpi server        the reply's
+gr00t        :class:`~isaaclab_suspend.serving.Gr00tChunkModelCfg`      a GR00T server          the horizon's
+============ ===================================================== ============================ ==================
+
+A new source needs no change here: register its cfg (:func:`~isaaclab_suspend.chunking.sources.register_source`,
+or a row of :data:`~isaaclab_suspend.serving.wires.WIRES` for a wire).
 """
 
 from __future__ import annotations
@@ -22,92 +25,50 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from isaaclab.utils import configclass
-
-from ..learning import load_chunk_policy
-from ..names import DEFAULT_CHUNK, DEFAULT_TASK
 from ..chunking import ActionChunkingPolicy, ActionChunkingPolicyCfg, LatencyCfg, LatencyEmulator
-from ..rl import load_checkpoint_policy
-from ..rl.checkpoint_policy import read_checkpoint, shipped_checkpoint
-from ..serving import GR00T_SCHEME, OPENPI_SCHEME, Gr00tChunkModelCfg, OpenpiChunkModelCfg, RemoteChunkModelCfg
-from ..serving.common import check_observation_paths
-from ..tasks.embedded import make_default_model, tasks_with_chunk_model
-from ..tasks.env_factory import quieted, resolve_task_id
+from ..chunking.sources import OPENERS, SOURCES, ChunkModelCfg, source_name
+from ..learning import ChunkPolicyModelCfg
+from ..lerobot.policy import LeRobotModelCfg
+from ..names import DEFAULT_CHUNK, DEFAULT_TASK
+from ..rl import RlActorModelCfg
+from ..serving import Gr00tChunkModelCfg, OpenpiChunkModelCfg, TcpChunkModelCfg
+from ..tasks.embedded import EmbeddedModelCfg
+from ..tasks.env_factory import resolve_task_id
 
 if TYPE_CHECKING:
-    from ..envs import SuspendableManagerBasedRLEnv
     from ..chunking import ChunkModel
+    from ..envs import SuspendableManagerBasedRLEnv
+
+CHUNK_MODELS = SOURCES
+"""The cfg of each chunk-model source, by name (:data:`isaaclab_suspend.chunking.sources.SOURCES`; importing this
+module registers the project's own)."""
+
+ModelCfg = ChunkModelCfg
+"""Any registered source cfg."""
+
+__all__ = ["CHUNK_MODELS", "ChunkLengthError", "ChunkModelSource", "ChunkPolicyModelCfg", "EmbeddedModelCfg",
+           "Gr00tChunkModelCfg", "LeRobotModelCfg", "ModelCfg", "OpenpiChunkModelCfg", "RlActorModelCfg",
+           "TcpChunkModelCfg", "infer_model_cfg", "make_chunking_policy", "source_name"]
 
 
-
-@configclass
-class EmbeddedModelCfg:
-    """The task's embedded planner (its ``chunk_model_entry_point``: Cartpole's LQR plans, push-cube's PD plans)."""
-
-    chunk_length: int | None = None
-    """Actions per chunk H (None: :data:`~isaaclab_suspend.names.DEFAULT_CHUNK`)."""
-    planner_overrides: list[str] = []
-    """``KEY=VALUE`` overrides of the planner's cfg fields (``--planner_cfg``)."""
-
-
-@configclass
-class ChunkPolicyModelCfg:
-    """A chunk policy written by ``scripts/train_chunk_policy.py`` (its task and H are in the file)."""
-
-    path: str = ""
-    """The checkpoint file."""
-    chunk_length: int | None = None
-    """H; None or the checkpoint's own (a chunk policy executes all it plans)."""
-
-
-@configclass
-class LeRobotModelCfg:
-    """A LeRobot ``pretrained_model`` directory of ``lerobot-train`` (config.json, model.safetensors)."""
-
-    path: str = ""
-    """The ``pretrained_model`` directory."""
-    chunk_length: int | None = None
-    """Actions executed per chunk (LeRobot's ``n_action_steps``, at most its ``chunk_size``); None: the policy's."""
-
-
-@configclass
-class RlActorModelCfg:
-    """An rsl_rl or skrl actor checkpoint, run closed loop (H = 1)."""
-
-    path: str | None = None
-    """The checkpoint (None: the task's shipped expert)."""
-    chunk_length: int | None = None
-    """None or 1: an actor plans one action per observation."""
-
-
-CHUNK_MODELS: dict[str, type] = {
-    "embedded": EmbeddedModelCfg,
-    "chunk_policy": ChunkPolicyModelCfg,
-    "lerobot": LeRobotModelCfg,
-    "rl_actor": RlActorModelCfg,
-    "remote": RemoteChunkModelCfg,
-    "openpi": OpenpiChunkModelCfg,
-    "gr00t": Gr00tChunkModelCfg,
-}
-"""The cfg of each chunk-model source, by name."""
-
-ModelCfg = (EmbeddedModelCfg | ChunkPolicyModelCfg | LeRobotModelCfg | RlActorModelCfg | RemoteChunkModelCfg
-            | OpenpiChunkModelCfg | Gr00tChunkModelCfg)
-"""Any cfg of :data:`CHUNK_MODELS`."""
-_REMOTE = (RemoteChunkModelCfg, OpenpiChunkModelCfg, Gr00tChunkModelCfg)
-
-
-def source_name(cfg: ModelCfg) -> str:
-    """The registry name of ``cfg``'s source.
+def infer_model_cfg(path: str) -> ChunkModelCfg:
+    """The cfg of the source that recognizes the file or directory at ``path`` (each source whose opener has a
+    ``recognizes(path)`` says; ``--checkpoint PATH``).
 
     Raises:
-        TypeError: If ``cfg`` is no cfg of :data:`CHUNK_MODELS`.
+        FileNotFoundError: If ``path`` does not exist.
+        ValueError: If no source recognizes it.
     """
-    for name, cfg_type in CHUNK_MODELS.items():
-        if type(cfg) is cfg_type:
-            return name
-    raise TypeError(f"A chunk model cfg must be one of {', '.join(t.__name__ for t in CHUNK_MODELS.values())};"
-                    f" got {type(cfg).__name__}.")
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"Checkpoint '{path}' does not exist.")
+    for name, cfg_type in SOURCES.items():
+        recognizes = getattr(OPENERS[cfg_type], "recognizes", None)
+        if recognizes is not None and recognizes(path):
+            return cfg_type(path=path)
+    readers = [name for name, cfg_type in SOURCES.items() if hasattr(OPENERS[cfg_type], "recognizes")]
+    raise ValueError(f"'{path}' is a checkpoint of none of the sources that read files ({', '.join(readers)}): a"
+                     " chunk policy of scripts/train_chunk_policy.py, a LeRobot pretrained_model directory or an"
+                     " rsl_rl / skrl checkpoint.")
 
 
 class ChunkLengthError(ValueError):
@@ -123,55 +84,43 @@ class ChunkModelSource:
 
     Opening checks everything that needs no env (a file that is no checkpoint, a server that does not answer, a
     planner override that does not fit, an H the model cannot execute), so a run fails before it builds one;
-    :meth:`make` then gives the model for an env, checked against it.
+    :meth:`make` then gives the model for an env, checked against it. What differs between sources is the
+    opener's (:class:`~isaaclab_suspend.chunking.sources.ChunkModelOpener`), which the cfg's registration names.
     """
 
-    def __init__(self, cfg: ModelCfg, task: str | None = None, device: str = "cpu",
-                 latency: LatencyCfg | None = None, keys_label: str = "keys", chunk_length: int | None = None):
+    def __init__(self, cfg: ChunkModelCfg, task: str | None = None, device: str = "cpu",
+                 latency: LatencyCfg | None = None, keys_label: str = "keys"):
         """Open ``cfg``'s source for ``task`` (None: the model's own, else
-        :data:`~isaaclab_suspend.names.DEFAULT_TASK`) on ``device``.
+        :data:`~isaaclab_suspend.names.DEFAULT_TASK`) on ``device``; H is ``cfg.chunk_length`` (None: the model's).
 
         Args:
             latency: Emulated inference latency around every model made (None: none).
             keys_label: What a key map's errors call it (a script: its flag).
-            chunk_length: H asked for (None: the cfg's ``chunk_length`` where it has one, else the model's); a
-                served policy's H is the server's, so another is refused.
 
         Raises:
             ValueError: If the source, the task or the chunk length is refused (one line saying why).
             FileNotFoundError, ConnectionError, TimeoutError, RuntimeError: If a file or server cannot be opened.
         """
-        self.cfg, self.device, self.latency, self.keys_label = cfg, device, latency, keys_label
         self.name = source_name(cfg)
-        self.model = None
+        self.cfg, self.device, self.latency, self.keys_label = cfg, device, latency, keys_label
+        self.opener = OPENERS[type(cfg)](cfg, device)
+        """What opens this kind of source (:class:`~isaaclab_suspend.chunking.sources.ChunkModelOpener`)."""
+        self.model = self.opener.model
         """The model opened once for every env (a checkpoint, a server's client); None where made per env."""
-        if isinstance(cfg, (ChunkPolicyModelCfg, LeRobotModelCfg)):
-            self.model = load_chunk_policy(cfg.path, device)
-            task = task or self.model.task or None
-        elif isinstance(cfg, _REMOTE):
-            self.model = cfg.class_type(cfg)
-            task = task or self.model.metadata.get("task")
-        self.task = resolve_task_id(task or DEFAULT_TASK)
-        if isinstance(cfg, RlActorModelCfg):
-            self.path = cfg.path or shipped_checkpoint(self.task)
-            read_checkpoint(self.path)  # a bad file fails before an env or an output file exists
-        asked = chunk_length if chunk_length is not None else getattr(cfg, "chunk_length", None)
-        if isinstance(cfg, EmbeddedModelCfg):
-            if self.task not in tasks_with_chunk_model():
-                raise ValueError(f"task '{self.task}' has no embedded chunk model; tasks with one:"
-                                 f" {tasks_with_chunk_model()}")
-            make_default_model(self.task, asked or DEFAULT_CHUNK, cfg.planner_overrides)  # does the override fit?
-        self.chunk_length = self._chunk_length(asked)
+        self.task = resolve_task_id(task or self.opener.own_task or DEFAULT_TASK)
+        self.opener.bind(self.task, cfg.chunk_length)
+        self.chunk_length = self._chunk_length(cfg.chunk_length)
 
     def _chunk_length(self, asked: int | None) -> int:
-        """H: ``asked``, or the model's; a LeRobot policy may execute fewer than it plans."""
-        planned = 1 if isinstance(self.cfg, RlActorModelCfg) else getattr(self.model, "chunk_length", None)
+        """H: ``asked``, or the model's; a model with ``set_chunk_length`` (LeRobot's) may execute fewer than it
+        plans."""
+        planned = self.opener.planned_chunk_length
         if planned is None:
             return asked or DEFAULT_CHUNK
         if asked is not None and asked != planned:
             shorten = getattr(self.model, "set_chunk_length", None)
             if shorten is None:
-                raise ChunkLengthError(asked, f"the {self.name} policy '{self.describe_where()}' plans {planned}"
+                raise ChunkLengthError(asked, f"the {self.name} policy '{self.opener.where()}' plans {planned}"
                                               " actions per chunk")
             try:
                 shorten(asked)
@@ -181,10 +130,7 @@ class ChunkModelSource:
 
     def describe_where(self) -> str:
         """The file or address of the source ('' for the embedded planner)."""
-        if isinstance(self.cfg, _REMOTE):
-            scheme = {"openpi": OPENPI_SCHEME, "gr00t": GR00T_SCHEME}.get(self.name, "")
-            return f"{scheme}{self.cfg.host}:{self.cfg.port}"
-        return getattr(self, "path", None) or getattr(self.cfg, "path", "")
+        return self.opener.where()
 
     def make(self, env: SuspendableManagerBasedRLEnv | None = None, warn: Callable[[str], None] | None = None
              ) -> ChunkModel:
@@ -195,42 +141,38 @@ class ChunkModelSource:
         Raises:
             ValueError: If the model does not fit the env (another task, other dims, observation paths it lacks).
         """
-        if isinstance(self.cfg, EmbeddedModelCfg):
-            model = make_default_model(self.task, self.chunk_length, self.cfg.planner_overrides)
-        elif isinstance(self.cfg, RlActorModelCfg):
-            if env is None:
-                raise ValueError(f"The RL actor '{self.path}' is built on an env of its task: pass one.")
-            with quieted():  # Isaac Lab's and rsl_rl's lines about the agent cfg
-                model = load_checkpoint_policy(self.path, env, task=self.task)
-        else:
-            model = self.model
+        model = self.opener.make(env, self.chunk_length)
         if env is not None:
-            self._check(model, env, warn or _print_warning)
+            self.opener.check(model, env, self.keys_label)
+            check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
+            if check_env is not None:
+                check_env(env)
+            chunk_warning = getattr(model, "chunk_warning", None)  # a LeRobot policy's H against the episodes
+            if chunk_warning is not None and (text := chunk_warning(env)):
+                (warn or _print_warning)(text)
         return LatencyEmulator(model, self.latency) if self.latency is not None else model
-
-    def _check(self, model: ChunkModel, env: SuspendableManagerBasedRLEnv, warn: Callable[[str], None]) -> None:
-        if isinstance(self.cfg, (OpenpiChunkModelCfg, Gr00tChunkModelCfg)):  # paths the env lacks: the first call
-            check_observation_paths(env, dict(self.cfg.keys or ()), self.keys_label)
-        check_env = getattr(model, "check_env", None)  # optional in the ChunkModel contract
-        if check_env is not None:
-            check_env(env)
-        chunk_warning = getattr(model, "chunk_warning", None)  # a LeRobot policy's H against the episodes
-        if chunk_warning is not None and (text := chunk_warning(env)):
-            warn(text)
 
     def describe(self) -> str:
         """The source in a few words, for a run's report."""
-        if isinstance(self.cfg, EmbeddedModelCfg):
-            overrides = self.cfg.planner_overrides
-            return f"embedded model with {', '.join(overrides)}" if overrides else "embedded model"
-        what = {"chunk_policy": "chunk policy", "lerobot": "chunk policy", "rl_actor": "checkpoint"}
-        return f"{what.get(self.name, 'remote policy')} {self.describe_where()}"
+        return self.opener.describe()
 
 
 def make_chunking_policy(cfg: ActionChunkingPolicyCfg, source: ChunkModelSource, env, schedule: str
                          ) -> ActionChunkingPolicy:
     """An :class:`ActionChunkingPolicy` of ``source``'s model on ``env`` under ``schedule`` (TensorBoard logs in
-    ``<cfg.log_dir>/<schedule>`` where ``cfg`` has a log directory)."""
+    ``<cfg.log_dir>/<schedule>`` where ``cfg`` has a log directory). H is the source's and the schedule the run's:
+    a ``cfg`` asking for others is refused, never overwritten.
+
+    Raises:
+        ValueError: If ``cfg.chunk_length`` or ``cfg.schedule`` is set and differs from the source's H or from
+            ``schedule``.
+    """
+    if cfg.chunk_length not in (None, source.chunk_length):
+        raise ValueError(f"ActionChunkingPolicyCfg.chunk_length is {cfg.chunk_length} but the {source.name} source"
+                         f" executes H = {source.chunk_length}: set H on the source cfg (chunk_length), not here.")
+    if cfg.schedule not in (None, schedule):
+        raise ValueError(f"ActionChunkingPolicyCfg.schedule is '{cfg.schedule}' but the run's schedule is"
+                         f" '{schedule}': name schedules in EvaluationCfg.schedules (leave chunking.schedule None).")
     log_dir = os.path.join(cfg.log_dir, schedule) if cfg.log_dir else None
     return ActionChunkingPolicy(source.make(env), env, cfg.replace(schedule=schedule,
                                                                   chunk_length=source.chunk_length, log_dir=log_dir))

@@ -46,9 +46,10 @@ class EvaluationCfg:
     """The env each schedule runs on (a fresh one each)."""
     model: ModelCfg = EmbeddedModelCfg()
     """Where the chunk model comes from (:data:`~.chunk_models.CHUNK_MODELS`)."""
-    chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg()
+    chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg(chunk_length=None, schedule=None)
     """The chunking policy around the model (aggregator, refill threshold, RTC overlap, TensorBoard directory:
-    one sub-directory per schedule); its ``schedule`` and ``chunk_length`` are set by the run."""
+    one sub-directory per schedule); its ``schedule`` is each of :attr:`schedules` and its ``chunk_length`` the
+    model's: others are refused."""
     schedules: list[str] = ["global_clock"]
     """Chunk schedules, run one after the other."""
     latency: str | None = None

@@ -60,8 +60,9 @@ class RecordingCfg:
     """The env; with ``desync`` its first episodes, cut short, are not written."""
     model: ModelCfg | None = None
     """Where the chunk model comes from (:data:`~.chunk_models.CHUNK_MODELS`); None: uniform random actions."""
-    chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg()
-    """The chunking policy around the model; its ``chunk_length`` is the model's."""
+    chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg(chunk_length=None)
+    """The chunking policy around the model, under its ``schedule``; its ``chunk_length`` is the model's (another
+    is refused)."""
     output: str = "outputs/datasets/recording.hdf5"
     """The dataset file (with ``export`` ``separate``: ``<stem>.hdf5`` and ``<stem>_failed.hdf5``)."""
     export: str = "all"

@@ -2,7 +2,8 @@
 
 A task names its planner's cfg in the ``chunk_model_entry_point`` kwarg of ``gym.register``, as it names its
 agent cfgs in ``rsl_rl_cfg_entry_point``; the cfg has ``chunk_length`` and ``class_type(cfg)`` builds the
-model. Adding a task with a planner touches only that task's package.
+model. Adding a task with a planner touches only that task's package. :class:`EmbeddedModelCfg` is the ``embedded``
+chunk-model source (``--model embedded``, the default): the run's task's planner.
 """
 
 from __future__ import annotations
@@ -13,10 +14,13 @@ from collections.abc import Sequence
 import gymnasium as gym
 import torch
 
+from isaaclab.utils import configclass
 from isaaclab.utils.string import string_to_callable
 
 from ..cfg_overrides import check_planner_field
 from ..chunking.model import ChunkModel
+from ..chunking.sources import ChunkModelCfg, ChunkModelOpener, register_source
+from ..names import DEFAULT_CHUNK
 from ..tensor_tree import select_rows
 
 ENTRY_POINT = "chunk_model_entry_point"
@@ -45,6 +49,38 @@ def make_default_model(task: str, chunk_length: int, overrides: Sequence[str] = 
     for override in overrides:
         _override(cfg, override)
     return cfg.class_type(cfg)
+
+
+class EmbeddedOpener(ChunkModelOpener):
+    """Opens the run's task's planner: the task must have one and the overrides must fit its cfg; one planner is
+    made per env."""
+
+    def bind(self, task: str, chunk_length: int | None) -> None:
+        super().bind(task, chunk_length)
+        if task not in tasks_with_chunk_model():
+            raise ValueError(f"task '{task}' has no embedded chunk model; tasks with one: {tasks_with_chunk_model()}")
+        make_default_model(task, chunk_length or DEFAULT_CHUNK, self.cfg.planner_overrides)  # does the override fit?
+
+    def make(self, env, chunk_length: int) -> ChunkModel:
+        return make_default_model(self.task, chunk_length, self.cfg.planner_overrides)
+
+    def describe(self) -> str:
+        overrides = self.cfg.planner_overrides
+        return f"embedded model with {', '.join(overrides)}" if overrides else "embedded model"
+
+    def served_identity(self, model: ChunkModel, env) -> tuple[str | None, int | None]:
+        return self.task, None
+
+
+@register_source("embedded", EmbeddedOpener)
+@configclass
+class EmbeddedModelCfg(ChunkModelCfg):
+    """The task's embedded planner (its ``chunk_model_entry_point``: Cartpole's LQR plans, push-cube's PD plans)."""
+
+    class_type: type = EmbeddedOpener
+    """The opener of this source."""
+    planner_overrides: list[str] = []
+    """``KEY=VALUE`` overrides of the planner's cfg fields."""
 
 
 def _override(cfg, override: str) -> None:

@@ -1,5 +1,5 @@
 """One batching policy server for several env processes: K client processes of N Cartpole envs each run the
-global clock against one :class:`~isaaclab_suspend.chunking.PolicyServer` (emulated model latency), unbatched
+global clock against one :class:`~isaaclab_suspend.chunking.TcpPolicyServer` (emulated model latency), unbatched
 (one model call per request, in turn) and batched (concurrent requests merged into one call). Prints model calls
 per tick and useful (active) env-steps/s over the measured ticks, after warm-up ticks.
 
@@ -34,17 +34,17 @@ def parse_args() -> argparse.Namespace:
 def client(rank: int, args: argparse.Namespace, pipe) -> None:
     """An env process: for each (host, port) it receives, run the global clock and send its figures back."""
     from isaaclab_suspend.benchmarks.server_clients import env_process
-    from isaaclab_suspend.serving import RemoteChunkModel, RemoteChunkModelCfg
+    from isaaclab_suspend.serving import TcpChunkModel, TcpChunkModelCfg
 
     env_process(rank, pipe, TASK, args.num_envs, args.chunk, "global_clock", args.warmup_ticks, args.ticks,
-                lambda address: RemoteChunkModel(RemoteChunkModelCfg(host=address[0], port=address[1])))
+                lambda address: TcpChunkModel(TcpChunkModelCfg(host=address[0], port=address[1])))
 
 
 def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float, float]:
     """Model calls per tick (K requests / requests per call) while every client measures, and useful env-steps/s
     of the clients of ``pipes`` against one server."""
     from isaaclab_suspend.benchmarks.server_clients import measure
-    from isaaclab_suspend.serving import PolicyServer
+    from isaaclab_suspend.serving import TcpPolicyServer
 
     rows = []
 
@@ -52,7 +52,7 @@ def run(server_cfg, model, pipes: list, args: argparse.Namespace) -> tuple[float
         rows.append(len(env_ids))
         return model(obs_rows, env_ids)
 
-    with PolicyServer(counted, server_cfg) as server:
+    with TcpPolicyServer(counted, server_cfg) as server:
         figures, window = measure(pipes, server.address, lambda: len(rows))
     measured = rows[window]
     requests_per_call = sum(measured) / args.num_envs / len(measured)
@@ -64,7 +64,7 @@ def main() -> None:
     import isaaclab_suspend.tasks  # noqa: F401  (registers the gym ids)
     from isaaclab_suspend.chunking import LatencyCfg, LatencyEmulator
     from isaaclab_suspend.tasks.embedded import make_default_model
-    from isaaclab_suspend.serving import BatchingCfg, PolicyServerCfg
+    from isaaclab_suspend.serving import BatchingCfg, TcpPolicyServerCfg
 
     model = LatencyEmulator(make_default_model(TASK, args.chunk), LatencyCfg(fixed_s=args.latency))
     context = mp.get_context("spawn")
@@ -79,9 +79,9 @@ def main() -> None:
                          "env-steps/s unbatched", "env-steps/s batched", "speed-up"])
     table.align = "r"
     for k in args.clients:
-        unbatched = run(PolicyServerCfg(port=0, chunk_length=args.chunk), model, pipes[:k], args)
+        unbatched = run(TcpPolicyServerCfg(port=0, chunk_length=args.chunk), model, pipes[:k], args)
         batching = BatchingCfg(max_wait_s=args.batch_wait_ms / 1e3, max_rows=k * args.num_envs)
-        batched = run(PolicyServerCfg(port=0, chunk_length=args.chunk, batching=batching), model, pipes[:k], args)
+        batched = run(TcpPolicyServerCfg(port=0, chunk_length=args.chunk, batching=batching), model, pipes[:k], args)
         table.add_row([k, k * args.num_envs, f"{unbatched[0]:.2f}", f"{batched[0]:.2f}", f"{unbatched[1]:.0f}",
                        f"{batched[1]:.0f}", f"{batched[1] / unbatched[1]:.2f}x"])
         print(f"K = {k}: {table.rows[-1]}", flush=True)

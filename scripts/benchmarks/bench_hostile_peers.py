@@ -32,7 +32,7 @@ from websockets.sync.client import connect
 from isaaclab_suspend.benchmarks.hostile_peers import (MIB, gr00t_declared_batch, gr00t_half_frames,
                                                        gr00t_marker_flood, half_frames, idle_openpi, idle_tcp,
                                                        marker_flood, object_flood, pipelined, ws)
-from isaaclab_suspend.serving import RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.serving import TcpChunkModel, TcpChunkModelCfg
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -59,7 +59,7 @@ def openpi_call(port: int) -> None:
 
 
 def tcp_call(port: int) -> None:
-    client = RemoteChunkModel(RemoteChunkModelCfg(port=port, timeout_s=60))
+    client = TcpChunkModel(TcpChunkModelCfg(port=port, timeout_s=60))
     client({"policy": torch.zeros(1, 4)}, torch.arange(1))
     client.close()
 

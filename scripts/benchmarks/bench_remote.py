@@ -1,5 +1,5 @@
 """Cost of serving a chunk model remotely: per-call latency of the local model and of the same model behind a
-:class:`~isaaclab_suspend.chunking.PolicyServer` on this machine (loopback TCP), interleaved call by call.
+:class:`~isaaclab_suspend.chunking.TcpPolicyServer` on this machine (loopback TCP), interleaved call by call.
 
 Example::
 
@@ -16,9 +16,9 @@ import torch
 from prettytable import PrettyTable
 
 from isaaclab_suspend import cli
-from isaaclab_suspend.serving import PolicyServer, PolicyServerCfg, RemoteChunkModel, RemoteChunkModelCfg
+from isaaclab_suspend.serving import TcpPolicyServer, TcpPolicyServerCfg, TcpChunkModel, TcpChunkModelCfg
 from isaaclab_suspend.tasks.embedded import make_default_model, tasks_with_chunk_model
-from isaaclab_suspend.serving.wire import send_message
+from isaaclab_suspend.serving.tcp.protocol import send_message
 
 OBS_DIMS = {"Isaac-Cartpole-Suspendable": 4, "Isaac-PushCube-Suspendable": 5}
 """Width of the ``policy`` observation group of each task (the embedded models read it)."""
@@ -51,9 +51,9 @@ def main() -> None:
     local = make_default_model(args.task, args.chunk)
     table = PrettyTable(["batch", "local ms/call", "remote ms/call", "overhead ms", "request bytes", "reply bytes"])
     table.align = "r"
-    with PolicyServer(local, PolicyServerCfg(port=0, chunk_length=args.chunk)) as server:
+    with TcpPolicyServer(local, TcpPolicyServerCfg(port=0, chunk_length=args.chunk)) as server:
         host, port = server.address
-        remote = RemoteChunkModel(RemoteChunkModelCfg(host=host, port=port))
+        remote = TcpChunkModel(TcpChunkModelCfg(host=host, port=port))
         for batch in args.batch_sizes:
             rows = {"policy": torch.randn(batch, OBS_DIMS[args.task])}
             env_ids = torch.arange(batch)

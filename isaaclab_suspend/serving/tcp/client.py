@@ -1,9 +1,9 @@
-"""The project's client: a chunk model that forwards each call to a :class:`~.policy_server.PolicyServer` over TCP.
+"""The ``tcp`` wire's client (the project's own): a chunk model that forwards each call to a :class:`~.server.TcpPolicyServer` over TCP.
 
-:class:`RemoteChunkModel` is a chunk model like any other, so
+:class:`TcpChunkModel` is a chunk model like any other, so
 :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy` runs a remote policy under any schedule (``async``
 overlaps the network round trip with the simulation). The requests and their format:
-:mod:`~.policy_server` and :mod:`~.wire`.
+:mod:`~.server` and :mod:`~.protocol`.
 """
 
 from __future__ import annotations
@@ -15,20 +15,24 @@ import torch
 
 from isaaclab.utils import configclass
 
-from .common import ChunkModelClient, ChunkModelClientCfg, split_address
-from .wire import PROTOCOL_VERSION, ProtocolError, WireLimitsCfg, receive_message, send_message
+from ..base import ChunkModelClient, ChunkModelClientCfg, WireLimitsCfg, split_address
+from .protocol import PROTOCOL_VERSION, ProtocolError, receive_message, send_message
 
 
-class PolicyServerError(ConnectionError, RuntimeError):
+TCP_SCHEME = "tcp://"
+"""The prefix of a ``tcp`` address (optional: ``HOST:PORT`` is the ``tcp`` wire's too)."""
+
+
+class TcpServerError(ConnectionError, RuntimeError):
     """The policy server refused or failed a request, or answered something the client cannot read.
 
-    A ``ConnectionError`` (an ``OSError``) like every other failure of :class:`RemoteChunkModel`, so a caller
+    A ``ConnectionError`` (an ``OSError``) like every other failure of :class:`TcpChunkModel`, so a caller
     catches one type; also a ``RuntimeError``, as the failure of a model call.
     """
 
 
-class RemoteChunkModel(ChunkModelClient):
-    """A chunk model that runs on a policy server (:class:`~.policy_server.PolicyServer`):
+class TcpChunkModel(ChunkModelClient):
+    """A chunk model that runs on a policy server (:class:`~.server.TcpPolicyServer`):
     ``model(obs_rows, env_ids) -> (B, H, action_dim)``.
 
     Connects at construction (handshake: protocol version, token, :attr:`chunk_length`) and again, lazily, on
@@ -38,12 +42,12 @@ class RemoteChunkModel(ChunkModelClient):
     Raises:
         ConnectionError: Every failure, naming the server: no server at the address, the server went away,
             refused the connection (busy, wrong token) or sent something this client cannot read
-            (:class:`PolicyServerError`).
+            (:class:`TcpServerError`).
         TimeoutError: If the server does not answer within ``cfg.timeout_s`` (also an ``OSError``).
-        PolicyServerError: Also a ``RuntimeError``: another protocol version, or the model failed on the server.
+        TcpServerError: Also a ``RuntimeError``: another protocol version, or the model failed on the server.
     """
 
-    def __init__(self, cfg: RemoteChunkModelCfg):
+    def __init__(self, cfg: TcpChunkModelCfg):
         self.cfg = cfg
         """The client configuration."""
         cfg.validate()
@@ -65,7 +69,7 @@ class RemoteChunkModel(ChunkModelClient):
             self._connect()
         header, arrays = self._request({"type": "infer"}, {**obs_rows, "env_ids": env_ids, **prefix})
         if header.get("type") == "error":
-            raise PolicyServerError(f"The policy server at {self._address} failed: {str(header.get('message'))}")
+            raise TcpServerError(f"The policy server at {self._address} failed: {str(header.get('message'))}")
         chunk = arrays.get("chunk")
         shape = (len(env_ids), self.chunk_length, self.metadata.get("action_dim"))
         if (header.get("type") != "chunk" or not isinstance(chunk, torch.Tensor) or chunk.ndim != 3
@@ -88,7 +92,7 @@ class RemoteChunkModel(ChunkModelClient):
 
     def _fail(self, what: str) -> None:
         self.close()
-        raise PolicyServerError(f"The policy server at {self._address} {what}.")
+        raise TcpServerError(f"The policy server at {self._address} {what}.")
 
     def _closed_by_server(self) -> bool:
         """Whether the server closed the connection (idle time-out) or sent something unasked since the last
@@ -118,7 +122,7 @@ class RemoteChunkModel(ChunkModelClient):
             header, _ = self._request(hello, http_stop=True)
         except ConnectionError:
             if self._speaks_http():
-                raise PolicyServerError(f"The server at {self._address} speaks HTTP (websockets): this is an openpi"
+                raise TcpServerError(f"The server at {self._address} speaks HTTP (websockets): this is an openpi"
                                         f" server: use --remote openpi://{self._address}.") from None
             raise
         if header.get("type") == "error":
@@ -133,7 +137,7 @@ class RemoteChunkModel(ChunkModelClient):
             self._fail(f"sent invalid metadata {str(header)[:200]}")
         if chunk_length > self.cfg.max_chunk_length:
             self._fail(f"announces H = {chunk_length} actions per chunk, over this client's limit of"
-                       f" {self.cfg.max_chunk_length} (RemoteChunkModelCfg.max_chunk_length)")
+                       f" {self.cfg.max_chunk_length} (TcpChunkModelCfg.max_chunk_length)")
         return header
 
     def _speaks_http(self) -> bool:
@@ -154,7 +158,7 @@ class RemoteChunkModel(ChunkModelClient):
             self.close()
             raise TimeoutError(
                 f"The policy server at {self._address} did not answer within {self.cfg.timeout_s} s: raise"
-                " RemoteChunkModelCfg.timeout_s for a slow model, or check the server."
+                " TcpChunkModelCfg.timeout_s for a slow model, or check the server."
             ) from None
         except ProtocolError as err:
             self._fail(f"sent a reply this client cannot read ({err})")
@@ -167,20 +171,20 @@ class RemoteChunkModel(ChunkModelClient):
 
 
 @configclass
-class RemoteChunkModelCfg(ChunkModelClientCfg):
-    """Configuration of :class:`RemoteChunkModel`: that of every client, and the wire limits of its replies."""
+class TcpChunkModelCfg(ChunkModelClientCfg):
+    """Configuration of :class:`TcpChunkModel`: that of every client, and the wire limits of its replies."""
 
-    class_type: type = RemoteChunkModel
+    class_type: type = TcpChunkModel
     """The class this cfg configures."""
     limits: WireLimitsCfg = WireLimitsCfg()
     """Largest reply the client reads."""
 
     @classmethod
-    def parse(cls, address: str, **kwargs) -> RemoteChunkModelCfg:
-        """A cfg from ``"host:port"``.
+    def parse(cls, address: str, **kwargs) -> TcpChunkModelCfg:
+        """A cfg from ``"host:port"`` or ``"tcp://host:port"``.
 
         Raises:
             ValueError: If ``address`` is not ``host:port`` with a port in 1-65535.
         """
-        host, port = split_address(address, "", "Policy server")
+        host, port = split_address(address, TCP_SCHEME, "A tcp server's")
         return cls(host=host, port=port, **kwargs)

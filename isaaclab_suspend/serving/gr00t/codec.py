@@ -9,7 +9,7 @@ in one of two encodings, depending on their generation:
   b"kind": b"", b"shape": [...], b"data": <raw C-order bytes>}``; ``b"nd": False`` is a numpy scalar.
 
 Both are read; a reply goes out in the encoding its request came in. Only the numeric dtypes of
-:data:`~isaaclab_suspend.serving.wire.ALLOWED_DTYPES` are accepted (``kind == b"O"``, object, void and
+:data:`~isaaclab_suspend.serving.base.ALLOWED_DTYPES` are accepted (``kind == b"O"``, object, void and
 big-endian dtypes are refused, nothing is unpickled), each array's byte count must equal its shape times its
 item size before anything is viewed, and decoded arrays are read-only views of the received bytes (no copy;
 the npy header is parsed with numpy's ``read_array_header``, never ``np.load``, which would allocate the
@@ -30,8 +30,8 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from . import msgpack_arrays
-from .wire import ALLOWED_DTYPES
+from .. import msgpack_arrays
+from ..base import ALLOWED_DTYPES
 
 NPY = "npy"
 """The N1.6 array encoding (numpy's .npy bytes)."""

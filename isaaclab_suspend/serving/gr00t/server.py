@@ -3,7 +3,7 @@
 
 GR00T's server is a REP socket answering one request at a time. This one is a ROUTER socket: the requests of
 several clients are read as they come, each ``get_action`` goes to
-:class:`~isaaclab_suspend.serving.BatchingChunkModel` (with :attr:`~PolicyServerCfg.batching`, the requests of
+:class:`~isaaclab_suspend.serving.BatchingChunkModel` (with :attr:`~ServerCfg.batching`, the requests of
 a global-clock tick share one model call) and each reply goes back to its client as soon as it is ready.
 Endpoints: ``ping``, ``get_modality_config`` (state / video keys of :attr:`Gr00tPolicyServerCfg.keys` with
 ``delta_indices`` ``[0]``, the action key with H of them, the language key if set), ``get_action`` (flat or
@@ -11,7 +11,7 @@ nested observation, answered in the same form and array encoding), ``reset`` (``
 unless :attr:`Gr00tPolicyServerCfg.allow_kill`). Errors are GR00T's ``{"error": message}``.
 
 Real-time chunking: a ``get_action`` whose ``options`` carry N1.7's inpainting options and the previous chunk
-(:mod:`~isaaclab_suspend.serving.gr00t_rtc`) passes the model the committed prefix and each row's delay when
+(:mod:`~isaaclab_suspend.serving.gr00t.rtc`) passes the model the committed prefix and each row's delay when
 the model accepts a prefix; a model that does not ignores the options, as GR00T's own policy does. Batched
 requests keep each row's prefix (:class:`~isaaclab_suspend.serving.BatchingChunkModel`).
 
@@ -45,12 +45,12 @@ import zmq.utils.monitor
 
 from isaaclab.utils import configclass
 
-from ..chunking.model import ChunkModel
-from ..tensor_tree import unflatten_names
-from . import gr00t_codec
-from .gr00t_rtc import options_prefix
-from .batching import BatchingCfg, BatchingChunkModel
-from .policy_server import PolicyServerCfg
+from ...chunking.model import ChunkModel
+from ...tensor_tree import unflatten_names
+from . import codec
+from .rtc import options_prefix
+from ..batching import BatchingCfg, BatchingChunkModel
+from ..base import ServerCfg
 
 logger = logging.getLogger(__name__)
 
@@ -140,12 +140,12 @@ class Gr00tPolicyServer:
 
     def modality_config(self) -> dict:
         """The reply of ``get_modality_config``: one config per modality with keys."""
-        config = {m: gr00t_codec.modality_config([0], [k.partition(".")[2] for k in self.cfg.keys if
+        config = {m: codec.modality_config([0], [k.partition(".")[2] for k in self.cfg.keys if
                                                         k.startswith(m + ".")]) for m in ("state", "video")}
         config = {m: c for m, c in config.items() if c["as_json"]["modality_keys"]}
-        config["action"] = gr00t_codec.modality_config(list(range(self.cfg.chunk_length)), [self.cfg.action_key])
+        config["action"] = codec.modality_config(list(range(self.cfg.chunk_length)), [self.cfg.action_key])
         if self.cfg.language_key:
-            config["language"] = gr00t_codec.modality_config([0], [self.cfg.language_key])
+            config["language"] = codec.modality_config([0], [self.cfg.language_key])
         return config
 
     def serve_forever(self) -> None:
@@ -269,8 +269,8 @@ class Gr00tPolicyServer:
         with contextlib.suppress(OSError):
             peer.sock.shutdown(socket.SHUT_RDWR)
 
-    async def _send(self, identity: bytes, reply: Any, encoding: str = gr00t_codec.NPY) -> None:
-        await self._socket.send_multipart([identity, b"", gr00t_codec.packb(reply, encoding)])
+    async def _send(self, identity: bytes, reply: Any, encoding: str = codec.NPY) -> None:
+        await self._socket.send_multipart([identity, b"", codec.packb(reply, encoding)])
 
     def _count_client(self, identity: bytes) -> None:
         """Register a client (its ROUTER identity: ZeroMQ tells no connection apart otherwise) with the batcher
@@ -287,10 +287,10 @@ class Gr00tPolicyServer:
             logger.info("GR00T server: client %s gone (no request for %g s)", idle.hex(), self.cfg.idle_timeout_s)
 
     async def _answer(self, identity: bytes, message: memoryview) -> None:
-        encoding = gr00t_codec.NPY
+        encoding = codec.NPY
         try:
             # in a worker thread, never in the loop that reads the other clients' requests; no copy of the message
-            request, encoding = await asyncio.to_thread(gr00t_codec.unpackb, message)
+            request, encoding = await asyncio.to_thread(codec.unpackb, message)
             reply = await self._dispatch(identity, request)
         except Exception as err:  # GR00T's way: the error as a map, the server lives on
             reply = {"error": f"{type(err).__name__}: {err}"}
@@ -372,8 +372,8 @@ def observation_rows(observation: Mapping, keys: Mapping[str, str], device: str 
 
 
 @configclass
-class Gr00tPolicyServerCfg(PolicyServerCfg):
-    """Configuration of :class:`Gr00tPolicyServer`: that of :class:`PolicyServer` with the GR00T keys."""
+class Gr00tPolicyServerCfg(ServerCfg):
+    """Configuration of :class:`Gr00tPolicyServer`: that of :class:`TcpPolicyServer` with the GR00T keys."""
 
     class_type: type = Gr00tPolicyServer
     """The class this cfg configures."""

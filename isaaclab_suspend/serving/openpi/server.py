@@ -5,9 +5,9 @@ The protocol is openpi's ``WebsocketPolicyServer``'s: on connect the server send
 metadata; each binary frame is then ONE observation (no batch dim) in :mod:`.msgpack_arrays` encoding, answered
 with ``{"actions": (H, action_dim), "server_timing": {...}, "policy_timing": {...}}``; an error is sent back as
 the traceback in a text frame, then the connection is closed with code 1011. ``GET /healthz`` answers 200.
-With :attr:`~PolicyServerCfg.token` set, a handshake must carry one ``Authorization: Api-Key <token>`` (what
+With :attr:`~ServerCfg.token` set, a handshake must carry one ``Authorization: Api-Key <token>`` (what
 ``WebsocketClientPolicy(api_key=...)`` sends), else it is refused with 401 (400 for two of them); the wire
-limits, connection cap, time-outs and the loopback rule are :class:`PolicyServerCfg`'s.
+limits, connection cap, time-outs and the loopback rule are :class:`ServerCfg`'s.
 
 What hostile peers can make it hold is bounded: a connection's reading pauses while its request is served (no
 pipelined messages pile up), every byte received and not yet answered counts against one budget
@@ -43,12 +43,11 @@ from websockets.http11 import Request, Response
 
 from isaaclab.utils import configclass
 
-from ..tensor_tree import flatten_names, unflatten_names
-from . import msgpack_arrays
-from .batching import BatchingCfg, BatchingChunkModel
-from ..chunking.model import ChunkModel
-from .common import peer_name
-from .policy_server import PolicyServerCfg
+from ...tensor_tree import flatten_names, unflatten_names
+from .. import msgpack_arrays
+from ..batching import BatchingCfg, BatchingChunkModel
+from ...chunking.model import ChunkModel
+from ..base import ServerCfg, peer_name
 
 logger = logging.getLogger(__name__)
 
@@ -343,8 +342,8 @@ class OpenpiPolicyServer:
 
 
 @configclass
-class OpenpiPolicyServerCfg(PolicyServerCfg):
-    """Configuration of :class:`OpenpiPolicyServer`: that of :class:`PolicyServer` with openpi's port, the key
+class OpenpiPolicyServerCfg(ServerCfg):
+    """Configuration of :class:`OpenpiPolicyServer`: that of :class:`TcpPolicyServer` with openpi's port, the key
     mapping, batching on by default and the wire limits."""
 
     class_type: type = OpenpiPolicyServer
@@ -365,7 +364,7 @@ class OpenpiPolicyServerCfg(PolicyServerCfg):
     answered counts once; decoding copies it about twice more."""
 
     def validate_config(self) -> None:
-        """Those of :class:`PolicyServerCfg`, and a budget that holds at least one message."""
+        """Those of :class:`ServerCfg`, and a budget that holds at least one message."""
         super().validate_config()
         budget = self.max_buffered_bytes
         if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int)

@@ -22,10 +22,10 @@ from websockets.protocol import State
 
 from isaaclab.utils import configclass
 
-from ..names import TOKEN_ENV
-from ..tensor_tree import flatten_names
-from . import msgpack_arrays
-from .common import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
+from ...names import TOKEN_ENV
+from ...tensor_tree import flatten_names
+from .. import msgpack_arrays
+from ..base import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .common import describe_reply
+from ..base import describe_reply
 
 HORIZON, OVERLAP, FROZEN, RAMP_RATE = "action_horizon", "rtc_overlap_steps", "rtc_frozen_steps", "rtc_ramp_rate"
 """N1.7's option names: the previous chunk's length, the steps inpainted from it, the steps frozen to it, the ramp."""

@@ -1,4 +1,4 @@
-"""The wire format of remote chunk models, and the limits every peer checks before it allocates anything.
+"""The wire format of the ``tcp`` wire (the project's own), and the limits every peer checks before it allocates anything.
 
 A message, both ways: a 4-byte big-endian header length, a JSON header, then the raw bytes of the arrays the
 header lists (name, dtype, shape), nested observation groups named ``group/term``. No pickle: a message can
@@ -21,53 +21,17 @@ from collections.abc import Callable, Mapping
 import numpy as np
 import torch
 
-from isaaclab.utils import configclass
-
-from ..tensor_tree import flatten_names, unflatten_names
+from ...tensor_tree import flatten_names, unflatten_names
+from ..base import ALLOWED_DTYPES, WireLimitsCfg
 
 _LENGTH = struct.Struct(">I")
 
 PROTOCOL_VERSION = 1
-"""Version of the wire format and of :class:`~.policy_server.PolicyServer`'s requests; client and server must
+"""Version of the wire format and of :class:`~.server.TcpPolicyServer`'s requests; client and server must
 agree."""
-
-ALLOWED_DTYPES = frozenset(np.dtype(t).str for t in (
-    "bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64",
-))
-"""Array dtypes a message may carry (numpy dtype strings, native byte order): numbers only."""
-
 
 class ProtocolError(ConnectionError):
     """A peer sent something that breaks the wire format or its limits; the connection cannot go on."""
-
-
-@configclass
-class WireLimitsCfg:
-    """Largest message a peer accepts; each limit is checked before the reader allocates.
-
-    The defaults fit 256 envs of 3x224x224 uint8 images per message; raise them for more.
-    """
-
-    max_header_bytes: int = 64 * 1024
-    """Largest JSON header [bytes]."""
-    max_message_bytes: int = 64 * 2**20
-    """Largest message, header and arrays together [bytes]: what one connection can make the reader hold."""
-    max_arrays: int = 256
-    """Most arrays in one message."""
-    max_array_elements: int = 64 * 2**20
-    """Most elements in one array."""
-    max_dims: int = 8
-    """Most dimensions of one array."""
-    max_name_chars: int = 256
-    """Longest array name (``group/term``)."""
-
-    def validate_config(self) -> None:
-        """Raise a ``ValueError`` if a limit is not a positive integer (run by ``validate()``)."""
-        for name in ("max_header_bytes", "max_message_bytes", "max_arrays", "max_array_elements", "max_dims",
-                     "max_name_chars"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"WireLimitsCfg.{name} must be a positive integer, got {value!r}.")
 
 
 ArraySpec = tuple[str, np.dtype, tuple[int, ...]]

@@ -9,7 +9,7 @@ state and video keys with their ``delta_indices`` (past steps, kept per env by
 language key, and the action keys, whose arrays are concatenated in that order into the env's action.
 
 With :attr:`Gr00tChunkModelCfg.rtc_options` the model takes the committed prefix of the ``rtc`` schedule and sends
-it as GR00T N1.7's real-time chunking options (:mod:`~isaaclab_suspend.serving.gr00t_rtc`): a server whose
+it as GR00T N1.7's real-time chunking options (:mod:`~isaaclab_suspend.serving.gr00t.rtc`): a server whose
 policy forwards them (this project's :class:`~isaaclab_suspend.serving.Gr00tPolicyServer` with a model that
 accepts a prefix, or a GR00T server patched to pass ``options`` and the previous chunk to N1.7's action head)
 plans a chunk that continues it; a stock GR00T server ignores them.
@@ -28,10 +28,10 @@ import zmq
 
 from isaaclab.utils import configclass
 
-from ..chunking.observation_history import MAX_STEPS, ObservationHistories
-from ..tensor_tree import flatten_names
-from . import gr00t_codec, gr00t_rtc
-from .common import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
+from ...chunking.observation_history import MAX_STEPS, ObservationHistories
+from ...tensor_tree import flatten_names
+from . import codec, rtc
+from ..base import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -70,7 +70,7 @@ class Gr00tChunkModel(ChunkModelClient):
     def __init__(self, cfg: Gr00tChunkModelCfg):
         if cfg.form not in FORMS:
             raise ValueError(f"Gr00tChunkModelCfg.form must be one of {FORMS}, got {cfg.form!r}.")
-        if not gr00t_rtc.is_ramp_rate(cfg.rtc_ramp_rate):
+        if not rtc.is_ramp_rate(cfg.rtc_ramp_rate):
             raise ValueError("Gr00tChunkModelCfg.rtc_ramp_rate must be a finite number > 0, got"
                              f" {cfg.rtc_ramp_rate!r}.")
         self.cfg = cfg
@@ -227,7 +227,7 @@ class Gr00tChunkModel(ChunkModelClient):
             raise ValueError(f"The GR00T server at {self._address} has the action keys {self.action_keys}: their dims"
                              " are known from its first reply; call the model once without a prefix first.")
         names = [f"action.{k}" if self.cfg.form == "flat" else k for k in self.action_keys]
-        return gr00t_rtc.request_options(prefix, delay, list(zip(names, dims)), self.cfg.rtc_ramp_rate)
+        return rtc.request_options(prefix, delay, list(zip(names, dims)), self.cfg.rtc_ramp_rate)
 
     def close(self) -> None:
         """Close the socket (the next call opens a new one)."""
@@ -280,7 +280,7 @@ class Gr00tChunkModel(ChunkModelClient):
         self._socket.setsockopt(zmq.SNDTIMEO, timeout_ms)
         self._socket.setsockopt(zmq.RCVTIMEO, timeout_ms)
         try:
-            self._socket.send(gr00t_codec.packb(request))
+            self._socket.send(codec.packb(request))
             message = self._socket.recv()
         except zmq.Again:
             self.close()  # a REQ socket that missed its reply cannot send again
@@ -295,7 +295,7 @@ class Gr00tChunkModel(ChunkModelClient):
         if hmac.compare_digest(message, b"ERROR"):
             self._fail("failed the request (b'ERROR'): is it a GR00T policy server?")
         try:
-            reply, _ = gr00t_codec.unpackb(message, configs)
+            reply, _ = codec.unpackb(message, configs)
         except ValueError as err:
             self._fail(f"sent a reply this client cannot read ({err})")
         if isinstance(reply, Mapping) and "error" in reply:
@@ -332,7 +332,7 @@ class Gr00tChunkModelCfg(ChunkModelClientCfg):
     """Most keys one modality of the server's config may have."""
     rtc_options: bool = False
     """Take the ``rtc`` schedule's committed prefix (``accepts_prefix``) and send it as GR00T N1.7's real-time
-    chunking options (:mod:`~isaaclab_suspend.serving.gr00t_rtc`); off: no prefix, ``options`` None."""
+    chunking options (:mod:`~isaaclab_suspend.serving.gr00t.rtc`); off: no prefix, ``options`` None."""
     rtc_ramp_rate: float = 5.0
     """``rtc_ramp_rate`` sent with the options: how fast N1.7 releases the inpainted steps after the frozen ones."""
 

@@ -1,27 +1,22 @@
-"""The project's policy server: serve a chunk model over TCP to :class:`~.remote_client.RemoteChunkModel` clients.
+"""The ``tcp`` wire's server (the project's own): serve a chunk model over TCP to :class:`~.client.TcpChunkModel` clients.
 
 Large chunking policies run on a GPU server while the simulator runs elsewhere (openpi, GR00T and LeRobot
-each ship a policy server). :class:`PolicyServer` hosts any chunk model ``model(obs_rows, env_ids)``;
-:class:`~.remote_client.RemoteChunkModel` is the chunk model that forwards each call to it.
+each ship a policy server). :class:`TcpPolicyServer` hosts any chunk model ``model(obs_rows, env_ids)``;
+:class:`~.client.TcpChunkModel` is the chunk model that forwards each call to it.
 
-Messages use the format of :mod:`~isaaclab_suspend.serving.wire`, checked against :class:`WireLimitsCfg` on
+Messages use the format of :mod:`~.protocol`, checked against :class:`~..base.WireLimitsCfg` on
 both sides. Requests are ``hello`` (protocol version and, where the server wants one, its token; the server
 answers its metadata) and ``infer`` (observation rows and ``env_ids`` in, ``chunk`` or ``error`` out). For real-time
 chunking an ``infer`` may also carry the optional ``prefix`` (B, d, action_dim) and ``delay`` (B,) arrays of the
 :class:`~isaaclab_suspend.chunking.model.ChunkModel` contract, bit for bit; a client sends them only to a server
 whose metadata says ``accepts_prefix`` (its model takes them), so older peers keep working. ``env_ids``,
 ``prefix`` and ``delay`` are reserved names: an observation group may not be called so.
-
-:class:`PolicyServerCfg` is also the cfg base of the openpi and GR00T servers: the address, wire limits,
-connection cap, time-outs, token and the loopback rule (:meth:`PolicyServerCfg.check_exposure`) of every wire.
 """
 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 import logging
-import math
 import socket
 import socketserver
 import sys
@@ -32,11 +27,10 @@ import torch
 
 from isaaclab.utils import configclass
 
-from ..names import TOKEN_ENV
-from ..chunking.model import ChunkModel, accepts_prefix, prefix_problem
-from .batching import BatchingCfg, BatchingChunkModel
-from .common import peer_name
-from .wire import PROTOCOL_VERSION, ProtocolError, WireLimitsCfg, encode_message, receive_message, send_message
+from ...chunking.model import ChunkModel, accepts_prefix, prefix_problem
+from ..batching import BatchingChunkModel
+from ..base import ServerCfg, peer_name
+from .protocol import PROTOCOL_VERSION, ProtocolError, encode_message, receive_message, send_message
 
 PREFIX_ARRAYS = ("prefix", "delay")
 """Optional arrays of an ``infer`` request: the committed prefix and each row's delay (real-time chunking)."""
@@ -72,7 +66,7 @@ class _TCPServer(socketserver.ThreadingTCPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, policy_server: PolicyServer, cfg: PolicyServerCfg):
+    def __init__(self, policy_server: TcpPolicyServer, cfg: TcpPolicyServerCfg):
         self.request_queue_size = cfg.backlog
         self._policy_server = policy_server
         self._slots = threading.BoundedSemaphore(cfg.max_connections)
@@ -107,8 +101,8 @@ class _Handler(socketserver.BaseRequestHandler):
         self.server._policy_server._serve_connection(self.request, self.client_address)
 
 
-class PolicyServer:
-    """Serves a chunk model to :class:`~.remote_client.RemoteChunkModel` clients, one thread per connection (at most
+class TcpPolicyServer:
+    """Serves a chunk model to :class:`~.client.TcpChunkModel` clients, one thread per connection (at most
     ``cfg.max_connections``), one model call at a time, under ``torch.no_grad()`` with the observation rows on
     ``cfg.device``. A model exception is sent back as an error and the server keeps serving. With ``cfg.batching``,
     the concurrent requests of several clients are merged into one model call
@@ -132,7 +126,7 @@ class PolicyServer:
         OSError: If the address cannot be bound.
     """
 
-    def __init__(self, model: ChunkModel, cfg: PolicyServerCfg):
+    def __init__(self, model: ChunkModel, cfg: TcpPolicyServerCfg):
         cfg.validate()
         self.model = model
         """The served chunk model."""
@@ -174,7 +168,7 @@ class PolicyServer:
         """Serve until :meth:`close` (or Ctrl-C in the calling thread)."""
         self._server.serve_forever()
 
-    def start(self) -> PolicyServer:
+    def start(self) -> TcpPolicyServer:
         """Serve in a background thread; returns the server."""
         self._thread = threading.Thread(target=self.serve_forever, name="policy-server", daemon=True)
         self._thread.start()
@@ -195,7 +189,7 @@ class PolicyServer:
         if self.batcher is not None:
             self.batcher.close()
 
-    def __enter__(self) -> PolicyServer:
+    def __enter__(self) -> TcpPolicyServer:
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -340,68 +334,9 @@ class PolicyServer:
 
 
 @configclass
-class PolicyServerCfg:
-    """Configuration of :class:`PolicyServer`."""
+class TcpPolicyServerCfg(ServerCfg):
+    """Configuration of :class:`TcpPolicyServer`: those of every server
+    (:class:`~isaaclab_suspend.serving.base.ServerCfg`)."""
 
-    class_type: type = PolicyServer
+    class_type: type = TcpPolicyServer
     """The class this cfg configures."""
-    host: str = "127.0.0.1"
-    """Interface to listen on (``0.0.0.0`` for every interface: needs :attr:`token`)."""
-    port: int = 5555
-    """TCP port (0: a free one, see :attr:`PolicyServer.address`)."""
-    chunk_length: int = 16
-    """Actions per chunk H the model returns (sent to clients)."""
-    action_dim: int | None = None
-    """Action dimension of the model, checked by clients against their env (None: not checked)."""
-    task: str | None = None
-    """Task the model was made for, checked by clients against their env (None: not checked)."""
-    device: str = "cpu"
-    """Device the observation rows are moved to for the model call."""
-    limits: WireLimitsCfg = WireLimitsCfg()
-    """Largest request the server reads; each connection can make it hold up to ``limits.max_message_bytes``."""
-    max_connections: int = 8
-    """Connections served at once; when full, a new one closes the connection waiting longest for its ``hello``
-    or idle longest, and is refused with an error reply only if all are receiving or being served."""
-    backlog: int = 64
-    """Connections the OS queues before the server accepts them."""
-    read_timeout_s: float = 10.0
-    """Longest time for a message to arrive whole once begun, and for a new connection's ``hello`` [s]."""
-    idle_timeout_s: float = 120.0
-    """A connection without a request for this long is closed (the client reconnects on its next call) [s]."""
-    token: str | None = None
-    """Shared secret every client must send in its ``hello`` (compared in constant time); None: none. Required
-    to listen beyond loopback unless :attr:`insecure_no_token` is set."""
-    insecure_no_token: bool = False
-    """Allow listening beyond loopback without a token (a trusted network only)."""
-    batching: BatchingCfg | None = None
-    """Merge the concurrent requests of several clients into one model call (None: one call per request)."""
-
-    def validate_config(self) -> None:
-        """Raise a ``ValueError`` naming the first invalid field (run by ``validate()``, after the limits')."""
-        for name in ("max_connections", "backlog", "chunk_length"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"PolicyServerCfg.{name} must be a positive integer, got {value!r}.")
-        for name in ("read_timeout_s", "idle_timeout_s"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-                raise ValueError(f"PolicyServerCfg.{name} must be a positive number of seconds, got {value!r}.")
-        if self.token is not None and (not isinstance(self.token, str) or not self.token):
-            raise ValueError("PolicyServerCfg.token must be a non-empty string or None.")
-
-    def check_exposure(self, host: str) -> None:
-        """Raise a ``ValueError`` if a server bound to ``host`` would listen beyond loopback without a token (and
-        :attr:`insecure_no_token` is not set)."""
-        if not self.token and not self.insecure_no_token and not _is_loopback(host):
-            raise ValueError(
-                f"The policy server would listen on {host}, beyond loopback, without a token: set"
-                f" PolicyServerCfg.token (serve_policy.py: ${TOKEN_ENV} or --token_file), or"
-                " insecure_no_token=True (--insecure_no_token) on a trusted network."
-            )
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
