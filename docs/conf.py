@@ -47,80 +47,6 @@ nitpick_ignore_regex = [
     (r"py:meth", r"(InteractiveScene|RecorderManager|ManagerBasedRLEnv)\..*"),
 ]
 
-# TODO(refactor in progress): references in the package's docstrings that do not resolve yet, ignored until the
-# docstrings are fixed; remove each entry with its fix (the list is in the docs change's notes). Names the API pages
-# do not show (not in a package's ``__all__``, private, or only in a module being refactored), stale paths, and
-# napoleon reading "X. Shape: (...)" in a Returns section as the type "X. Shape".
-nitpick_ignore = [
-    # chunk-model sources (chunking/sources.py, being added): documented once the registry lands
-    ("py:class", "isaaclab_suspend.chunking.sources.ChunkModelCfg"),
-    ("py:class", "isaaclab_suspend.chunking.sources.ChunkModelOpener"),
-    ("py:data", "isaaclab_suspend.chunking.sources.SOURCES"),
-    ("py:class", "ChunkModelCfg"),
-    ("py:class", "isaaclab_suspend.learning.checkpoints.ChunkPolicyOpener"),
-    ("py:class", "isaaclab_suspend.rl.checkpoint_policy.RlActorOpener"),
-    ("py:class", "isaaclab_suspend.serving.base.ChunkModelClient"),
-    ("py:class", "ChunkModelClient"),
-    # stale paths
-    ("py:class", "isaaclab_suspend.datasets.DatasetRecorderManagerCfg"),  # -> isaaclab_suspend.recording.
-    ("py:class", "isaaclab_suspend.chunking.BatchingChunkModel"),  # -> isaaclab_suspend.serving.
-    ("py:mod", "gr00t_rtc"),  # -> isaaclab_suspend.serving.gr00t.rtc
-    # names the API pages do not show
-    ("py:attr", "ActionChunkingPolicy.last_step"),
-    ("py:attr", "SuspendCfg.per_env_random"),
-    ("py:attr", "SuspendCfg.unfrozen_parts"),
-    ("py:attr", "device"),
-    ("py:attr", "keys"),
-    ("py:attr", "requested"),
-    ("py:class", "ActionChunkingPolicy"),
-    ("py:class", "EpisodeTree"),
-    ("py:class", "SkrlActor"),
-    ("py:class", "StagingRing"),
-    ("py:class", "StatePath"),
-    ("py:class", "StepPolicy"),
-    ("py:class", "TensorTree"),
-    ("py:class", "isaaclab_suspend.recording.recorders_cfg.PreStepImageObservationsRecorderCfg"),
-    ("py:data", "HISTORY_KEY"),
-    ("py:data", "NO_CHUNK"),
-    ("py:data", "PACKAGES"),
-    ("py:data", "PATIENCE"),
-    ("py:data", "PRESETS"),
-    ("py:data", "_MISSING"),
-    ("py:data", "isaaclab_suspend.assets.params.CARTPOLE"),
-    ("py:func", "_check_declared_sizes"),
-    ("py:func", "accepts_prefix"),
-    ("py:func", "check_values"),
-    ("py:func", "distributed.apply_launch"),
-    ("py:func", "isaaclab_suspend.assets.franka_panda.lay_out_panda"),
-    ("py:func", "isaaclab_suspend.suspension.newton_state.unsupported_solver_setting"),
-    ("py:func", "merge_parts"),
-    ("py:func", "part_paths"),
-    ("py:func", "sample_delays"),
-    ("py:func", "virtual_seconds"),
-    ("py:meth", "Launch.device"),
-    ("py:meth", "_reset_idx"),
-    ("py:meth", "_retime"),
-    ("py:meth", "_step_with_suspended"),
-    ("py:meth", "on_reset"),
-    ("py:meth", "reset"),
-    # napoleon's Returns sections: "X. Shape: (...)" read as the type "X. Shape"
-    ("py:class", ". Shape"),
-    ("py:class", "A new tensor"),
-    ("py:class", "actions"),
-    ("py:class", "actions. Shape"),
-    ("py:class", "each"),
-    ("py:class", "never a buffer the policy writes again"),
-    ("py:class", "new tensors. Shape"),
-    ("py:class", "Term name -> its observations at its offsets"),
-    ("py:class", "The next state. Shape"),
-]
-nitpick_ignore_regex.append((r"py:class", r"(?s)isaaclab\.envs\.mdp\.recorders\.recorders_cfg\.\s+\S+"))  # a target broken
-# across two lines (recording/recorders_cfg.py)
-rst_prolog = """
-.. |x| replace:: \\|x\\|
-.. |action| replace:: \\|action\\|
-"""  # "|x|" and "|action|" in two docstrings, which reST reads as substitutions: they should be ``|x|``
-# END TODO(refactor in progress)
 
 
 # Each object is documented once, on the page of the package that defines it: a package's ``__all__`` may re-export
@@ -215,6 +141,22 @@ def _import_path(path):
     return None
 
 
+def _described_object(node):
+    """The object of the innermost description (``.. py:function::``, ...) around ``node``, or None."""
+    from sphinx import addnodes
+
+    parent = node.parent
+    while parent is not None and not isinstance(parent, addnodes.desc):
+        parent = parent.parent
+    if parent is None:
+        return None
+    for signature in parent.findall(addnodes.desc_signature):
+        if signature.get("module") and signature.get("fullname"):
+            return _import_path(f"{signature['module']}.{signature['fullname']}")
+        break
+    return None
+
+
 def _documented_name(domain, obj, tail):
     """The name under which the API pages document ``obj`` (the last part of its name is ``tail``), or None."""
     for name, entry in domain.objects.items():
@@ -237,10 +179,13 @@ def _resolve_as_python_does(app, env, node, contnode):
     context = node.get("py:module") or ""
     if not target.startswith("isaaclab_suspend.") and not context.startswith("isaaclab_suspend"):
         return None
-    modules = [context]  # where the reference was written: the documented module, the class's and the file's
+    modules = [context]  # where the reference was written: the documented module, the class's, the object's, the file's
     owner = _import_path(f"{context}.{node['py:class']}") if node.get("py:class") else None
     if owner is not None and getattr(owner, "__module__", None):
         modules.append(owner.__module__)
+    described = _described_object(node)  # the object whose description holds the reference (its signature's types)
+    if (inspect.isclass(described) or inspect.isroutine(described)) and getattr(described, "__module__", None):
+        modules.append(described.__module__)
     source = (node.source or "").split(":docstring of ")[0]
     if source.endswith(".py") and "/isaaclab_suspend/" in source:
         path = "isaaclab_suspend/" + source.split("/isaaclab_suspend/", 1)[1][:-3]
@@ -267,8 +212,10 @@ def _resolve_as_python_does(app, env, node, contnode):
             if name is not None:
                 name = ".".join([name, *parts[split:]])
                 if name in domain.objects:
-                    return domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], name, node,
-                                               contnode)
+                    reftype = node["reftype"]
+                    if reftype == "class" and domain.objects[name].objtype == "data":
+                        reftype = "data"  # a type alias (``TensorTree = Mapping[...]``) in a signature
+                    return domain.resolve_xref(env, node["refdoc"], app.builder, reftype, name, node, contnode)
             break
     return None
 

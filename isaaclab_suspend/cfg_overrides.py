@@ -2,8 +2,8 @@
 embedded planner's), made before any env is built.
 
 Two kinds of overrides. The user's (a script's trailing ``env.KEY=VALUE`` arguments and ``--presets``,
-:func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg`'s ``overrides``, ``--planner_cfg``) may set any field, but must make
-sense: the forms this package supports (``env.KEY=VALUE``, ``presets=NAME``; not Hydra's ``+KEY=``, ``~KEY=`` or
+:func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg`'s ``overrides``, ``--model.planner_overrides``) may set any
+field, but must make sense: the forms this package supports (``env.KEY=VALUE``, ``presets=NAME``; not Hydra's ``+KEY=``, ``~KEY=`` or
 ``${...}`` interpolations), finite numbers, durations and sizes within :attr:`CfgOverridesCfg.bounds`, episodes of at
 most :attr:`CfgOverridesCfg.max_episode_steps` steps. A file's (a dataset's ``env_args.cfg_overrides``) are data:
 besides, each may only set a number or a boolean that the task's cfg already has, never a term's ``func``, a
@@ -204,7 +204,7 @@ def check_planner_field(cfg_name: str, key: str, default: object, value: object,
 
 
 def cfg_field(cfg: object, path: list[str]) -> object:
-    """The value at ``path`` in a cfg (attributes or dict keys), or :data:`_MISSING` where it has none."""
+    """The value at ``path`` in a cfg (attributes or dict keys), or ``_MISSING`` where it has none."""
     for name in path:
         cfg = cfg.get(name, _MISSING) if isinstance(cfg, dict) else getattr(cfg, name, _MISSING)
         if cfg is _MISSING:

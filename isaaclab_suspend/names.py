@@ -3,7 +3,7 @@ protocols, the token's environment variable), in a module that imports nothing.
 
 Scripts build their parsers from these, so ``--help`` and a malformed argument answer before torch, Warp or Isaac
 Lab are imported. Constants are defined here and imported by the modules that use them; the names of a registry
-(a dict of classes or functions) are kept beside it and checked against it (``tests/test_cli_arguments.py``).
+(a dict of classes or functions) are kept beside it and checked against it (``tests/cli/test_arguments.py``).
 """
 
 SCHEDULE_NAMES = ("any", "async", "auto", "global_clock", "hold", "partial_batch", "rtc")

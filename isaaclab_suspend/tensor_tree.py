@@ -4,7 +4,7 @@ One place for what the chunking policy (observation rows of the served envs), th
 the remote transport (``group/term`` names on the wire) and the replay (scene-state paths) each need. Written
 by hand rather than with ``tensordict``: on the chunking policy's inference path ``TensorDict(obs)[env_ids]``
 measured 1.5-2.5x slower at 16-256 envs and flattening 5-10x slower
-(``scripts/benchmarks/bench_tensor_tree.py``, docs/architecture.rst).
+(``scripts/benchmarks/bench_tensor_tree.py``, docs/results.rst).
 """
 
 from __future__ import annotations

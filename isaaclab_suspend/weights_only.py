@@ -7,6 +7,7 @@ needs more holds a pickled Python object: unpickling it could run any code, so i
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 
@@ -40,3 +41,9 @@ def _one_line(err: BaseException) -> str:
     """The gist of torch's (many-line) error: its last line naming the problem, at most 200 characters."""
     lines = [line.strip() for line in str(err).splitlines() if line.strip() and "documentation" not in line]
     return f"{type(err).__name__}: {lines[-1] if lines else ''}"[:200]
+
+
+def peek_weights(path: str) -> object | None:
+    """The contents of the file at ``path`` read weights only, None if no file is there: what a chunk-model source
+    looks at to recognize its checkpoints. A file holding more than tensors raises: it is refused, not passed over."""
+    return load_weights(path, "cpu", "checkpoint") if os.path.isfile(path) else None

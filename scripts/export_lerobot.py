@@ -4,7 +4,7 @@ One LeRobot episode per demo and one frame per recorded sample: ``action``, ``ob
 ``policy`` group), ``observation.images.<cam>`` per camera, other per-sample vectors as extra features, the task
 text, fps from the task's control rate. The mapping back to the env (term slices, padding, source) is in
 ``meta/isaaclab_suspend.json``; ``eval.py --checkpoint`` reads it to run a LeRobot policy trained on the export.
-Layout and figures: docs/lerobot.rst.
+Layout: docs/lerobot.rst; figures: docs/results.rst.
 
 Examples::
 

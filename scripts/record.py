@@ -1,7 +1,7 @@
 """Record episodes of a policy on a suspendable task to an Isaac Lab HDF5 dataset (active envs only).
 
 The recorder is :class:`~isaaclab_suspend.recording.SuspendableRecorderManager` with the terms of
-:class:`~isaaclab_suspend.datasets.DatasetRecorderManagerCfg` (Isaac Lab's action-state terms, plus the
+:class:`~isaaclab_suspend.recording.DatasetRecorderManagerCfg` (Isaac Lab's action-state terms, plus the
 pre-step states and env origins that make the replay exact, and the chunk each action came from). Suspended envs
 record nothing, so with the ``global_clock`` schedule an env waiting for the next chunk adds no junk sample. A demo
 starts at its reset with its full time budget (not a ``--desync`` first episode); exactly ``--episodes`` are written

@@ -3,7 +3,7 @@
 The agent cfg is the task's registered one (``rsl_rl_cfg_entry_point`` / ``skrl_cfg_entry_point``); the
 libraries print their usual console output and write TensorBoard logs and checkpoints to
 ``logs/<library>/<task>/<date>/``. The env is the suspendable one with suspension enabled; nothing is
-suspended, so training is bit-identical to the stock ``ManagerBasedRLEnv`` (tests/test_rl_training.py).
+suspended, so training is bit-identical to the stock ``ManagerBasedRLEnv`` (tests/rl/test_rl_training.py).
 
 Examples::
 

@@ -4,10 +4,15 @@ the imports frozen, and the per-file cost profile of ``tools/suite_profile.py``.
 
 import gc
 import os
+import sys
 
 import pytest
 
 os.environ.setdefault("WARP_CACHE_PATH", os.path.join(os.path.dirname(os.path.dirname(__file__)), ".warp_cache"))
+
+# tests/<package>/ mirrors the package; a test module may import another's reference peers or fixtures
+# (serving/test_gr00t_rtc.py: chunking/test_rtc.py's), so every folder is importable, whichever file runs alone
+sys.path[1:1] = sorted(str(d) for d in os.scandir(os.path.dirname(__file__)) if d.is_dir() and d.name != "__pycache__")
 
 pytest_plugins = ("suite_profile",)
 

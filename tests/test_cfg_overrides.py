@@ -115,10 +115,10 @@ PARSE_ERRORS = [
     ("record", ["env.sim.dt=inf"], "sim.dt must be a finite number"),
     ("eval", ["env.x=${oc.env:HOME}"], "interpolations (${...}) are not supported"),
     ("audit_suspension", ["--task", TASK, "++env.decimation=2"], "Hydra's +KEY= and ~KEY= forms are not supported"),
-    ("eval", ["--planner_cfg", "action_limit=-1"], "CartpoleLQRCfg.action_limit is a magnitude (default 4.0)"),
-    ("eval", ["--task", "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable", "--planner_cfg", "grasp_noise=-1"],
+    ("eval", ["--model.planner_overrides", "action_limit=-1"], "CartpoleLQRCfg.action_limit is a magnitude (default 4.0)"),
+    ("eval", ["--task", "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable", "--model.planner_overrides", "grasp_noise=-1"],
      "grasp_noise must be a finite number >= 0, got -1.0"),
-    ("record", ["--task", "Isaac-PushCube-Suspendable", "--planner_cfg", "dt=0"],
+    ("record", ["--task", "Isaac-PushCube-Suspendable", "--model.planner_overrides", "dt=0"],
      "dt must be a finite number in (0, 1]"),
     # seeds: numpy's range, at parse time, and the seed is --seed (an env.seed= override was silently replaced)
     ("eval", ["--seed", str(2**32)], f"argument --seed: {2**32} is out of range: must be in [0, 4294967295]"),

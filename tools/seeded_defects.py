@@ -80,7 +80,7 @@ DEFECTS: tuple[Defect, ...] = (
         'for name, row_world in (("joint_q", coord_world), ("joint_qd", dof_world), ("body_q", body_world),'
         ' ("body_qd", body_world)):',
         'for name, row_world in (("joint_q", coord_world), ("body_q", body_world), ("body_qd", body_world)):',
-        ("tests/test_suspend_invariants.py",),
+        ("tests/suspension/test_suspend_invariants.py",),
     ),
     Defect(
         "record-suspended",
@@ -88,7 +88,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/recording/recorder_manager.py",
         "self.buffers.append(key, value, env_mask)",
         "self.buffers.append(key, value, None)",
-        ("tests/test_suspend_invariants.py",),
+        ("tests/suspension/test_suspend_invariants.py",),
     ),
     Defect(
         "rng-stream",
@@ -96,7 +96,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/suspension/per_env_rng.py",
         "self.steps += active",
         "self.steps += 1",
-        ("tests/test_random_streams.py",),
+        ("tests/suspension/test_random_streams.py",),
     ),
     Defect(
         "clock-tick",
@@ -104,7 +104,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/chunking/schedules.py",
         "return step % queues.chunk_length == 0",
         "return (step + 1) % queues.chunk_length == 0",
-        ("tests/test_chunking_logic.py",),
+        ("tests/chunking/test_chunking_logic.py",),
     ),
     Defect(
         "episode-length",
@@ -112,7 +112,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/envs/suspendable_env.py",
         "self.episode_length_buf += sm.active  # suspended envs do not age",
         "self.episode_length_buf += 1",
-        ("tests/test_suspend_invariants.py",),
+        ("tests/suspension/test_suspend_invariants.py",),
     ),
     Defect(
         "nan-action",
@@ -120,7 +120,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/chunking/chunking_policy.py",
         "valid = (actions.abs() <= bound).flatten(1).all(dim=1)  # False for NaN",
         "valid = ~(actions.abs() > bound).flatten(1).any(dim=1)",
-        ("tests/test_chunking_errors.py",),
+        ("tests/chunking/test_chunking_policy_errors.py",),
     ),
     Defect(
         "replay-device",
@@ -128,7 +128,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/datasets/replay.py",
         "value = value.to(scene.device)",
         'value = value.to(scene.device) if key == "root_pose" else value',
-        ("tests/test_replay.py",),
+        ("tests/datasets/test_replayer.py",),
     ),
     Defect(
         "quota-cut-episode",
@@ -136,7 +136,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/runs/run_env.py",
         "return EpisodeLedger(env, per_env=per_env, total=total, count_first=not cfg.desync,",
         "return EpisodeLedger(env, per_env=per_env, total=total, count_first=True,",
-        ("tests/test_fair_eval.py",),
+        ("tests/runs/test_episode_ledger.py",),
     ),
     Defect(
         "queue-index",
@@ -144,7 +144,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/chunking/chunk_queues.py",
         "index = self.cursor.clamp(max=self.chunk_length - 1)",
         "index = (self.cursor + 1).clamp(max=self.chunk_length - 1)",
-        ("tests/test_chunking_logic.py",),
+        ("tests/chunking/test_chunking_logic.py",),
     ),
     Defect(
         "blend-weight",
@@ -152,7 +152,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/chunking/aggregators.py",
         "merged = torch.where(overlap, old_weight * old + (1.0 - old_weight) * new, new)",
         "merged = torch.where(overlap, (1.0 - old_weight) * old + old_weight * new, new)",
-        ("tests/test_chunking_logic.py",),
+        ("tests/chunking/test_chunking_logic.py",),
     ),
     Defect(
         "resume-mask",
@@ -160,7 +160,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/suspension/suspension_manager.py",
         "self._set(self.suspended & ~mask)",
         "self._set(self.suspended & mask)",
-        ("tests/test_env_api.py",),
+        ("tests/envs/test_suspendable_env.py",),
     ),
     Defect(
         "writer-last-step",
@@ -168,7 +168,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/recording/hdf5_writer.py",
         "demo = {path: array[row, : samples[path]] for path, array in arrays.items() if samples[path]}",
         "demo = {path: array[row, : samples[path] - 1] for path, array in arrays.items() if samples[path]}",
-        ("tests/test_recording.py",),
+        ("tests/recording/test_recorder_manager.py",),
     ),
     Defect(
         "override-refusal",
@@ -184,7 +184,7 @@ DEFECTS: tuple[Defect, ...] = (
         "isaaclab_suspend/weights_only.py",
         "return torch.load(path, map_location=device, weights_only=True)",
         "return torch.load(path, map_location=device, weights_only=False)",
-        ("tests/test_checkpoint_safety.py",),
+        ("tests/hardening/test_checkpoint_safety.py",),
     ),
 )
 """The seeded defects, in the order they run."""

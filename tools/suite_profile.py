@@ -1,4 +1,4 @@
-"""Run the test suite and print what each test file costs, as the table in docs/testing.rst.
+"""Run the test suite and print what each test file costs, as the table in docs/results.rst.
 
 Usage (from the project root)::
 

@@ -6,7 +6,7 @@ episodes, success = the episode reached its time-out. The policy is a torch modu
 plan of H actions (one linear layer; its weights here are the linearised cart-pole's LQR plan, yours would be
 loaded with ``torch.load(path, weights_only=True)``), wrapped as the chunk model ``ActionChunkingPolicy`` calls.
 
-Run ``tests/test_your_task.py`` to see it work; ``scripts/audit_suspension.py --import my_cartpole`` audits it.
+Run ``tests/tasks/test_your_task.py`` to see it work; ``scripts/audit_suspension.py --import my_cartpole`` audits it.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """An evaluation and a recording from Python, with cfgs only (docs/python.rst): what ``scripts/eval.py`` and
 ``scripts/record.py`` do, without their flags.
 
-Run it with ``tools/run.sh python docs/examples/run_from_python.py [OUTPUT_DIR]``; ``tests/test_python_runs.py``
+Run it with ``tools/run.sh python docs/examples/run_from_python.py [OUTPUT_DIR]``; ``tests/runs/test_runs_library.py``
 runs it.
 """
 

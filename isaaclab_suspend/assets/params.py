@@ -41,6 +41,10 @@ class BlockParams:
 
 
 CARTPOLE = CartpoleParams()
+"""The cart-pole's parameters (the Cartpole task and its LQR planner)."""
 PUSHER = PusherParams()
+"""The pusher's parameters (Push-Cube)."""
 CUBE = CubeParams()
+"""The pushed cube's parameters (Push-Cube)."""
 BLOCK = BlockParams()
+"""The stacking blocks' parameters."""

@@ -49,7 +49,7 @@ SIZES = {
     "small": {"sync_envs": 4, "sync_steps": 24, "num_envs": [4], "blocks": 2, "steps": 4,
               "policy_steps": 16, "record_steps": 12, "record_warmup": 2, "e2e_steps": 12,
               "e2e_episode_s": 0.2, "determinism_steps": 1,
-              "tests": ["tests/test_chunking_cartpole.py::"
+              "tests": ["tests/chunking/test_chunking_policy.py::"
                         "test_clock_schedules_call_exactly_ceil_t_over_h[global_clock]"]},
 }
 """Sizes of the full suite (a GPU) and of ``--small`` (the CPU test of the suite): envs, steps, and the tests

@@ -24,11 +24,12 @@ SCHEDULES = ("hold", "global_clock")
 
 def record_expert(task: str, schedule: str, expert: Sequence[str], path: str, chunk: int, num_envs: int,
                   episodes: int, seed: int) -> str:
-    """Record the expert (``record.py`` policy arguments, e.g. ``["--policy", "chunk"]``) under ``schedule`` with
-    desynchronised starts into ``path`` (replaced); returns the absolute path."""
+    """Record the expert (``record.py`` model arguments, e.g. ``["--checkpoint", path]``; none: the task's
+    embedded planner) under ``schedule`` with desynchronised starts into ``path`` (replaced); returns the absolute
+    path."""
     path = os.path.abspath(path)
     subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "record.py"), "--task", task, *expert,
-                    "--schedule", schedule, "--chunk", str(chunk), "--num_envs", str(num_envs),
+                    "--schedule", schedule, "--model.chunk_length", str(chunk), "--num_envs", str(num_envs),
                     "--episodes", str(episodes), "--desync", "--seed", str(seed), "--output", path,
                     "--overwrite"], check=True)
     return path

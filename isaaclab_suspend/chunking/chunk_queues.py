@@ -149,7 +149,7 @@ class ChunkQueues:
             fallback: Action of the other envs. Shape: (N, A).
 
         Returns:
-            A new tensor of actions. Shape: (N, A).
+            A new tensor of actions, shape (N, A).
         """
         index = self.cursor.clamp(max=self.chunk_length - 1)
         actions = torch.where(executing.unsqueeze(1), self.chunks[self._rows, index], fallback)

@@ -186,7 +186,7 @@ class ActionChunkingPolicy:
             obs: The observation dict returned by the env (tensors of shape (N, ...), possibly nested).
 
         Returns:
-            A new tensor of actions (never a buffer the policy writes again). Shape: (N, action_dim).
+            A new tensor of actions (never a buffer the policy writes again), shape (N, action_dim).
 
         Raises:
             TypeError, ValueError: If the model returns something other than a float chunk of shape

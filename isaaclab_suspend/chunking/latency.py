@@ -40,7 +40,7 @@ class LatencyCfg:
 
     @classmethod
     def parse(cls, spec: str, virtual: bool = False) -> LatencyCfg:
-        """Parse ``"0.2"`` (fixed), ``"0.05+0.002n"`` (fixed + per row), ``"gr1"`` or ``"droid"`` (see :data:`PRESETS`).
+        """Parse ``"0.2"`` (fixed), ``"0.05+0.002n"`` (fixed + per row), ``"gr1"`` or ``"droid"`` (see ``PRESETS``).
 
         Raises:
             ValueError: If ``spec`` is none of these forms or a latency is negative.

@@ -26,7 +26,7 @@ class ChunkModel(Protocol):
     * ``chunk_length: int``: the H the model always plans (trained and served models); the scripts take it.
     * ``check_env(env)``: raises ``ValueError`` saying why when the env does not fit (another task, other dims).
     * ``virtual_s: float``: seconds of emulated latency of the last call that were not spent (0 otherwise);
-      the policy counts them as inference time, see :func:`virtual_seconds`.
+      the policy counts them as inference time, see ``virtual_seconds``.
     * ``observe_step(obs, moved, restarted) -> obs``: called by the policy once per step, before it plans, with
       the observation of EVERY env (the model itself only sees the rows it serves), ``moved`` (bool (N,): the
       envs whose observation advanced in the last step, i.e. were not suspended) and ``restarted`` (bool (N,):
@@ -37,7 +37,7 @@ class ChunkModel(Protocol):
       like the rest, so a model called later (the ``async`` worker) still gets this step's. Models without the
       hook are not affected.
     * ``accepts_prefix: bool``: True if the model plans a chunk that continues a committed prefix (real-time
-      chunking, see below); read with :func:`accepts_prefix`.
+      chunking, see below); read with ``accepts_prefix``.
 
     The prefix. Under the ``rtc`` schedule a chunk is planned while the envs still run the last d actions of
     their current chunk; those d actions are committed (they execute before the new chunk can land). A model
@@ -96,7 +96,7 @@ def prefix_plan(prefix: torch.Tensor, delay: torch.Tensor, step: int, planned: t
         planned: The planner's own action for this step. Shape: (B, A).
 
     Returns:
-        Shape: (B, A).
+        The step's actions, shape (B, A).
     """
     if step >= prefix.shape[1]:
         return planned

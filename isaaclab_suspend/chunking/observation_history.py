@@ -101,7 +101,8 @@ class ObservationHistories:
             restarted: Envs whose episode began, or None for none. Shape: (N,).
 
         Returns:
-            Term name -> its observations at its offsets, new tensors. Shape of each: (N, len(offsets), ...).
+            Each term name mapped to its observations at its offsets, new tensors, each of shape
+            (N, len(offsets), ...).
         """
         if self.rings is None:
             self.rings = {key: ObservationHistory(offsets, obs[key]) for key, offsets in self.offsets.items()}

@@ -24,13 +24,14 @@ class ChunkProvenance:
 
     def __init__(self, num_envs: int, device: str | torch.device):
         self.chunk_call = torch.full((num_envs,), NO_CHUNK, dtype=torch.long, device=device)
-        """Id of the model call whose chunk each env's queue holds (:data:`NO_CHUNK` before the first). Shape: (N,)."""
+        """Id of the model call whose chunk each env's queue holds (``NO_CHUNK``, -1, before the first).
+        Shape: (N,)."""
         self.planned_at = torch.zeros(num_envs, dtype=torch.long, device=device)
         """:attr:`stepped` of each env at the observation its chunk was planned from. Shape: (N,)."""
         self.stepped = torch.zeros(num_envs, dtype=torch.long, device=device)
         """Steps each env was simulated (not suspended) so far. Shape: (N,)."""
         self.current: dict[str, torch.Tensor] = self._none(num_envs, device)
-        """Provenance of the current step's actions (fresh tensors every step), :data:`NO_CHUNK` for envs that did
+        """Provenance of the current step's actions (fresh tensors every step), ``NO_CHUNK`` (-1) for envs that did
         not execute a chunk action: ``call`` (model call id), ``index`` (position in that call's chunk) and ``age``
         (env steps from the observation the chunk was planned from to this step). Shapes: (N,), long."""
 

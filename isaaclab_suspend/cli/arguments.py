@@ -167,7 +167,8 @@ def _shard(text: str) -> object:
 latency = _parsed_by(_latency, "latency", keep_text=True)
 """An emulated latency spec that :meth:`LatencyCfg.parse` accepts (kept as text for the report)."""
 address = _parsed_by(_address, "address", keep_text=True)
-"""A policy server address: ``host:port``, or ``SCHEME://host:port`` of a wire (``tcp://``, ``openpi://``, ``gr00t://``)."""
+"""A policy server address: ``host:port``, or ``SCHEME://host:port`` of a wire (``tcp://``, ``openpi://``,
+``gr00t://``)."""
 key_pair = _parsed_by(_key_pair, "key pair")
 """``KEY=PATH`` as ``(key, path)``: an openpi or GR00T request key and the env's observation path it holds."""
 shard = _parsed_by(_shard, "shard")
@@ -261,8 +262,8 @@ def add_model_args(parser: argparse.ArgumentParser, random: bool = False) -> Non
                              " scripts/train_chunk_policy.py, a LeRobot pretrained_model directory or an rsl_rl /"
                              " skrl actor (its --model.path)")
     parser.add_argument("--remote", default=None, type=address, metavar="ADDRESS",
-                        help="a served policy, its wire inferred: HOST:PORT or tcp://HOST:PORT (scripts/serve_policy.py),"
-                             " openpi://HOST:PORT, gr00t://HOST:PORT")
+                        help="a served policy, its wire inferred: HOST:PORT or tcp://HOST:PORT"
+                             " (scripts/serve_policy.py), openpi://HOST:PORT, gr00t://HOST:PORT")
     hidden = argparse.SUPPRESS  # the 0.3 flags: parsed, with a deprecation line, until 0.5.0
     parser.add_argument("--policy", default=None, choices=POLICIES if random else POLICIES[:-1], help=hidden)
     parser.add_argument("--chunk", type=positive_int, default=None, help=hidden)
@@ -368,7 +369,7 @@ def _schedules(text: str) -> list[str]:
 
 
 cfg_override = _parsed_by(_cfg_override, "cfg override", keep_text=True)
-"""``KEY=VALUE``: an override of a cfg's field (``--planner_cfg``)."""
+"""``KEY=VALUE``: an override of a cfg's field (``--model.planner_overrides``)."""
 env_override = _parsed_by(_env_override, "cfg override", keep_text=True)
 """``env.KEY=VALUE`` or ``presets=NAME``: a Hydra override of the task cfg, in a form this package applies."""
 schedules = _parsed_by(_schedules, "comma-separated schedules", keep_text=False)

@@ -107,7 +107,7 @@ def merged_path(path: str) -> str | None:
 
 
 def rank_device(device: str) -> str:
-    """Under torchrun the rank's device (:meth:`Launch.device`), else ``device``."""
+    """Under torchrun the rank's device (``Launch.device``), else ``device``."""
     launch = Launch.from_env()
     return device if launch is None else launch.device(device)
 

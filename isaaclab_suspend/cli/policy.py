@@ -17,19 +17,17 @@ import sys
 import typing
 from typing import TYPE_CHECKING
 
-import torch
-
 from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
 from ..chunking.sources import SOURCES, ChunkModelCfg
 from ..names import DEFAULT_CHUNK, DEFAULT_TASK
-from ..runs import ChunkLengthError, ChunkModelSource, RandomPolicy, make_chunking_policy
+from ..runs import ChunkLengthError, ChunkModelSource
 from ..runs.chunk_models import infer_model_cfg
 from ..serving import parse_address
 from ..tasks.env_factory import import_task_modules, resolve_task_id
 from .errors import prog, user_errors
 
 if TYPE_CHECKING:
-    from ..chunking import ActionChunkingPolicy, ChunkModel
+    from ..chunking import ChunkModel
     from ..envs import SuspendableManagerBasedRLEnv
 
 OLD_FLAGS = {"chunk": "chunk_length", "planner_cfg": "planner_overrides", "openpi_keys": "keys", "gr00t_keys": "keys",
@@ -120,7 +118,7 @@ def set_fields(cfg: ChunkModelCfg, fields: list[tuple[str, object]]) -> None:
             others = sorted(n for n, t in SOURCES.items() if field in {f.name for f in dataclasses.fields(t)})
             raise ValueError(f"--model.{field}: not a field of the {cfg.source_name} source ({type(cfg).__name__});"
                              f" its fields are {', '.join(names)}"
-                             + (f". It is one of the {', '.join(others)} sources'" if others else ""))
+                             + (f"; it is a field of the {' and '.join(others)} sources" if others else ""))
         kind = hints[field]
         try:
             value = _read(kind, value, gathered.get(field))
@@ -218,13 +216,3 @@ def describe_run(args: argparse.Namespace, steps: int | None = None) -> str:
     length = f" {steps} steps," if steps else ""
     return (f"{args.task}, {describe_policy(args)}: {args.num_envs} envs,{length} H = {args.chunk},"
             f" seed {args.seed}{describe_shard(args)}{desync}{latency}")
-
-
-def make_policy(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, schedule: str | None = None,
-                generator: torch.Generator | None = None) -> ActionChunkingPolicy | RandomPolicy:
-    """The step policy of the resolved ``args`` on ``env``: :class:`~isaaclab_suspend.runs.RandomPolicy` for
-    ``--model random``, else the chunking policy of ``args.source`` under ``schedule`` (default
-    ``args.schedule``)."""
-    if args.source is None:
-        return RandomPolicy(env, generator)
-    return make_chunking_policy(chunking_cfg(args), args.source, env, schedule or args.schedule)

@@ -21,7 +21,7 @@ def apply_shard(parser: argparse.ArgumentParser, args: argparse.Namespace, files
                 episodes: bool = False) -> None:
     """Give ``args`` the shard's seed, its name of each file argument in ``files`` and, if ``episodes``, its part
     of ``args.episodes`` (``parser.error`` if that is none). Under torchrun the shard is the rank's
-    (:func:`~.distributed.apply_launch`); no ``--shard`` is shard 0/1."""
+    (``distributed.apply_launch``); no ``--shard`` is shard 0/1."""
     args.shard = args.shard or Shard()
     apply_launch(parser, args)
     if args.seed is not None:

@@ -103,7 +103,7 @@ def tile(episodes: list[np.ndarray], columns: int, scale: int = 1, gap: int = 1)
         scale: Pixel repetition (nearest-neighbour upscaling), so that 64x64 frames stay visible.
 
     Returns:
-        The tiled frames. Shape: (max T_i, rows * (H + gap) * scale, columns * (W + gap) * scale, 3).
+        The tiled frames, shape (max T_i, rows * (H + gap) * scale, columns * (W + gap) * scale, 3).
     """
     steps = max(len(e) for e in episodes)
     h, w = episodes[0].shape[1:3]

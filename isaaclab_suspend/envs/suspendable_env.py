@@ -40,7 +40,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
       frozen state of every part of the env, found at start-up by walking each part's per-env tensors;
     * set by :meth:`suspend_envs` (captures the frozen rows) and cleared by :meth:`resume_envs` or by a reset
       of the env (a reset starts a new episode, which resumes it);
-    * read in :meth:`_step_with_suspended`, the parent's step with one suspension-manager hook after each
+    * read in ``_step_with_suspended``, the parent's step with one suspension-manager hook after each
       phase: action, physics, sensors, termination, reward, recorder, commands and events, observations.
 
     While no env is suspended (a host-side flag, no device sync) :meth:`step` is the parent's, bit for bit.
@@ -53,7 +53,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self.suspend_cfg: SuspendCfg = getattr(cfg, "suspend", None) or SuspendCfg()
         """Suspension settings (a default, disabled :class:`SuspendCfg` if the cfg has none)."""
         self.reset_count = 0
-        """Number of resets so far (calls of :meth:`_reset_idx`, from :meth:`reset` or inside :meth:`step`), on
+        """Number of resets so far (calls of ``_reset_idx``, from ``reset`` or inside :meth:`step`), on
         the host: a caller compares it around a step to know whether the step reset some env, without a sync."""
         self.suspension_manager: SuspensionManager | None = None
         """Owns the suspended mask and the frozen state (None while suspension is disabled)."""
@@ -126,12 +126,12 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
 
     @property
     def suspended_mask(self) -> torch.Tensor:
-        """A copy of the suspended mask (bool, on :attr:`device`). Shape: (num_envs,)."""
+        """A copy of the suspended mask (bool, on ``device``). Shape: (num_envs,)."""
         return self._mask.clone()
 
     @property
     def active_mask(self) -> torch.Tensor:
-        """A fresh mask of the envs that are not suspended (bool, on :attr:`device`). Shape: (num_envs,)."""
+        """A fresh mask of the envs that are not suspended (bool, on ``device``). Shape: (num_envs,)."""
         return ~self._mask
 
     @property
@@ -259,7 +259,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         """:meth:`ManagerBasedRLEnv.step` with the suspension manager's hooks between the phases.
 
         The body is the parent's, line for line, with one ``sm.<hook>()`` call after each phase that changes
-        per-env state (``tests/test_step_fingerprint.py`` fails when the installed parent's step changes).
+        per-env state (``tests/envs/test_step_fingerprint.py`` fails when the installed parent's step changes).
         """
         sm = self.suspension_manager
         record_mask = sm.active if self.suspend_cfg.record_active_only else None

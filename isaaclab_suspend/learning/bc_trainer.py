@@ -118,7 +118,7 @@ def train_bc(dataset: ChunkDataset, policy_cfg: ChunkPolicyCfg, cfg: BCTrainerCf
     The observation and action statistics of the training windows are stored in the network. Each epoch
     shuffles the training windows (seeded), takes AdamW steps on :func:`chunk_loss` and evaluates the
     validation episodes. With ``policy_cfg.prefix_conditioning`` every window gets a random prefix length
-    (:func:`sample_delays`, seeded), as in training-time real-time chunking.
+    (``sample_delays``, seeded), as in training-time real-time chunking.
 
     Args:
         dataset: The windows; its chunk length must be the policy's.

@@ -12,7 +12,7 @@ from isaaclab.utils import configclass
 
 from ..chunking.sources import ChunkModelCfg, ChunkModelOpener, register_source
 from ..lerobot.policy import REQUIRED_FILES, LeRobotChunkModel, is_lerobot_checkpoint
-from ..weights_only import load_weights
+from ..weights_only import load_weights, peek_weights
 from .chunk_policy import CHECKPOINT_FORMAT, ChunkPolicyModel, build_chunk_policy
 from .image_chunk_policy import build_image_chunk_policy
 
@@ -68,13 +68,9 @@ class ChunkPolicyOpener(ChunkModelOpener):
 
     @staticmethod
     def recognizes(path: str) -> bool:
-        """Whether ``path`` is a chunk-policy checkpoint (``--checkpoint PATH`` picks this source then)."""
-        if not os.path.isfile(path):
-            return False
-        try:
-            ckpt = load_weights(path, "cpu", "chunk policy checkpoint")
-        except (OSError, ValueError):
-            return False
+        """Whether ``path`` is a chunk-policy checkpoint (``--checkpoint PATH`` picks this source then); a file
+        holding more than tensors is refused, not passed over."""
+        ckpt = peek_weights(path)
         return isinstance(ckpt, dict) and ckpt.get("format") == CHECKPOINT_FORMAT
 
     def __init__(self, cfg: ChunkPolicyModelCfg, device: str):

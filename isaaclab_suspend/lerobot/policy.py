@@ -63,7 +63,7 @@ MAX_JSON_BYTES = 16 * 2**20
 MAX_STATE_BYTES = 256 * 2**20
 """Largest processor state file (normalisation statistics: a few kB in practice)."""
 UNCHECKED_INTS = 4096
-"""Integers of a config up to this are not checked against the weights' size (see :func:`_check_declared_sizes`)."""
+"""Integers of a config up to this are not checked against the weights' size (see ``_check_declared_sizes``)."""
 
 
 def is_lerobot_checkpoint(path: str) -> bool:
@@ -163,7 +163,7 @@ class LeRobotChunkModel:
             return None
         return (f"LeRobot policy '{self.path}': H = {self.chunk_length} (its n_action_steps) is longer than"
                 f" {' and '.join(longer)}, so each episode uses part of a chunk and, under the global clock, waits"
-                f" suspended for the rest of it. Execute fewer with --chunk N (N <= its chunk_size"
+                f" suspended for the rest of it. Execute fewer with --model.chunk_length N (N <= its chunk_size"
                 f" {self.max_chunk_length}), or train with --policy.chunk_size=N --policy.n_action_steps=N.")
 
     def observe_step(self, obs: Mapping, moved: torch.Tensor, restarted: torch.Tensor | None) -> Mapping:

@@ -63,7 +63,7 @@ class EpisodeWriterCfg:
 
     num_writers: int = 1
     """Writer processes. One spends 0.9 ms (the H200 machine's host) to 1.7 ms (2 busy cores) of CPU per short
-    episode, whatever its bytes (``scripts/benchmarks/bench_writer.py``, docs/benchmarks.rst): where the envs end
+    episode, whatever its bytes (``scripts/benchmarks/bench_writer.py``, docs/results.rst): where the envs end
     more episodes than one process writes, several share them on cores of their own
     (:class:`~isaaclab_suspend.recording.ShardedEpisodeWriter`), each into its own part file beside the dataset,
     and the parts are merged into the dataset file at close, which then waits for the merge (about 0.5-0.9 ms per
@@ -83,7 +83,7 @@ class EpisodeWriterCfg:
     """Compression of the datasets that neither :attr:`uint8_compression` nor :attr:`compression_by_key` covers:
     none. State datasets of a few hundred samples do not compress (float32 physics state) and each chunk adds
     overhead: raw, the file is smaller (2.3 against 4.1 MiB for 67 Cartpole episodes) and written a little
-    faster (``scripts/benchmarks/bench_hdf5_writes.py``, docs/datasets.rst)."""
+    faster (``scripts/benchmarks/bench_hdf5_writes.py``, docs/results.rst)."""
 
     uint8_compression: CompressionCfg = CompressionCfg(filter="gzip", level=1)
     """Compression of uint8 datasets (camera images) that :attr:`compression_by_key` does not name: gzip level 1

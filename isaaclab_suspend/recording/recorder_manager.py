@@ -393,7 +393,7 @@ class SuspendableRecorderManagerCfg(RecorderManagerBaseCfg):
     """Configuration of :class:`SuspendableRecorderManager`: Isaac Lab's recorder settings plus buffer sizing.
 
     Recorder terms are added as fields, as on any :class:`~isaaclab.managers.RecorderManagerBaseCfg`
-    (see :class:`~isaaclab_suspend.datasets.DatasetRecorderManagerCfg`).
+    (see :class:`~isaaclab_suspend.recording.DatasetRecorderManagerCfg`).
     """
 
     writer: EpisodeWriterCfg = EpisodeWriterCfg()

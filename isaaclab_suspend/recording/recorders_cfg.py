@@ -59,11 +59,12 @@ class ChunkProvenanceRecorderCfg(RecorderTermCfg):
 
 @configclass
 class DatasetRecorderManagerCfg(SuspendableRecorderManagerCfg):
-    """Isaac Lab's action-state terms (as in :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.
-    ActionStateRecorderManagerCfg`), plus what a state-exact replay needs: the pre-step states (interval
-    events) and the env origin of each episode, the camera images of tasks that have an ``images`` group,
-    the chunk provenance of each action when a chunking policy feeds the env, and the joint targets each step
-    left the actuators with (the action in joint space of an IK or OSC task). Set a term to None to leave it out."""
+    """Isaac Lab's action-state terms (as in
+    :class:`~isaaclab.envs.mdp.recorders.recorders_cfg.ActionStateRecorderManagerCfg`), plus what a state-exact
+    replay needs: the pre-step states (interval events) and the env origin of each episode, the camera images of
+    tasks that have an ``images`` group, the chunk provenance of each action when a chunking policy feeds the env,
+    and the joint targets each step left the actuators with (the action in joint space of an IK or OSC task). Set a
+    term to None to leave it out."""
 
     record_initial_state = InitialStateRecorderCfg()
     record_post_step_states = PostStepStatesRecorderCfg()

@@ -23,9 +23,9 @@ class ShardedEpisodeWriter:
     rates one process cannot write (its cost is per episode: a process per core scales it).
 
     Each export goes whole to the writer process with the fewest episodes pending (the next one in turn among
-    equals), which writes it into its own part files beside the dataset file(s) (:func:`part_paths`), in Isaac
+    equals), which writes it into its own part files beside the dataset file(s) (``part_files.part_paths``), in Isaac
     Lab's layout like one writer's. The writers number their demos in one sequence, in hand-over order, so that
-    :meth:`close` merges the parts (:func:`merge_parts`) into the dataset file(s) named as one writer process names
+    :meth:`close` merges the parts (``part_files.merge_parts``) into the dataset file(s) named as one writer process names
     them, then removes the parts. Each writer applies its own :attr:`EpisodeWriterCfg.queue_size` (back-pressure:
     an export waits for the writer it goes to; nothing is dropped), so a killed run loses at most that many
     unflushed episodes per writer.

@@ -2,7 +2,7 @@
 
 A closed-loop RL expert is a chunk model with H = 1: :class:`CheckpointPolicy` is callable as
 ``model(obs_rows, env_ids) -> (B, 1, action_dim)``, so :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy`
-(with ``chunk_length=1``) and ``scripts/record.py --policy checkpoint`` drive the suspendable env with it.
+(with ``chunk_length=1``) and ``scripts/record.py --model rl_actor`` drive the suspendable env with it.
 
 The files that rsl_rl writes (``model_<it>.pt``: actor, critic, optimizer), the actor-only files shipped in
 ``isaaclab_suspend/rl/checkpoints/`` (:func:`export_actor`) and skrl's agent files
@@ -30,7 +30,7 @@ from isaaclab.utils.dict import class_to_dict
 
 from ..chunking.sources import ChunkModelCfg, ChunkModelOpener, register_source
 from ..tasks.env_factory import quieted
-from ..weights_only import load_weights
+from ..weights_only import load_weights, peek_weights
 from .runners import load_agent_cfg
 
 SHIPPED_CHECKPOINTS = {
@@ -41,7 +41,8 @@ SHIPPED_CHECKPOINTS = {
 
 
 def shipped_checkpoint(task: str) -> str:
-    """Path of the rsl_rl expert shipped for ``task`` (docs/training.rst: how it was trained, how well it does).
+    """Path of the rsl_rl expert shipped for ``task`` (docs/training.rst: how it was trained;
+    docs/results.rst: how well it does).
 
     Raises:
         ValueError: If no expert is shipped for ``task``.
@@ -173,12 +174,10 @@ class RlActorOpener(ChunkModelOpener):
 
     @staticmethod
     def recognizes(path: str) -> bool:
-        """Whether ``path`` is an rsl_rl or skrl checkpoint (``--checkpoint PATH`` picks this source then)."""
-        try:
-            read_checkpoint(path)
-        except (OSError, ValueError):
-            return False
-        return True
+        """Whether ``path`` is an rsl_rl or skrl checkpoint (``--checkpoint PATH`` picks this source then); a file
+        holding more than tensors is refused, not passed over."""
+        checkpoint = peek_weights(path)
+        return isinstance(checkpoint, dict) and ("actor_state_dict" in checkpoint or "policy" in checkpoint)
 
     def bind(self, task: str, chunk_length: int | None) -> None:
         super().bind(task, chunk_length)

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 class RandomPolicy:
-    """Uniform actions in [-1, 1] from a seeded generator, as a policy of the rollout loop (``record.py --policy random``)."""
+    """Uniform actions in [-1, 1] from a seeded generator, as a policy of the rollout loop (``record.py --model random``)."""
 
     def __init__(self, env: SuspendableManagerBasedRLEnv, generator: torch.Generator):
         self.env = env

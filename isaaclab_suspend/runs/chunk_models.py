@@ -102,6 +102,9 @@ class ChunkModelSource:
             FileNotFoundError, ConnectionError, TimeoutError, RuntimeError: If a file or server cannot be opened.
         """
         self.name = source_name(cfg)
+        h = cfg.chunk_length
+        if h is not None and (isinstance(h, bool) or not isinstance(h, int) or h < 1):
+            raise ChunkLengthError(h, "must be a positive integer")
         self.cfg, self.device, self.latency, self.keys_label = cfg, device, latency, keys_label
         self.opener = OPENERS[type(cfg)](cfg, device)
         """What opens this kind of source (:class:`~isaaclab_suspend.chunking.sources.ChunkModelOpener`)."""
@@ -159,7 +162,7 @@ class ChunkModelSource:
 
 def make_chunking_policy(cfg: ActionChunkingPolicyCfg, source: ChunkModelSource, env, schedule: str
                          ) -> ActionChunkingPolicy:
-    """An :class:`ActionChunkingPolicy` of ``source``'s model on ``env`` under ``schedule`` (TensorBoard logs in
+    """An :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy` of ``source``'s model on ``env`` under ``schedule`` (TensorBoard logs in
     ``<cfg.log_dir>/<schedule>`` where ``cfg`` has a log directory). H is the source's and the schedule the run's:
     a ``cfg`` asking for others is refused, never overwritten.
 

@@ -130,7 +130,7 @@ def observation_paths(env: ManagerBasedRLEnv) -> list[str]:
 
 
 def check_observation_paths(env: ManagerBasedRLEnv, keys: Mapping[str, str], option: str) -> None:
-    """Raise a ``ValueError`` naming ``option`` (e.g. ``"--gr00t_keys"``) if a value of ``keys`` (a client's key ->
+    """Raise a ``ValueError`` naming ``option`` (e.g. ``"--model.keys"``) if a value of ``keys`` (a client's key ->
     observation path) is not one of :func:`observation_paths` of ``env``: a concatenated group's term (or a group
     whose terms stay apart) is no tensor of the observation, and would fail at the first call instead."""
     paths = observation_paths(env)

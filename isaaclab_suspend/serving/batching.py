@@ -6,7 +6,7 @@ the requests, concatenates the rows of those that arrive together into one call 
 gives every request its own rows of the result back. A batch closes when every active client has a
 request waiting, when it holds ``max_rows`` rows, or ``max_wait_s`` after its first request, whichever comes
 first. A client is waited for from its connection on; one that has not sent a request yet is no longer waited
-for once :data:`PATIENCE` batches in a row closed at ``max_wait_s`` without it (until its first request), so a
+for once ``PATIENCE`` batches in a row closed at ``max_wait_s`` without it (until its first request), so a
 connection that sends nothing costs the others at most that many waits, never one per call; the model runs in one worker thread, so calls never overlap. Each client waits for its answer before
 sending its next request, so its order is kept, and a request only ever gets its own rows.
 
@@ -97,7 +97,7 @@ class BatchingChunkModel:
         return accepts_prefix(self.model)
 
     def register_client(self, client: Hashable) -> None:
-        """A client that connected (a key of its connection): batches wait for its request, see :data:`PATIENCE`."""
+        """A client that connected (a key of its connection): batches wait for its request, see ``PATIENCE``."""
         with self._cond:
             self._active[client] = 0
 

@@ -74,8 +74,9 @@ def stable_hash(name: str) -> int:
 class PerEnvGenerator:
     """Per-env counter-based random streams (see the module docstring).
 
-    The owner advances the counters: :meth:`advance` once per env step (active envs only), :meth:`on_reset` when
-    envs reset (inside :meth:`resetting`, so that draws made while resetting are told from those of the step).
+    The owner advances the counters: :meth:`advance` once per env step (active envs only), and each reset of envs
+    runs inside :meth:`resetting` (their reset counts grow by one, and draws made while resetting are told from
+    those of the step).
     """
 
     def __init__(self, seed: int, num_envs: int, device: str | torch.device):
@@ -195,7 +196,7 @@ class PerEnvGenerator:
     def normal(self, rows: torch.Tensor | None, shape: Sequence[int], name: str, index: int = 0,
                dtype: torch.dtype | None = None) -> torch.Tensor:
         """Standard normal values of ``shape``: the inverse normal CDF of 24-bit uniforms at bin centres
-        (|x| <= 5.3)."""
+        (``|x| <= 5.3``)."""
         z = self.bits(rows, math.prod(shape[1:]), self.offset(name, index), full=False)
         u = (z >> 40).to(torch.float32).add_(0.5).mul_(2.0**-24).add_(0.5)
         return _shaped(torch.special.ndtri(u), shape, dtype or torch.get_default_dtype())

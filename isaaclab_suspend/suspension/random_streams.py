@@ -110,7 +110,7 @@ class RandomStreams:
 
     def route_events(self, event_manager: EventManager) -> None:
         """Route the event manager before Isaac Lab applies the startup events: its terms are routed at its first
-        ``apply`` or ``reset`` (once they are resolved), its timers drawn per env (:meth:`_retime`)."""
+        ``apply`` or ``reset`` (once they are resolved), its timers drawn per env (``_retime``)."""
         em = self._event_manager = event_manager
         apply = em.apply
         reset = self._routed_method(em.reset, "event_manager.reset", 0)

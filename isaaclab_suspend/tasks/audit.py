@@ -4,7 +4,7 @@ The task runs twice in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedR
 suspended for a while, then resumed), each env's action a function of its own active-step count, and every
 observation term, reward term and per-env buffer the suspension manager froze (physics, actuators, sensors,
 manager terms; the event manager's global-step stamps in the env's own time) is compared per env and active step. By default each env draws from its own random stream
-(:attr:`SuspendCfg.per_env_random`): every divergence is a leak, and the audit names the terms that drew after
+(:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`): every divergence is a leak, and the audit names the terms that drew after
 the suspension began. With Isaac Lab's one shared generator a suspended env that skips a draw shifts the others'
 draws, so the audit records which managers drew from it after the suspension began; a divergence after such a
 draw is marked "shared random generator", one without is a leak. ``scripts/audit_suspension.py`` is its command
@@ -52,11 +52,11 @@ class SuspensionAuditCfg:
     seed: int = 42
     """Seed of both runs (a task whose cfg has none, as Isaac Lab's own, would draw its reset events differently)."""
     unfrozen: list[str] = []
-    """Parts left unfrozen (:attr:`SuspendCfg.unfrozen_parts`), to see what each part's freeze does."""
+    """Parts left unfrozen (:attr:`~isaaclab_suspend.suspension.SuspendCfg.unfrozen_parts`), to see what each part's freeze does."""
     overrides: list[str] = []
     """Hydra-style cfg overrides, e.g. ``presets=newton_featherstone``."""
     per_env_random: bool = True
-    """Per-env random streams (:attr:`SuspendCfg.per_env_random`); False: Isaac Lab's shared generator."""
+    """Per-env random streams (:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`); False: Isaac Lab's shared generator."""
     deterministic: str = "auto"
     """Isaac Lab's reproducible physics (:func:`~isaaclab_suspend.tasks.env_factory.deterministic_physics`): by
     default on a CUDA device, where two runs of a contact task differ without it and no resume could match."""

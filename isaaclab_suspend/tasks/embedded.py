@@ -89,7 +89,7 @@ def _override(cfg, override: str) -> None:
     key, _, text = override.partition("=")
     fields = [name for name in cfg.to_dict() if name not in ("class_type", "chunk_length")]
     if key == "chunk_length":
-        raise ValueError(f"planner override '{override}': the planner's H is --chunk, not a cfg override")
+        raise ValueError(f"planner override '{override}': the planner's H is --model.chunk_length, not a planner override")
     if key not in fields:
         raise ValueError(f"planner override '{override}': {type(cfg).__name__} has no field '{key}'; its fields:"
                          f" {fields}")

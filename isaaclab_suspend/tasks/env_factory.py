@@ -240,7 +240,7 @@ def check_local_assets(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
 
 def check_suspension_settings(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
     """Refuse, before the env is built, a suspendable cfg whose physics settings suspension cannot freeze under
-    (:func:`~isaaclab_suspend.suspension.newton_state.unsupported_solver_setting`).
+    (``suspension.newton_state.unsupported_solver_setting``).
 
     Raises:
         ValueError: Naming the setting and the task.
@@ -311,7 +311,7 @@ def open_env(
 
 
 class StopAfterStep:
-    """Context manager for a step loop: a first Ctrl-C only sets :attr:`requested`, so the loop can stop
+    """Context manager for a step loop: a first Ctrl-C only sets ``requested``, so the loop can stop
     after its step instead of in the middle of a file write; a second one raises ``KeyboardInterrupt`` at once."""
 
     def __init__(self):

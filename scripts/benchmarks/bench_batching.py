@@ -1,5 +1,5 @@
 """One batching policy server for several env processes: K client processes of N Cartpole envs each run the
-global clock against one :class:`~isaaclab_suspend.chunking.TcpPolicyServer` (emulated model latency), unbatched
+global clock against one :class:`~isaaclab_suspend.serving.TcpPolicyServer` (emulated model latency), unbatched
 (one model call per request, in turn) and batched (concurrent requests merged into one call). Prints model calls
 per tick and useful (active) env-steps/s over the measured ticks, after warm-up ticks.
 

@@ -1,7 +1,7 @@
 """GR00T's wire, one server for several env processes: K processes of N Cartpole envs each run a chunk schedule
 through :class:`~isaaclab_suspend.serving.Gr00tChunkModel` (one ``get_action`` per model call, B = the served
 envs), first against GR00T's service pattern (a REP socket answering one request at a time, as GR00T's
-``TcpPolicyServer`` does), then against :class:`~isaaclab_suspend.serving.Gr00tPolicyServer` with batching, both
+``PolicyServer`` does), then against :class:`~isaaclab_suspend.serving.Gr00tPolicyServer` with batching, both
 with the same emulated model latency. Prints ``get_action`` calls and model calls per tick and useful (active)
 env-steps/s over the measured ticks, after warm-up ticks.
 

@@ -1,7 +1,7 @@
 """What hostile peers on loopback make ``serve_policy.py`` hold, and how long a well-formed client waits meanwhile.
 
-The server runs in another process with its default caps and ``--read_timeout 2`` (openpi, the project's
-protocol, GR00T's); its peak resident memory (``VmHWM``) comes from ``/proc``. Each attack runs while a
+The server runs in another process with its default caps and ``--read_timeout 2`` (openpi, ``tcp``,
+GR00T's); its peak resident memory (``VmHWM``) comes from ``/proc``. Each attack runs while a
 well-formed client calls every 50 ms (GR00T: one REQ socket): the table gives the peak's growth over idle and
 the slowest well-formed call.
 
@@ -102,7 +102,7 @@ def measure(call, port: int, attack) -> float:
 
 def main() -> None:
     table = PrettyTable(["server", "attack", "peak growth MiB", "slowest good call ms"])
-    process, port = start_server("--protocol", "openpi")
+    process, port = start_server("--wire", "openpi")
     openpi_call(port)
     idle = openpi_idle = peak_mib(process.pid)
     for name, attack in (("3 x 4.2 MB object floods", object_flood), ("40 half-sent 32 MiB frames", half_frames),
@@ -124,7 +124,7 @@ def main() -> None:
     process.send_signal(signal.SIGINT)
     process.wait(60)
     marker_flood()  # built before the GR00T server's idle peak
-    process, port = start_server("--protocol", "gr00t", "--keys", "state.policy=policy")
+    process, port = start_server("--wire", "gr00t", "--keys", "state.policy=policy")
     gr00t_call(port)
     idle = peak_mib(process.pid)
     for name, attack in (("3 x declared B = 2^28", gr00t_declared_batch),

@@ -6,8 +6,8 @@ the zero action it holds until the next tick: junk) and under ``global_clock`` (
 records nothing); both files are cut to the same first ``--episodes`` demos. The same chunk policy is trained
 on each for every seed of ``--train_seeds``, and every policy and the expert are evaluated under
 ``global_clock`` on the same env set-up. Junk samples are the leading exactly-zero actions of a demo; on
-push-cube the table adds the cube's distance to its target at the end of the scored episodes. Method and
-results: docs/behaviour_cloning.rst.
+push-cube the table adds the cube's distance to its target at the end of the scored episodes. Method:
+docs/behaviour_cloning.rst; results: docs/results.rst.
 
 Example::
 
@@ -42,7 +42,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="H of the expert and of the trained policy")
     parser.add_argument("--expert_checkpoint", default=None,
                         help="chunk policy checkpoint of scripts/train_chunk_policy.py to use as the expert (recorded"
-                             " with record.py --policy bc; its task must be --task and its H --chunk); default: the"
+                             " with record.py --checkpoint; its task must be --task and its H --chunk); default: the"
                              " task's embedded chunk model")
     parser.add_argument("--seed", type=cli.env_seed, default=42, help="seed of the recordings and of the evaluations")
     parser.add_argument("--train_seeds", type=cli.non_negative_int, nargs="+", default=[0, 1, 2])
@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
 
     datasets, figures = {}, {}
     for schedule in SCHEDULES:
-        expert = ["--policy", "bc", "--checkpoint", args.expert.path] if args.expert else ["--policy", "chunk"]
+        expert = ["--checkpoint", args.expert.path] if args.expert else []  # none: the embedded model
         path = record_expert(args.task, schedule, expert, os.path.join(args.out_dir, args.task, f"{schedule}.hdf5"),
                              args.chunk, args.num_envs, args.episodes, args.seed)
         with_all = ChunkDataset(path, args.chunk)

@@ -7,7 +7,8 @@ file is exported with ``scripts/export_lerobot.py``'s exporter (lossless PNG fra
 than video), an ACT is trained on each by ``lerobot-train`` (same config, CPU, offline, the first ``--episodes``
 episodes, one thread per run, both runs side by side), and each checkpoint is loaded as a chunk model
 (``eval.py --checkpoint``'s loader) and evaluated with ``bench_junk_bc.py``'s evaluation. A stage whose output
-exists is not run again (delete the file or directory to redo it). Method and results: docs/lerobot.rst.
+exists is not run again (delete the file or directory to redo it). Method: docs/lerobot.rst; results:
+docs/results.rst.
 
 Example::
 
@@ -82,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     for schedule in SCHEDULES:
         path, root = os.path.join(base, f"{schedule}.hdf5"), os.path.join(base, f"lr_{schedule}")
         if not os.path.exists(path):
-            record_expert(TASK, schedule, ["--policy", "bc", "--checkpoint", args.expert.path], path, args.chunk,
+            record_expert(TASK, schedule, ["--checkpoint", args.expert.path], path, args.chunk,
                           args.num_envs, args.episodes, args.seed)
         if not os.path.exists(root):
             export_lerobot(path, LeRobotExportCfg(output=root, repo_id=f"local/{schedule}", use_videos=False,

@@ -1,5 +1,5 @@
 """Cost of a global-clock tick through openpi's protocol: N env rows sent as N concurrent one-observation requests
-by :class:`~isaaclab_suspend.chunking.OpenpiChunkModel` to ``serve_policy.py --protocol openpi`` (another
+by :class:`~isaaclab_suspend.serving.OpenpiChunkModel` to ``serve_policy.py --wire openpi`` (another
 process, loopback, emulated model latency), against one single-env round trip; every chunk is checked bit for
 bit against the local model's.
 
@@ -39,8 +39,9 @@ def parse_args() -> argparse.Namespace:
 
 
 def start_server(args: argparse.Namespace) -> tuple[subprocess.Popen, str, int]:
-    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--protocol",
-                               "openpi", "--port", "0", "--chunk", str(args.chunk), "--latency", args.latency],
+    server = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "serve_policy.py"), "--wire",
+                               "openpi", "--port", "0", "--model.chunk_length", str(args.chunk), "--latency",
+                               args.latency],
                               cwd=ROOT, stdout=subprocess.PIPE, text=True)
     address = re.search(r"at ([\d.]+):(\d+)", server.stdout.readline())
     return server, address[1], int(address[2])
@@ -87,7 +88,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(30)
-    print(f"{TASK} embedded chunk model behind serve_policy.py --protocol openpi, latency {args.latency} s per model"
+    print(f"{TASK} embedded chunk model behind serve_policy.py --wire openpi, latency {args.latency} s per model"
           f" call, H = {args.chunk}, loopback, median of {calls} calls each (single-env chunks equal to the local"
           f" model's: {calls - wrong[1]}/{calls}):")
     print(table)

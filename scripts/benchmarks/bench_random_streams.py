@@ -5,7 +5,7 @@ target every 0.2-0.5 s: draws on every step) runs in two processes, one per gene
 same seed; the parent has them time blocks of steps in turn, so load on the machine falls on both alike, and the
 ratio of their median block times is the cost. The top-level torch ops of one step without resets are counted
 too (``torch.profiler``; each is a kernel launch on a GPU). The load average is printed with each row. Prints a
-table (paste it into docs/benchmarks.rst).
+table (paste it into docs/results.rst).
 
 Example::
 

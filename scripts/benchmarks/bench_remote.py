@@ -1,5 +1,5 @@
 """Cost of serving a chunk model remotely: per-call latency of the local model and of the same model behind a
-:class:`~isaaclab_suspend.chunking.TcpPolicyServer` on this machine (loopback TCP), interleaved call by call.
+:class:`~isaaclab_suspend.serving.TcpPolicyServer` on this machine (loopback TCP), interleaved call by call.
 
 Example::
 

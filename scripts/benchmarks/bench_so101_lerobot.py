@@ -8,7 +8,8 @@ under suspension beside the planner and trivial baselines. Stages, each skipped 
    0-100 (``--cameras``: also ``lr_<set>_cameras``, with both cameras' videos, as a real follower records);
 3. ``lerobot-train``: one state-only ACT per set, the same config, side by side, one thread each;
 4. ``eval.py --episodes_per_env K --schedule global_clock`` at each ``--eval_seeds``: the planner, each ACT (on the
-   joint-target task), and zero, start-pose and random joint targets. Method and figures: docs/lerobot.rst.
+   joint-target task), and zero, start-pose and random joint targets. Method: docs/lerobot.rst; figures:
+   docs/results.rst.
 """
 
 from __future__ import annotations
@@ -75,7 +76,7 @@ def evaluate(args: argparse.Namespace, base: str, label: str, policy: list[str])
         log = os.path.join(base, f"eval_{label}_{seed}.jsonl")
         if not os.path.exists(log):
             _run(script("eval.py", *policy, "--num_envs", args.eval_envs, "--episodes_per_env", args.episodes_per_env,
-                        "--seed", seed, "--desync", "--schedule", "global_clock", "--chunk", args.chunk,
+                        "--seed", seed, "--desync", "--schedule", "global_clock", "--model.chunk_length", args.chunk,
                         "--episode_log", log + ".tmp", "--timeline", "", "--quiet"), log + ".out")
             os.replace(log + ".tmp", log)
         with open(log) as f:
@@ -111,7 +112,7 @@ def main() -> None:
     task = CAMERA_TASK if args.cameras else TASK
     base = os.path.abspath(os.path.join(args.out_dir, task))
     os.makedirs(base, exist_ok=True)
-    common = [a for kv in args.planner_cfg for a in ("--planner_cfg", kv)]
+    common = [a for kv in args.planner_cfg for a in ("--model.planner_overrides", kv)]
     sets = {"hold": ("hold", common), "global_clock": ("global_clock", common)}  # label: schedule, record.py args
     if args.start_std:  # Isaac Lab's reset noise of the arm's joints
         sets["global_clock_varied"] = "global_clock", [*common, "env.events.randomize_joint_state.params.std="
@@ -121,8 +122,8 @@ def main() -> None:
         path, root = os.path.join(base, f"so101_{label}.hdf5"), os.path.join(base, f"lr_{label}")
         if not os.path.exists(path):
             _run(script("record.py", "--task", task, "--num_envs", args.num_envs, "--episodes", args.episodes,
-                        "--export", "succeeded", "--schedule", clock, "--chunk", args.chunk, "--desync", "--seed",
-                        args.seed, "--output", path, "--quiet", *extra), f"{base}/record_{label}.log")
+                        "--export", "succeeded", "--schedule", clock, "--model.chunk_length", args.chunk, "--desync",
+                        "--seed", args.seed, "--output", path, "--quiet", *extra), f"{base}/record_{label}.log")
         for out, cameras in ((root, ["--cameras"]), (root + "_cameras", [])):  # state only; with the cameras
             if (cameras or args.cameras) and not os.path.exists(out):
                 _run(script("export_lerobot.py", path, "--output", out, "--robot", so101.ROBOT, "--environment_state",

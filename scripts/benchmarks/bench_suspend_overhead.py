@@ -6,7 +6,7 @@ a block of stock ``ManagerBasedRLEnv.step`` calls with every env active, then a 
 median block times is the overhead. Top-level torch ops per step (each a kernel launch on a GPU) are counted
 with ``torch.profiler`` for both steps. Any task id works (``--import`` registers another package's tasks);
 e.g. ``Test-Stateful-PushCube`` of tests/stateful_task.py has stateful actuators and sensors. Prints a table
-(paste it into docs/benchmarks.rst).
+(paste it into docs/results.rst).
 
 Example::
 

@@ -8,7 +8,7 @@ figures (``--out``, with the card, driver and versions) and prints a table; exit
 goal is met, 1 otherwise. The compiled Warp kernels go beside the JSON (``warp_cache.tar.xz``) and are unpacked into
 Warp's kernel cache by the next run, so that a second run on a fresh machine starts warm. ``--small`` runs it at a few envs (the CPU test of the suite).
 
-On a GPU (about 8 minutes; docs/benchmarks.rst)::
+On a GPU (about 8 minutes; how to run it: docs/gpu.rst, its figures: docs/results.rst)::
 
     tools/run.sh python scripts/benchmarks/gpu_suite.py --device cuda:0 --out outputs/gpu_suite.json
 

@@ -19,7 +19,7 @@ PACKAGES = ("isaaclab_suspend", "isaaclab", "torch", "warp-lang", "newton", "muj
 def run_provenance(task: str, overrides: Sequence[str] = (), seed: int | None = None, device: str = "cpu",
                    policy: str = "", command: Sequence[str] | None = None) -> dict:
     """What a report names so that its run can be repeated: the arguments given, the command line, the versions of
-    :data:`PACKAGES`, Python, the host and the package's git commit (``+dirty`` with uncommitted changes)."""
+    ``PACKAGES``, Python, the host and the package's git commit (``+dirty`` with uncommitted changes)."""
     versions = {"python": platform.python_version()}
     for package in PACKAGES:
         try:

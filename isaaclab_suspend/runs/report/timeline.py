@@ -34,7 +34,7 @@ class ChunkTimeline:
         """Steps in which the model ran (host side)."""
 
     def record(self, status: StepStatus, dones: torch.Tensor) -> None:
-        """Add one step: ``status`` from :attr:`ActionChunkingPolicy.last_step`, ``dones`` of shape (N,)."""
+        """Add one step: ``status`` from :attr:`~isaaclab_suspend.chunking.ActionChunkingPolicy.last_step`, ``dones`` of shape (N,)."""
         k = self.num_envs
         code = torch.where(status.executing[:k], ACTIVE, torch.where(status.suspended[:k], SUSPENDED, HELD))
         self._status.append(code)

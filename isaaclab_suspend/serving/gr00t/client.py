@@ -31,7 +31,7 @@ from isaaclab.utils import configclass
 from ...chunking.observation_history import MAX_STEPS, ObservationHistories
 from ...tensor_tree import flatten_names
 from . import codec, rtc
-from ..base import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
+from ..base import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -118,7 +118,7 @@ class Gr00tChunkModel(ChunkModelClient):
         self.chunk_length: int = self.cfg.chunk_length or horizon
         """Actions per chunk H taken from each reply."""
         if not 0 < self.chunk_length <= horizon:
-            raise ValueError(f"The GR00T server at {self._address} plans {horizon} actions per chunk; --chunk"
+            raise ValueError(f"The GR00T server at {self._address} plans {horizon} actions per chunk; --model.chunk_length"
                              f" {self.chunk_length} asks for more: pass at most {horizon}.")
         self.action_keys: list[str] = list(config["action"]["modality_keys"])
         """The action keys, in the order their arrays are concatenated."""
@@ -132,7 +132,7 @@ class Gr00tChunkModel(ChunkModelClient):
         unknown, missing = sorted(set(keys) - set(self.offsets)), sorted(set(self.offsets) - set(keys))
         if unknown or missing:
             raise ValueError(f"The GR00T server at {self._address} takes the observation keys {sorted(self.offsets)};"
-                             f" --gr00t_keys {'names ' + str(unknown) + ' it does not take' if unknown else ''}"
+                             f" --model.keys {'names ' + str(unknown) + ' it does not take' if unknown else ''}"
                              f"{' and ' if unknown and missing else ''}{'lacks ' + str(missing) if missing else ''}"
                              " (pass one GR00T_KEY=OBS_PATH per key).")
         self.keys: dict[str, str] = dict(keys)
@@ -144,12 +144,12 @@ class Gr00tChunkModel(ChunkModelClient):
         """The key the prompt is sent under (None: the server takes no language)."""
         if self.language_key is not None and self.cfg.prompt is None:
             raise ValueError(f"The GR00T server at {self._address} takes a language instruction"
-                             f" ('{self.language_key}'): pass --prompt.")
+                             f" ('{self.language_key}'): pass --model.prompt.")
         self.action_dim: int | None = self.cfg.action_dim
         """Action dim the concatenated action keys must have (None: not checked until :meth:`check_env`)."""
 
     def check_env(self, env: ManagerBasedRLEnv) -> None:
-        """Raise a ``ValueError`` if an observation path of :attr:`keys` is not one of the env's, or the server's
+        """Raise a ``ValueError`` if an observation path of ``keys`` is not one of the env's, or the server's
         task is known and is not the env's; from then on replies are checked against the env's action dim."""
         check_observation_paths(env, self.keys, "Gr00tChunkModelCfg.keys")
         super().check_env(env)
@@ -157,7 +157,7 @@ class Gr00tChunkModel(ChunkModelClient):
 
     def observe_step(self, obs: Mapping, moved: torch.Tensor, restarted: torch.Tensor | None) -> Mapping:
         """The chunk-model hook: advance the history of every key that takes past steps; returns ``obs`` with
-        :data:`HISTORY_KEY` ``{gr00t key: (N, T, ...)}`` added (``obs`` itself when no key takes past steps)."""
+        ``HISTORY_KEY`` ``{gr00t key: (N, T, ...)}`` added (``obs`` itself when no key takes past steps)."""
         if not self._histories.offsets:
             return obs
         flat = flatten_names(obs)
@@ -168,7 +168,7 @@ class Gr00tChunkModel(ChunkModelClient):
         """The GR00T observation of ``batch`` env rows, in ``cfg.form``.
 
         Raises:
-            KeyError: If an observation path of :attr:`keys` is not in ``obs_rows``.
+            KeyError: If an observation path of ``keys`` is not in ``obs_rows``.
             RuntimeError: If a key takes past steps and ``obs_rows`` lacks them (no ``observe_step`` hook call).
             ValueError: If a video is not uint8 (B, H, W, 3).
         """
@@ -180,7 +180,7 @@ class Gr00tChunkModel(ChunkModelClient):
                 value = history[key]
             elif self.offsets[key] == [0]:
                 if path not in flat:
-                    raise KeyError(f"--gr00t_keys names the observation '{path}' the env does not have (it has"
+                    raise KeyError(f"--model.keys names the observation '{path}' the env does not have (it has"
                                    f" {sorted(flat)}).")
                 value = flat[path].unsqueeze(1)
             else:
@@ -207,7 +207,7 @@ class Gr00tChunkModel(ChunkModelClient):
         options = None
         if prefix is not None:
             if not self.accepts_prefix:
-                raise ValueError("This GR00T client sends no prefix: set Gr00tChunkModelCfg.rtc_options (--gr00t_rtc).")
+                raise ValueError("This GR00T client sends no prefix: set Gr00tChunkModelCfg.rtc_options (--model.rtc_options true).")
             options = self.rtc_options(prefix, delay)
         self.calls += 1
         reply = self._request({"endpoint": "get_action", "data": {"observation": observation, "options": options}},
@@ -215,7 +215,7 @@ class Gr00tChunkModel(ChunkModelClient):
         return torch.from_numpy(self._actions(reply, len(env_ids))).to(env_ids.device)
 
     def rtc_options(self, prefix: torch.Tensor, delay: torch.Tensor) -> dict | None:
-        """The real-time chunking options of a request continuing ``prefix`` (see :mod:`.gr00t_rtc`): the prefix split
+        """The real-time chunking options of a request continuing ``prefix`` (see :mod:`.rtc`): the prefix split
         per action key (each key's dim from the last reply; one key takes them all), keyed as replies are in
         ``cfg.form``. None for an empty prefix.
 
@@ -287,7 +287,7 @@ class Gr00tChunkModel(ChunkModelClient):
             if connecting:
                 raise ConnectionError(
                     f"No GR00T policy server answers at {self._address} within {timeout_s:g} s: start one (Isaac-GR00T's"
-                    f" run_gr00t_server.py, or `tools/run.sh python scripts/serve_policy.py --protocol gr00t --port"
+                    f" run_gr00t_server.py, or `tools/run.sh python scripts/serve_policy.py --wire gr00t --port"
                     f" {self.cfg.port}`), or fix the address.") from None
             raise TimeoutError(f"The GR00T server at {self._address} did not answer {request['endpoint']} within"
                                f" {timeout_s:g} s: raise Gr00tChunkModelCfg.timeout_s for a slow model, or check the"
@@ -335,13 +335,3 @@ class Gr00tChunkModelCfg(ChunkModelClientCfg):
     chunking options (:mod:`~isaaclab_suspend.serving.gr00t.rtc`); off: no prefix, ``options`` None."""
     rtc_ramp_rate: float = 5.0
     """``rtc_ramp_rate`` sent with the options: how fast N1.7 releases the inpainted steps after the frozen ones."""
-
-    @classmethod
-    def parse(cls, address: str, **kwargs) -> Gr00tChunkModelCfg:
-        """A cfg from ``"gr00t://host:port"``.
-
-        Raises:
-            ValueError: If ``address`` is not of that form with a port in 1-65535.
-        """
-        host, port = split_address(address, GR00T_SCHEME, "GR00T server")
-        return cls(host=host, port=port, **kwargs)

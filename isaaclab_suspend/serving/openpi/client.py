@@ -1,5 +1,5 @@
 """Call a policy served with openpi's websocket protocol (openpi's ``serve_policy.py``, or
-:class:`~isaaclab_suspend.chunking.OpenpiPolicyServer`) as a chunk model.
+:class:`~isaaclab_suspend.serving.OpenpiPolicyServer`) as a chunk model.
 
 openpi serves one observation per request. :class:`OpenpiChunkModel` turns a schedule's batch of B env rows
 into B requests sent at once over a bounded pool of websocket connections, so a global-clock tick of N envs
@@ -25,7 +25,7 @@ from isaaclab.utils import configclass
 from ...names import TOKEN_ENV
 from ...tensor_tree import flatten_names
 from .. import msgpack_arrays
-from ..base import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply, split_address
+from ..base import ChunkModelClient, ChunkModelClientCfg, check_observation_paths, describe_reply
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -86,11 +86,11 @@ class OpenpiChunkModel(ChunkModelClient):
         if self.chunk_length < 1:
             self.close()
             raise ValueError(f"The openpi server at {self._address} does not say its chunk length: set"
-                             " OpenpiChunkModelCfg.chunk_length (--chunk H), the actions per chunk to execute.")
+                             " OpenpiChunkModelCfg.chunk_length (--model.chunk_length H), the actions per chunk to execute.")
         if self.chunk_length > cfg.max_chunk_length:
             self.close()
             raise ValueError(f"H = {self.chunk_length} actions per chunk (from the openpi server at {self._address}"
-                             f" or --chunk) exceeds this client's limit of {cfg.max_chunk_length}: set --chunk H"
+                             f" or --model.chunk_length) exceeds this client's limit of {cfg.max_chunk_length}: set --model.chunk_length H"
                              " (OpenpiChunkModelCfg.chunk_length) to the actions per chunk to execute.")
         self.action_dim: int | None = cfg.action_dim or self.metadata.get("action_dim")
         """Action dimension every reply must have (None: not checked until :meth:`check_env`)."""
@@ -187,7 +187,7 @@ class OpenpiChunkModel(ChunkModelClient):
         except (OSError, TimeoutError, websockets.InvalidHandshake) as err:
             raise ConnectionError(
                 f"No openpi policy server at {self._address} ({type(err).__name__}: {err}): start one, e.g."
-                f" `tools/run.sh python scripts/serve_policy.py --protocol openpi --port {self.cfg.port}`, or fix the"
+                f" `tools/run.sh python scripts/serve_policy.py --wire openpi --port {self.cfg.port}`, or fix the"
                 " address."
             ) from None
         try:
@@ -278,13 +278,3 @@ class OpenpiChunkModelCfg(ChunkModelClientCfg):
     max_message_bytes: int = 2**20
     """Largest reply accepted [bytes] (a larger one closes the connection, code 1009): with ``connections`` it
     bounds what the replies of a batch hold at once (64 x 1 MiB). pi0's 50 x 32 float32 actions take 6.4 kB."""
-
-    @classmethod
-    def parse(cls, address: str, **kwargs) -> OpenpiChunkModelCfg:
-        """A cfg from ``"openpi://host:port"`` or ``"host:port"``.
-
-        Raises:
-            ValueError: If ``address`` is not of that form with a port in 1-65535.
-        """
-        host, port = split_address(address, OPENPI_SCHEME, "openpi server")
-        return cls(host=host, port=port, **kwargs)

@@ -1,5 +1,5 @@
 """Serve a chunk model with openpi's websocket protocol, so that openpi clients (``openpi-client``'s
-``WebsocketClientPolicy``, robot runtimes, :class:`~isaaclab_suspend.chunking.OpenpiChunkModel`) can call it.
+``WebsocketClientPolicy``, robot runtimes, :class:`~isaaclab_suspend.serving.OpenpiChunkModel`) can call it.
 
 The protocol is openpi's ``WebsocketPolicyServer``'s: on connect the server sends one msgpack frame of
 metadata; each binary frame is then ONE observation (no batch dim) in :mod:`.msgpack_arrays` encoding, answered
@@ -19,7 +19,7 @@ idlest connection to admit a new one, and a message is decoded (its objects coun
 A request's keys are observation paths of the model (``group`` or ``group/term``; e.g. ``{"policy": float32
 (obs_dim,)}`` for Cartpole), or openpi keys renamed by :attr:`OpenpiPolicyServerCfg.keys`. Strings (the
 ``prompt``) are not passed to the model. The observations of concurrent requests, one per env, go through
-:class:`~isaaclab_suspend.chunking.BatchingChunkModel`, so the envs of a global-clock tick share one model call.
+:class:`~isaaclab_suspend.serving.BatchingChunkModel`, so the envs of a global-clock tick share one model call.
 """
 
 from __future__ import annotations

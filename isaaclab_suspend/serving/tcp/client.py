@@ -15,7 +15,7 @@ import torch
 
 from isaaclab.utils import configclass
 
-from ..base import ChunkModelClient, ChunkModelClientCfg, WireLimitsCfg, split_address
+from ..base import ChunkModelClient, ChunkModelClientCfg, WireLimitsCfg
 from .protocol import PROTOCOL_VERSION, ProtocolError, receive_message, send_message
 
 
@@ -178,13 +178,3 @@ class TcpChunkModelCfg(ChunkModelClientCfg):
     """The class this cfg configures."""
     limits: WireLimitsCfg = WireLimitsCfg()
     """Largest reply the client reads."""
-
-    @classmethod
-    def parse(cls, address: str, **kwargs) -> TcpChunkModelCfg:
-        """A cfg from ``"host:port"`` or ``"tcp://host:port"``.
-
-        Raises:
-            ValueError: If ``address`` is not ``host:port`` with a port in 1-65535.
-        """
-        host, port = split_address(address, TCP_SCHEME, "A tcp server's")
-        return cls(host=host, port=port, **kwargs)

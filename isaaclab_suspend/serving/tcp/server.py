@@ -106,7 +106,7 @@ class TcpPolicyServer:
     ``cfg.max_connections``), one model call at a time, under ``torch.no_grad()`` with the observation rows on
     ``cfg.device``. A model exception is sent back as an error and the server keeps serving. With ``cfg.batching``,
     the concurrent requests of several clients are merged into one model call
-    (:class:`~isaaclab_suspend.chunking.BatchingChunkModel`).
+    (:class:`~isaaclab_suspend.serving.BatchingChunkModel`).
 
     A connection is dropped, with one log line saying why and, where it can still be read, an error reply, when
     its message breaks the format or ``cfg.limits``, when its first message is not a valid ``hello`` within

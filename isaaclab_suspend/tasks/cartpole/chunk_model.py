@@ -88,7 +88,7 @@ class CartpoleLQRChunkModel:
             action: The action, held for ``decimation`` physics steps. Shape: (B,).
 
         Returns:
-            The next state. Shape: (B, 4).
+            The next state, shape (B, 4).
         """
         cfg, p = self.cfg, self.params
         m, com = p.pole_mass, p.pole_com
@@ -171,7 +171,7 @@ class CartpoleLQRCfg:
     action_scale: float = 100.0
     """Force per unit action [N]: the task's joint-effort action scale."""
     action_limit: float = 4.0
-    """Largest planned |action|: the actuator's effort limit 400 N over the action scale."""
+    """Largest planned ``|action|``: the actuator's effort limit 400 N over the action scale."""
     dt: float = 1.0 / 120.0
     """Physics step [s]."""
     decimation: int = 2

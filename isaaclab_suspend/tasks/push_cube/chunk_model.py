@@ -104,7 +104,7 @@ class PushCubeChunkCfg:
     action_scale: float = 20.0
     """Force per unit action [N] (the task's joint-effort action scale)."""
     action_limit: float = 5.0
-    """Largest planned |action|: the actuator's effort limit 100 N over the action scale."""
+    """Largest planned ``|action|``: the actuator's effort limit 100 N over the action scale."""
     dt: float = 1.0 / 60.0
     """Env step [s]."""
     position_gain: float = 5.0

@@ -24,7 +24,7 @@ from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env
 
 pytestmark = pytest.mark.slow  # rsl_rl and skrl training runs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CARTPOLE = "Isaac-Cartpole-Suspendable"
 PPO_UPDATE = PPO.update
 SKRL_TRACK_DATA = SkrlPPO.track_data

@@ -27,8 +27,8 @@ from isaaclab_suspend.serving import (
     Gr00tPolicyServer,
     Gr00tPolicyServerCfg,
     Gr00tServerError,
-    gr00t_codec,
 )
+from isaaclab_suspend.serving.gr00t import codec as gr00t_codec
 from isaaclab_suspend.tasks.env_factory import open_env
 
 from helpers import DEADLINE_S
@@ -37,7 +37,7 @@ pytestmark = pytest.mark.slow  # GR00T's wire, servers and clients
 
 TASK = "Isaac-Cartpole-Suspendable"
 H = 8
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 # --- the reference peers' encodings, from the spec ---------------------------------------------------------------

@@ -18,7 +18,7 @@ from isaaclab_suspend.datasets.shards import Shard, merge_stats
 
 pytestmark = pytest.mark.slow  # eval.py shards against a served model, merged
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_shard_seeds_files_and_episodes():

@@ -1,7 +1,7 @@
 """On a GPU (``--device cuda:N``), under CUDA's sync debug mode set to raise: the guard raises on a host read and
 the recorder's step hooks never synchronise with the device (the CPU twins spy on the calls that would:
-``test_recording.py::test_step_hooks_never_read_the_device`` and ``::test_step_hooks_never_sync_from_the_first_step``;
-the chunking loop's quiet steps: ``test_chunking_cartpole.py::test_no_host_sync_between_ticks``, marked ``cuda``
+``recording/test_recorder_manager.py::test_step_hooks_never_read_the_device`` and ``::test_step_hooks_never_sync_from_the_first_step``;
+the chunking loop's quiet steps: ``chunking/test_chunking_policy.py::test_no_host_sync_between_ticks``, marked ``cuda``
 too). On any device: the suite's rows of ``env.step`` syncs, ours against the stock step."""
 
 import pytest

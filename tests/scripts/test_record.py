@@ -17,7 +17,7 @@ from isaaclab_suspend.tasks.env_factory import StopAfterStep
 
 pytestmark = pytest.mark.slow  # record.py's processes signalled and their writer processes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "record.py")
 
 

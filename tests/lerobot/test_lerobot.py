@@ -248,7 +248,7 @@ def test_chunk_shorter_than_planned_and_warning_for_a_chunk_longer_than_the_epis
         make_chunk_model(args, env)
         err = capsys.readouterr().err
         assert "warning: LeRobot policy" in err and "H = 8 (its n_action_steps) is longer than the env's episodes" \
-            " (at most 6 steps)" in err and "--chunk N (N <= its chunk_size 8)" in err, err
+            " (at most 6 steps)" in err and "--model.chunk_length N (N <= its chunk_size 8)" in err, err
         assert "--policy.chunk_size=N --policy.n_action_steps=N" in err
         args.model.sidecar.source["frames"] = 5 * NUM_DEMOS  # demos of 5 steps: shorter than H = 8 too
         assert "the episodes it was trained on (mean 5.0 steps)" in args.model.chunk_warning(env)

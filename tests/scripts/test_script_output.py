@@ -15,7 +15,7 @@ from isaaclab_suspend.chunking import stats_table
 
 pytestmark = pytest.mark.slow  # scripts' console output, each a fresh process
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _script(name: str, *args: str) -> subprocess.CompletedProcess:

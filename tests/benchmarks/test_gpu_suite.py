@@ -11,7 +11,7 @@ import pytest
 
 pytestmark = pytest.mark.slow  # the benchmark suite end to end, each part in its own process
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUITE = [sys.executable, os.path.join(ROOT, "scripts", "benchmarks", "gpu_suite.py")]
 
 

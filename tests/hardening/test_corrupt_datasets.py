@@ -201,7 +201,7 @@ def test_scene_mismatch_found_after_the_env_is_built_is_one_line(dataset, script
 
 
 def test_replay_cli_exit_codes_end_to_end(dataset, tmp_path):
-    """As a user runs it (test_replay_cli.py runs intact files): 2 with one line for a NaN, `--tolerance nan`
+    """As a user runs it (scripts/test_replay.py runs intact files): 2 with one line for a NaN, `--tolerance nan`
     refused."""
     nan = str(tmp_path / "nan.hdf5")
     shutil.copy(dataset, nan)

@@ -23,7 +23,7 @@ from isaaclab_suspend.serving import (
     TcpChunkModelCfg,
 )
 
-from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
+from test_chunking_policy import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
 from test_gr00t import GENERATIONS, ReferenceClient, ReferenceServer, state_of
 from test_rtc import H, N, START, PrefixRecorder, _run
 

@@ -28,7 +28,8 @@ from helpers import DEADLINE_S, ROOT, eval_remote
 
 from isaaclab_suspend.chunking import ObservationHistories
 from isaaclab_suspend.serving import (Gr00tChunkModel, Gr00tChunkModelCfg, Gr00tPolicyServer, Gr00tPolicyServerCfg,
-                                      Gr00tServerError, gr00t_codec)
+                                      Gr00tServerError)
+from isaaclab_suspend.serving.gr00t import codec as gr00t_codec
 
 pytestmark = pytest.mark.slow  # hostile peers against the GR00T server
 

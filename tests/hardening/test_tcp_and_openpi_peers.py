@@ -41,7 +41,8 @@ from isaaclab_suspend.serving.openpi.client import OpenpiChunkModel, OpenpiChunk
 from isaaclab_suspend.serving.openpi.server import OpenpiPolicyServer, OpenpiPolicyServerCfg
 from isaaclab_suspend.serving.tcp.server import TcpPolicyServer, TcpPolicyServerCfg
 from isaaclab_suspend.serving.tcp.client import TcpServerError, TcpChunkModel, TcpChunkModelCfg
-from isaaclab_suspend.serving.tcp.protocol import ProtocolError, WireLimitsCfg, encode_message, receive_message
+from isaaclab_suspend.serving import WireLimitsCfg
+from isaaclab_suspend.serving.tcp.protocol import ProtocolError, encode_message, receive_message
 
 pytestmark = pytest.mark.slow  # hostile peers against the three wires' servers
 
@@ -427,18 +428,18 @@ def test_connection_cap_idle_timeout_and_token(caplog, monkeypatch):
 
 SERVE_ARGS = {
     ("--port", "70000"): "argument --port: 70000 is out of range: must be in [0, 65535]",
-    ("--chunk", "0"): "argument --chunk: 0 is out of range: must be in [1, 4096]",
+    ("--model.chunk_length", "0"): "--model.chunk_length 0: must be a positive integer",
     ("--max_connections", "x"): "argument --max_connections: 'x' is not an integer",
     ("--read_timeout", "nan"): "argument --read_timeout: nan is out of range: must be a finite number in (0, 3600]",
     ("--max_message_mb", "0"): "argument --max_message_mb: 0 is out of range: must be a finite number in (0, 65536]",
     ("--checkpoint", "/nonexistent.pt"): "argument --checkpoint: '/nonexistent.pt' is not a readable file",
     ("--device", "tpu:0"): "argument --device: 'tpu:0'",
     ("--host", "0.0.0.0"): "beyond loopback, without a token",
-    ("--protocol", "openpi", "--host", "0.0.0.0"): "beyond loopback, without a token",
-    ("--keys", "observation/state=policy"): "--keys needs --protocol openpi or gr00t",
-    ("--protocol", "openpi", "--keys", "state"): "argument --keys: 'state' is not KEY=PATH",
-    ("--allow_kill",): "--allow_kill needs --protocol gr00t",
-    ("--protocol", "gr00t", "--keys", "policy=policy"): "'state.<name>' or 'video.<name>'",
+    ("--wire", "openpi", "--host", "0.0.0.0"): "beyond loopback, without a token",
+    ("--keys", "observation/state=policy"): "--keys needs --wire openpi or gr00t",
+    ("--wire", "openpi", "--keys", "state"): "argument --keys: 'state' is not KEY=PATH",
+    ("--allow_kill",): "--allow_kill needs --wire gr00t",
+    ("--wire", "gr00t", "--keys", "policy=policy"): "'state.<name>' or 'video.<name>'",
     ("--expert", "--checkpoint", __file__): "--checkpoint and --expert both name the policy",
     ("--batch_wait_ms", "-1"): "argument --batch_wait_ms: -1 is out of range",
     ("--host", "203.0.113.1", "--insecure_no_token"): "error: [Errno 99]",
@@ -451,7 +452,7 @@ def test_serve_policy_rejects_bad_arguments_with_one_line(capsys, monkeypatch):
     check_usage_errors(script, SERVE_ARGS, capsys, prefix=("--port", "0"))
 
 
-@pytest.mark.parametrize("protocol", ["project", "openpi", "gr00t"])
+@pytest.mark.parametrize("protocol", ["tcp", "openpi", "gr00t"])
 def test_serve_policy_on_a_port_in_use_is_one_line(protocol, capsys, monkeypatch):
     """Every protocol's server on a port another socket holds: one line and exit status 2 (GR00T's ZeroMQ socket
     raised its own error type, printed as a traceback)."""
@@ -461,7 +462,7 @@ def test_serve_policy_on_a_port_in_use_is_one_line(protocol, capsys, monkeypatch
         busy.listen()
         port = str(busy.getsockname()[1])
         keys = ["--keys", "state.cartpole=policy"] if protocol == "gr00t" else []
-        check_usage_errors(load_script("serve_policy"), {("--protocol", protocol, "--port", port, *keys): "in use"},
+        check_usage_errors(load_script("serve_policy"), {("--wire", protocol, "--port", port, *keys): "in use"},
                            capsys)
 
 

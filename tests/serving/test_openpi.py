@@ -37,6 +37,7 @@ from isaaclab_suspend.serving import (
 from isaaclab_suspend.serving import WireLimitsCfg, msgpack_arrays
 from isaaclab_suspend.tasks.env_factory import open_env
 
+from isaaclab_suspend.serving import parse_address
 from helpers import DEADLINE_S
 
 pytestmark = pytest.mark.slow  # openpi's server and client over websockets
@@ -218,13 +219,13 @@ def test_chunk_model_sends_one_observation_per_env_concurrently_in_order():
         with pytest.raises(KeyError, match="names observations \\['state'\\]"):
             _client(server, keys={"observation/state": "state"})(rows, env_ids)
         model.close()
-    with pytest.raises(ConnectionError, match=f"No openpi policy server at 127.0.0.1:{port}.*--protocol openpi"):
+    with pytest.raises(ConnectionError, match=f"No openpi policy server at 127.0.0.1:{port}.*--wire openpi"):
         model(rows, env_ids)
     with pytest.raises(ConnectionError, match=f"No openpi policy server at 127.0.0.1:{port}"):
         OpenpiChunkModel(OpenpiChunkModelCfg(port=port))
     with pytest.raises(ValueError, match="'openpi://host:port'"):
-        OpenpiChunkModelCfg.parse("openpi://localhost")
-    assert OpenpiChunkModelCfg.parse("openpi://gpu-box:8000").host == "gpu-box"
+        parse_address("openpi://localhost")
+    assert parse_address("openpi://gpu-box:8000").host == "gpu-box"
 
 
 class OpenpiStyleServer:
@@ -329,7 +330,7 @@ def test_served_model_drives_the_real_env_like_the_local_one():
 
 def test_serve_policy_serves_the_rl_expert_to_the_real_openpi_client():
     """serve_policy.py --protocol openpi --expert: the shipped rsl_rl Cartpole actor as a chunk model with H = 1."""
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     server = subprocess.Popen([sys.executable, os.path.join(root, "scripts", "serve_policy.py"), "--protocol",
                                "openpi", "--port", "0", "--expert", "--keys", "observation/state=policy"],
                               cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)

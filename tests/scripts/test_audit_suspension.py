@@ -14,7 +14,7 @@ from helpers import check_usage_errors, load_script
 from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
 from isaaclab_suspend.tasks.env_factory import check_local_assets, import_task_modules, make_env_cfg
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # 16 steps with env 0 suspended for 7 from step 3: longer than every delay and history of the stateful task
 # (at most 3 steps), so a part left unfrozen shows after the resume
 ARGS = ["--task", "Test-Stateful-PushCube", "--import", "stateful_task", "--num_envs", "2", "--steps", "16",

@@ -2,7 +2,7 @@
 policy passes (the queued actions) and the first d actions it keeps, the ``soft_mask`` merge of the overlap, the
 planners continuing a prefix, real Cartpole runs under ``rtc`` with virtual latency (no pole falls, exact calls),
 the prefix on the TCP protocol bit for bit, and the roughness figures. The push-cube run under ``rtc`` (smooth
-boundaries, cubes home) is in ``test_chunking_push_cube.py``, on that module's env."""
+boundaries, cubes home) is in ``tasks/test_push_cube.py``, on that module's env."""
 
 import math
 import socket
@@ -25,9 +25,10 @@ from isaaclab_suspend.chunking import ChunkingStats
 from isaaclab_suspend.chunking.model import accepts_prefix
 from isaaclab_suspend.chunking.schedules import RealTimeChunkSchedule
 from isaaclab_suspend.serving import TcpPolicyServer, TcpPolicyServerCfg, TcpChunkModel, TcpChunkModelCfg
-from isaaclab_suspend.serving.tcp.protocol import PROTOCOL_VERSION, WireLimitsCfg, receive_message, send_message
+from isaaclab_suspend.serving import WireLimitsCfg
+from isaaclab_suspend.serving.tcp.protocol import PROTOCOL_VERSION, receive_message, send_message
 
-from test_chunking_cartpole import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
+from test_chunking_policy import env  # noqa: F401  (Cartpole, N envs, a termination when a pole falls)
 
 N = 8
 H = 8

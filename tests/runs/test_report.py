@@ -20,7 +20,7 @@ import browser
 
 pytestmark = pytest.mark.slow  # the evaluation report through eval.py, report.py and headless Chromium
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _script(name: str, *args: str) -> subprocess.CompletedProcess:

@@ -106,7 +106,7 @@ def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding(ca
     linesearch notice, printed per world and solver iteration otherwise, is one line per env at most."""
     windows = {0: (4, 6), 1: (45, 6), 2: (50, 2)}  # env 2 lifts its cube to success at step 53: the run ends first
     # the windows were read off the reference timeline of Isaac Lab's shared generator (the reset events draw the
-    # cube's pose from it); per-env streams on an arm: test_franka.py's Reach audit
+    # cube's pose from it); per-env streams on an arm: tasks/test_franka.py's Reach audit
     cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=53, env=0, suspend_at=windows[0][0],
                              suspend_steps=windows[0][1], windows=[(e, *w) for e, w in windows.items() if e],
                              per_env_random=False)

@@ -29,7 +29,7 @@ from isaaclab_suspend.tasks.env_factory import open_env
 
 pytestmark = pytest.mark.slow  # behaviour-cloning training runs and their scripts
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASK = "Isaac-PushCube-Suspendable"
 N = 4
 H = 8

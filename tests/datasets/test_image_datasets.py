@@ -126,7 +126,7 @@ def test_view_dataset_bad_camera_exits_2(dataset, tmp_path, capsys):
 def test_image_chunk_policy_trains_and_evaluates(dataset, tmp_path, capsys):
     """train_chunk_policy.py --camera learns from the images; eval.py runs the checkpoint on the camera task."""
     checkpoint = tmp_path / "image_policy.pt"
-    # 2 optimiser steps: the image pipeline runs forward and backward; learning itself is test_camera_policy.py's
+    # 2 optimiser steps: the image pipeline runs forward and backward; learning itself is learning/test_image_chunk_policy.py's
     status = load_script("train_chunk_policy").main(["--dataset", dataset, "--camera", "scene_camera", "--chunk", "8",
                                                      "--steps", "2", "--batch_size", "32", "--val_fraction", "0.5",
                                                      "--output", str(checkpoint), "--quiet"])

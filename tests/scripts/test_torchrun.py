@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TORCHRUN = os.path.join(os.path.dirname(sys.executable), "torchrun")
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from isaaclab_suspend.learning import ChunkPolicyCfg, ChunkPolicyNet, save_chunk_policy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _script(name: str):
@@ -66,7 +66,9 @@ CASES = [
     ("eval", ["--checkpoint", "{checkpoint}", "--model.chunk_length", "8"], "plans 4 actions per chunk"),
     ("eval", ["--policy", "remote"], "--policy remote needs --remote ADDRESS"),
     ("eval", ["--remote", "openpi://gpu-box"], "openpi server's address must be 'openpi://host:port'"),
-    ("eval", ["--model.keys", "observation/state=policy"], "not a field of the embedded source (EmbeddedModelCfg); its fields are chunk_length, planner_overrides. It is one of the gr00t, openpi sources'"),
+    ("eval", ["--model.keys", "observation/state=policy"],
+     "not a field of the embedded source (EmbeddedModelCfg); its fields are chunk_length, planner_overrides; it is a"
+     " field of the gr00t and openpi sources"),
     ("eval", ["--remote", "127.0.0.1:1", "--model.prompt", "p"], "--model.prompt: not a field of the tcp source"),
     ("eval", ["--openpi_keys", "policy"], "argument --openpi_keys: 'policy' is not KEY=PATH"),
     ("eval", ["--gr00t_keys", "state.x=policy"], "--model.keys: not a field of the embedded source"),
@@ -87,7 +89,7 @@ CASES = [
     ("record", ["--model", "random", "--model.planner_overrides", "grasp_noise=0.01"], "--model random takes no model fields"),
     ("eval", ["--planner_cfg", "nope=1"], "planner override 'nope=1': CartpoleLQRCfg has no field 'nope'"),
     ("eval", ["--planner_cfg", "chunk_length"], "'chunk_length' is not a cfg override KEY=VALUE"),
-    ("eval", ["--planner_cfg", "chunk_length=8"], "the planner's H is --chunk, not a cfg override"),
+    ("eval", ["--planner_cfg", "chunk_length=8"], "the planner's H is --model.chunk_length, not a planner override"),
     ("eval", ["--planner_cfg", "action_scale=nan"], "'action_scale' is float"),
     ("record", ["--policy", "checkpoint", "--checkpoint", "{missing}"], "Checkpoint file not found"),
     ("train", ["--log_root", "{under_file}"], "is a file, not a folder"),

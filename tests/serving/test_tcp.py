@@ -26,11 +26,12 @@ from isaaclab_suspend.serving import (
 from isaaclab_suspend.serving.tcp.protocol import receive_message
 from isaaclab_suspend.tasks.env_factory import open_env
 
+from isaaclab_suspend.serving import parse_address
 from helpers import DEADLINE_S, wait_for
 
 pytestmark = pytest.mark.slow  # served models end to end, scripts in processes
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 H = 8
 
 
@@ -175,7 +176,7 @@ def test_dead_closed_failing_slow_and_incompatible_servers(monkeypatch):
     with FutureServer(echo, TcpPolicyServerCfg(port=0)) as future, pytest.raises(RuntimeError, match="protocol 99"):
         _client(future)
     with pytest.raises(ValueError, match="'host:port'"):
-        TcpChunkModelCfg.parse("localhost")
+        parse_address("localhost")
 
 
 def _script(name: str, *args: str) -> subprocess.Popen:

@@ -20,8 +20,8 @@ CONFORMANCE = ["envs/test_manager_based_rl_env_unit.py", "managers/test_recorder
 
 
 def test_isaaclab_tests_pass_against_the_suspendable_env(tmp_path):
-    here = os.path.dirname(os.path.abspath(__file__))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join((os.path.dirname(here), here)))
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where the plugin lies
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join((os.path.dirname(tests), tests)))
     files = [os.path.join(TESTS, f) for f in CONFORMANCE]
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-rA", "-p", "isaaclab_conformance_plugin", "--rootdir", str(tmp_path),

@@ -20,7 +20,7 @@ from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.suspension.frozen_rows import bits
 from isaaclab_tasks.utils import parse_env_cfg
 
-sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
 import stateful_task  # noqa: E402
 
 NUM_ENVS = 3
