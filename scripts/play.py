@@ -43,7 +43,7 @@ def play(args: argparse.Namespace) -> dict:
         policy = source.make(env)
         start = time.perf_counter()
         figures = runs.score(env, policy, runs.start_episodes(env, None, desync=False), args.steps)
-        results = {"checkpoint": source.path, **figures, "seconds": time.perf_counter() - start}
+        results = {"checkpoint": source.describe_where(), **figures, "seconds": time.perf_counter() - start}
     table = PrettyTable(["checkpoint", "episodes", "mean episode length", "success rate", "wall time (s)"])
     table.add_row([results["checkpoint"], results["episodes_scored"], f"{results['mean_episode_length']:.1f}",
                    format_figure("{:.3f}", results["success_rate"]), f"{results['seconds']:.1f}"])

@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="${ISAACLAB_SUSPEND_VENV:-$ROOT/.venv}"
 STAMP="$VENV/.isaaclab_suspend_stamp"
 # Bump when the pins below change so that an existing venv is rebuilt.
-STAMP_VERSION="9"
+STAMP_VERSION="10"
 
 # Bump when tools/converters.txt or the robots' layout (isaaclab_suspend/assets/robots.py) change.
 ROBOTS_STAMP="$VENV/.isaaclab_suspend_robots_stamp"

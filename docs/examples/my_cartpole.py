@@ -27,7 +27,8 @@ from isaaclab_tasks.core.cartpole.cartpole_manager_env_cfg import CartpoleEnvCfg
 from isaaclab_suspend.assets import CARTPOLE_USD, GROUND_USD
 from isaaclab_suspend.runs import rollout, start_episodes
 from isaaclab_suspend.suspension import SuspendCfg
-from isaaclab_suspend.chunking import ActionChunkingPolicy, EpisodeOutcomes
+from isaaclab_suspend.chunking import ActionChunkingPolicy
+from isaaclab_suspend.runs import EpisodeOutcomes
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRChunkModel
 from isaaclab_suspend.tasks.physics_cfg import NewtonPhysicsCfg

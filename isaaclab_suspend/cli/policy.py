@@ -46,17 +46,17 @@ def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) ->
     """
     latency = getattr(args, "latency", None)
     latency = LatencyCfg.parse(latency, virtual=args.virtual_latency) if latency else None
-    try:
-        with user_errors(RuntimeError):  # a file, server or task that fails: one line, no usage
-            import_task_modules(args.modules)
-            cfg = model_cfg(parser, args)
-            args.source = args.model = None
-            if cfg is None:  # --model random
-                args.task, args.chunk = resolve_task_id(args.task or DEFAULT_TASK), DEFAULT_CHUNK
-                return
+    with user_errors(RuntimeError):  # a file, server or task that fails: one line, no usage
+        import_task_modules(args.modules)
+        cfg = model_cfg(parser, args)
+        args.source = args.model = None
+        if cfg is None:  # --model random
+            args.task, args.chunk = resolve_task_id(args.task or DEFAULT_TASK), DEFAULT_CHUNK
+            return
+        try:
             args.source = ChunkModelSource(cfg, args.task, args.device, latency, keys_label="--model.keys")
-    except ChunkLengthError as err:
-        parser.error(f"--model.chunk_length {err.asked}: {err.reason}")
+        except ChunkLengthError as err:
+            parser.error(f"--model.chunk_length {err.asked}: {err.reason}")
     args.model, args.task, args.chunk = args.source.model, args.source.task, args.source.chunk_length
 
 

@@ -47,8 +47,8 @@ NUM_DEMOS = 4
 def dataset(tmp_path_factory) -> str:
     """4 demos of the rsl_rl expert (episodes of about 40 steps) on the camera task, recorded by record.py."""
     path = tmp_path_factory.mktemp("lerobot") / "push_cube_camera.hdf5"
-    status = load_script("record").main(["--task", TASK, "--policy", "checkpoint", "--checkpoint",
-                                         os.path.join(ROOT, "isaaclab_suspend", "policies", "checkpoints",
+    status = load_script("record").main(["--task", TASK, "--checkpoint",
+                                         os.path.join(ROOT, "isaaclab_suspend", "rl", "checkpoints",
                                                       "push_cube_rsl_rl.pt"),
                                          "--num_envs", str(NUM_DEMOS), "--episodes", str(NUM_DEMOS), "--desync",
                                          "--output", str(path), "--quiet"])

@@ -424,7 +424,7 @@ def test_writer_process_killed_alone_is_one_error_naming_the_demos_in_the_file(t
 FILL_AND_RECORD = r"""
 set -e
 mount -t tmpfs -o size=70m tmpfs "$1"
-"$2" "$3" --policy random --num_envs 16 --episodes 1000 --output "$1/run.hdf5" --quiet 2>"$1/../stderr" &
+"$2" "$3" --model random --num_envs 16 --episodes 1000 --output "$1/run.hdf5" --quiet 2>"$1/../stderr" &
 pid=$!
 while [ "$(stat -c %s "$1/run.hdf5" 2>/dev/null || echo 0)" -lt 100000 ]; do sleep 0.1; done
 fallocate -l $(( $(stat -f -c '%a * %S' "$1") - 300000 )) "$1/filler"

@@ -37,15 +37,15 @@ def test_keys_naming_no_observation_tensor_are_one_line(protocol, capsys):
     else:
         server = OpenpiPolicyServer(model, OpenpiPolicyServerCfg(port=0, chunk_length=H, action_dim=1, task=TASK,
                                                                  keys={"observation/state": "policy"}))
-        key, extra = "observation/state", ["--chunk", str(H)]
+        key, extra = "observation/state", ["--model.chunk_length", str(H)]
     with server:
         base = ["--remote", f"{protocol}://127.0.0.1:{server.address[1]}", *extra, "--num_envs", "2", "--steps", "4",
                 "--timeline", "", "--quiet"]
         for path in ("policy/joint_pos_rel", "nope"):
-            status = _eval([*base, f"--{protocol}_keys", f"{key}={path}"])
+            status = _eval([*base, "--model.keys", f"{key}={path}"])
             err = capsys.readouterr().err
             assert status == 2 and "Traceback" not in err, err
             (line,) = err.strip().splitlines()[-1:]
-            assert (f": error: --{protocol}_keys maps '{key}' to '{path}', not an observation of the env: pass one"
+            assert (f": error: --model.keys maps '{key}' to '{path}', not an observation of the env: pass one"
                     " of ['policy']") in line, line
-        assert _eval([*base, f"--{protocol}_keys", f"{key}=policy"]) == 0  # the tensor the env has: it runs
+        assert _eval([*base, "--model.keys", f"{key}=policy"]) == 0  # the tensor the env has: it runs

@@ -197,14 +197,14 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
         dataset = tmp_path / "remote.hdf5"
         evaluation = _script("eval.py", "--remote", address[1], "--compare", "global_clock,async", "--num_envs", "4",
                              "--steps", "48", "--timeline", "")
-        recording = _script("record.py", "--policy", "remote", "--remote", address[1], "--num_envs", "4",
+        recording = _script("record.py", "--remote", address[1], "--num_envs", "4",
                             "--episodes", "1", "--desync", "--output", str(dataset))
         other_task = _script("eval.py", "--remote", address[1], "--task", "Isaac-PushCube-Suspendable",
                              "--num_envs", "2", "--steps", "4", "--timeline", "")
         clients += [evaluation, recording, other_task]
         out, err = evaluation.communicate(timeout=300)
         assert evaluation.returncode == 0, err[-2000:]
-        assert f"remote policy {address[1]}" in out
+        assert f"remote policy tcp://{address[1]}" in out
         assert re.search(r"\| inference_calls +\| +6 \| +8 \|", out), out[-3000:]
         out, err = recording.communicate(timeout=300)
         assert recording.returncode == 0, err[-2000:]
