@@ -74,14 +74,6 @@ def existing_file(text: str) -> str:
     return path
 
 
-def existing_checkpoint(text: str) -> str:
-    """An argparse type: the absolute path of a readable file or of a directory (a LeRobot ``pretrained_model``)."""
-    path = os.path.abspath(text)
-    if os.path.isdir(path):
-        return path
-    return existing_file(text)
-
-
 def device(text: str) -> str:
     """An argparse type: a torch device this machine has (``cpu``, ``cuda``, ``cuda:1``)."""
     if text == "cpu":  # the default: no torch import to build a parser

@@ -83,7 +83,7 @@ def resolve_server_args(parser: argparse.ArgumentParser, args: argparse.Namespac
     if args.expert is not None:
         deprecated("--expert", "--model rl_actor (and --checkpoint PATH for another than the shipped expert)")
         if args.checkpoint and args.expert:
-            parser.error("--checkpoint and --expert both name the policy: pass one")
+            parser.error("--checkpoint and --expert PATH both name the file: pass one")
         args.model, args.checkpoint = args.model or "rl_actor", args.checkpoint or args.expert or None
     if args.keys and args.wire == "tcp":
         parser.error("--keys needs --wire openpi or gr00t")

@@ -225,7 +225,15 @@ class LeRobotOpener(ChunkModelOpener):
 
     @staticmethod
     def recognizes(path: str) -> bool:
-        """Whether ``path`` is a LeRobot ``pretrained_model`` directory (``--checkpoint PATH`` picks this source)."""
+        """Whether ``path`` is a LeRobot ``pretrained_model`` directory (``--checkpoint PATH`` picks this source);
+        no other source reads a directory, so one without the files is refused here.
+
+        Raises:
+            FileNotFoundError: If ``path`` is a directory without config.json and model.safetensors.
+        """
+        if os.path.isdir(path) and not is_lerobot_checkpoint(path):
+            raise FileNotFoundError(f"'{path}' is a directory but not a LeRobot pretrained_model (it needs"
+                                    f" {' and '.join(REQUIRED_FILES)}).")
         return is_lerobot_checkpoint(path)
 
     def __init__(self, cfg: LeRobotModelCfg, device: str):

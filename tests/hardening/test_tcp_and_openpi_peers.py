@@ -432,7 +432,7 @@ SERVE_ARGS = {
     ("--max_connections", "x"): "argument --max_connections: 'x' is not an integer",
     ("--read_timeout", "nan"): "argument --read_timeout: nan is out of range: must be a finite number in (0, 3600]",
     ("--max_message_mb", "0"): "argument --max_message_mb: 0 is out of range: must be a finite number in (0, 65536]",
-    ("--checkpoint", "/nonexistent.pt"): "argument --checkpoint: '/nonexistent.pt' is not a readable file",
+    ("--checkpoint", "/nonexistent.pt"): "Checkpoint '/nonexistent.pt' does not exist",
     ("--device", "tpu:0"): "argument --device: 'tpu:0'",
     ("--host", "0.0.0.0"): "beyond loopback, without a token",
     ("--wire", "openpi", "--host", "0.0.0.0"): "beyond loopback, without a token",
@@ -440,7 +440,7 @@ SERVE_ARGS = {
     ("--wire", "openpi", "--keys", "state"): "argument --keys: 'state' is not KEY=PATH",
     ("--allow_kill",): "--allow_kill needs --wire gr00t",
     ("--wire", "gr00t", "--keys", "policy=policy"): "'state.<name>' or 'video.<name>'",
-    ("--expert", "--checkpoint", __file__): "--checkpoint and --expert both name the policy",
+    ("--model", "rl_actor", "--checkpoint", __file__): "is not a readable rsl_rl or skrl checkpoint",
     ("--batch_wait_ms", "-1"): "argument --batch_wait_ms: -1 is out of range",
     ("--host", "203.0.113.1", "--insecure_no_token"): "error: [Errno 99]",
 }

@@ -208,7 +208,7 @@ def test_serve_policy_eval_and_record_remote_end_to_end(tmp_path):
         assert re.search(r"\| inference_calls +\| +6 \| +8 \|", out), out[-3000:]
         out, err = recording.communicate(timeout=300)
         assert recording.returncode == 0, err[-2000:]
-        assert f"remote policy {address[1]} (global_clock, H = {H})" in out and dataset.is_file()
+        assert f"remote policy tcp://{address[1]} (global_clock, H = {H})" in out and dataset.is_file()
         _, err = other_task.communicate(timeout=300)
         assert other_task.returncode == 2 and "eval.py: error:" in err and "serves a policy of" in err, err[-2000:]
         assert "Traceback" not in err
