@@ -81,6 +81,20 @@ class ChunkModelClientCfg(ChunkModelCfg):
     max_chunk_length: int = 4096
     """Largest H the server may announce, or the cfg ask for (the caller sizes its buffers by it)."""
 
+    def check_fields(self) -> None:
+        """Raise a ``ValueError`` naming the first field every client shares that is out of range (a flag can set
+        them: ``--model.timeout_s``), before anything is connected."""
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 < self.port < 65536:
+            raise ValueError(f"{type(self).__name__}.port must be in 1-65535, got {self.port!r}.")
+        for name in ("timeout_s", "connect_timeout_s"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise ValueError(f"{type(self).__name__}.{name} must be a positive number of seconds, got {value!r}.")
+        if isinstance(self.max_chunk_length, bool) or not isinstance(self.max_chunk_length, int) \
+                or self.max_chunk_length < 1:
+            raise ValueError(f"{type(self).__name__}.max_chunk_length must be a positive integer, got"
+                             f" {self.max_chunk_length!r}.")
+
 
 class ClientOpener(ChunkModelOpener):
     """Opens a wire's client cfg: the server reached (its metadata may name the task and H), one client for every
@@ -88,6 +102,7 @@ class ClientOpener(ChunkModelOpener):
 
     def __init__(self, cfg: ChunkModelClientCfg, device: str):
         super().__init__(cfg, device)
+        cfg.check_fields()
         self.model = cfg.class_type(cfg)
 
     @property

@@ -238,3 +238,15 @@ def test_the_flags_of_0_3_still_parse_with_a_deprecation_line(capsys):
     assert (args.wire, args.source.name, args.chunk) == ("tcp", "rl_actor", 1)
     assert "--protocol project is deprecated and goes in 0.5.0: use --wire tcp" in err, err
     assert "--expert is deprecated and goes in 0.5.0: use --model rl_actor" in err, err
+
+
+def test_a_client_field_out_of_range_is_one_line_before_connecting(capsys):
+    """``--model.FIELD`` reaches a wire's client cfg: a value out of range is refused before anything connects."""
+    for flag, value, message in (("--model.timeout_s", "-1", "TcpChunkModelCfg.timeout_s must be a positive number"),
+                                 ("--model.connect_timeout_s", "nan", "connect_timeout_s must be a positive number"),
+                                 ("--model.port", "70000", "TcpChunkModelCfg.port must be in 1-65535"),
+                                 ("--model.max_chunk_length", "0", "max_chunk_length must be a positive integer")):
+        with pytest.raises(SystemExit) as exit_info:
+            _script("eval").parse_args(["--model", "tcp", flag, value])
+        err = capsys.readouterr().err
+        assert exit_info.value.code == 2 and message in err and "Traceback" not in err, err
