@@ -47,9 +47,6 @@ def _interrupt(signum, frame) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    from isaaclab_suspend.tasks.env_factory import set_quiet
-
-    set_quiet(not args.verbose)
     level = logging.WARNING if args.quiet else logging.INFO  # --quiet: no line per connection
     logging.basicConfig(format="%(asctime)s %(message)s", level=level, stream=sys.stderr)
     server = serving.make_server(args)

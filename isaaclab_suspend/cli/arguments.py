@@ -226,7 +226,7 @@ def add_import_arg(parser: argparse.ArgumentParser) -> None:
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
     """``--quiet`` (only the result and errors) and ``--verbose`` (everything: Isaac Lab's configuration and
     manager tables, its info log, the suspension manager's report); by default what runs, progress and the
-    result, the set-up output dropped (:func:`~isaaclab_suspend.tasks.env_factory.set_quiet`)."""
+    result, the set-up output dropped (``verbose`` of :func:`~isaaclab_suspend.tasks.env_factory.open_env`)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--quiet", action="store_true",
                        help="print only the result and errors: no set-up tables, info log or progress bars")

@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from isaaclab.utils import configclass
 
-from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
+from ..chunking import ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, schedule_name
 from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, run_provenance, write_report,
                      write_run_log)
 from .chunk_models import ChunkModelSource, EmbeddedModelCfg, ModelCfg, make_chunking_policy
@@ -50,8 +50,9 @@ class EvaluationCfg:
     """The chunking policy around the model (aggregator, refill threshold, RTC overlap, TensorBoard directory:
     one sub-directory per schedule); its ``schedule`` is each of :attr:`schedules` and its ``chunk_length`` the
     model's: others are refused."""
-    schedules: list[str] = ["global_clock"]
-    """Chunk schedules, run one after the other."""
+    schedules: list[str | ChunkScheduleCfg] = ["global_clock"]
+    """Chunk schedules, run one after the other: names (each schedule's default cfg) or cfgs
+    (:mod:`~isaaclab_suspend.chunking.schedules`)."""
     latency: str | None = None
     """Emulated inference latency (``"0.2"``, ``"0.05+0.002n"``, ``"gr1"``, ``"droid"``; None: none)."""
     virtual_latency: bool = False
@@ -107,8 +108,9 @@ def evaluate(cfg: EvaluationCfg, source: ChunkModelSource | None = None,
     """
     source = source or open_source(cfg)
     env_cfg = cfg.env.replace(task=source.task)
-    suffixes = schedule_suffixes(cfg.schedules)
-    return {s: _run_schedule(cfg, env_cfg, source, s, suffixes[s], open_env) for s in cfg.schedules}
+    names = [schedule_name(s) for s in cfg.schedules]
+    suffixes = schedule_suffixes(names)
+    return {n: _run_schedule(cfg, env_cfg, source, s, suffixes[n], open_env) for n, s in zip(names, cfg.schedules)}
 
 
 def open_source(cfg: EvaluationCfg) -> ChunkModelSource:
@@ -117,7 +119,8 @@ def open_source(cfg: EvaluationCfg) -> ChunkModelSource:
     return ChunkModelSource(cfg.model, cfg.env.task, cfg.env.device, latency)
 
 
-def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str, suffix: str,
+def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str | ChunkScheduleCfg,
+                  suffix: str,
                   open_env: Callable) -> ScheduleRun:
     with open_env(env_cfg) as env:
         policy = make_chunking_policy(cfg.chunking, source, env, schedule)  # does not fit: before any file
@@ -130,7 +133,7 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
         frames = EpisodeFrames(next(iter(images)), min(FRAME_ENVS, env.num_envs), stride) if images else None
         ledger = make_ledger(env_cfg, env, policy, per_env=cfg.episodes_per_env,
                              export="all" if cfg.record else None)
-        with tqdm(total=cfg.steps, desc=f"{schedule:>13}", unit="step", disable=not cfg.show_progress) as bar:
+        with tqdm(total=cfg.steps, desc=f"{policy.schedule.name:>13}", unit="step", disable=not cfg.show_progress) as bar:
             for t in rollout(env, policy, obs, cfg.steps, ledger):
                 timeline.record(policy.last_step, t.dones)
                 if frames is not None:
