@@ -26,14 +26,13 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("--task", required=True, help="gym task id (a ManagerBasedRLEnvCfg task)")
     cli.add_import_arg(parser)
     parser.add_argument("--num_envs", type=cli.positive_int, default=4)

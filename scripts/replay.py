@@ -32,7 +32,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("dataset", type=cli.existing_file, help="HDF5 dataset file")
     parser.add_argument("--task", default=None, help="task id, for a dataset that does not name one (else it must be the recorded one)")
     parser.add_argument("--num_envs", type=cli.int_in(1, cli.MAX_REPLAY_ENVS), default=None,

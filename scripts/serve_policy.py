@@ -34,7 +34,7 @@ from isaaclab_suspend.cli import serving
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     serving.add_server_args(parser)
     cli.add_quiet_arg(parser)
     args = parser.parse_args(argv)

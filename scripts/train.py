@@ -26,7 +26,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     cli.add_env_args(parser, num_envs=256, seed=None, desync=False, per_env_random=False)
     cli.add_quiet_arg(parser)
     parser.add_argument("--rl_library", default="rsl_rl", choices=cli.RL_LIBRARIES)
