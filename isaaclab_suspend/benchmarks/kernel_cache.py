@@ -102,7 +102,7 @@ def save_kernel_cache(archive: str, cache_dir: str | None = None, keep: int = 64
         digest = _sha256(f)
     record = saved_record_path()
     os.makedirs(os.path.dirname(record), mode=0o700, exist_ok=True)
-    hashes = [h for h in saved_hashes() if h != digest][-(keep - 1):] + [digest]
+    hashes = ([h for h in saved_hashes() if h != digest] + [digest])[-keep:]
     with open(record + ".part", "w") as f:
         json.dump({"sha256": hashes}, f)
     os.replace(record + ".part", record)
@@ -133,7 +133,7 @@ def restore_kernel_cache(archive: str, sha256: str | None = None, cache_dir: str
             return (f"kernel cache {archive} not restored (sha256 {digest}): no run of this machine saved it;"
                     f" {RESTORE_HINT}. Kernels compile on first use")
         f.seek(0)
-        files, size, kept = extract_kernel_cache(f, os.path.getsize(archive), cache_dir or kernel_cache_dir(),
+        files, size, kept = extract_kernel_cache(f, os.fstat(f.fileno()).st_size, cache_dir or kernel_cache_dir(),
                                                  limits, archive)
     return (f"kernel cache {archive} (sha256 {digest}) restored: {files} files, {size / 2**20:.1f} MiB"
             + (f"; the cache held {kept} of its entries already (kept as they were)" if kept else ""))
@@ -171,10 +171,12 @@ def extract_kernel_cache(source: BinaryIO, archive_bytes: int, target: str, limi
             _remove(path)
         if isinstance(err, _Refusal):
             raise KernelCacheRefused(f"kernel cache '{name}' refused: {err}; nothing of it was kept") from None
-        if isinstance(err, (tarfile.TarError, lzma.LZMAError, EOFError, OSError, ValueError)):
-            reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err) or type(err).__name__
-            raise KernelCacheRefused(f"kernel cache '{name}' refused: not a readable tar.xz ({reason}); nothing of"
-                                     " it was kept") from None
+        if isinstance(err, OSError):  # the cache's disk, not the archive
+            raise KernelCacheRefused(f"kernel cache '{name}' not restored: {err.strerror or err} in '{root}'; nothing"
+                                     " of it was kept") from None
+        if isinstance(err, (tarfile.TarError, lzma.LZMAError, EOFError, ValueError)):
+            raise KernelCacheRefused(f"kernel cache '{name}' refused: not a readable tar.xz"
+                                     f" ({str(err) or type(err).__name__}); nothing of it was kept") from None
         raise
     finally:
         _remove(staging)
