@@ -72,6 +72,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.paths = cli.check_new_datasets(recorders, args.overwrite)
     except ValueError as err:
         parser.error(str(err))
+    cli.check_run_cfg(parser, cli.recording_cfg(args), args)
     args.on_interrupt = f"Interrupted: the episodes exported so far are in {args.paths}; open episodes were dropped."
     return args
 

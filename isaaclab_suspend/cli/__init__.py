@@ -29,8 +29,8 @@ _MODULES = {
         "resolve_policy", "resolve_task", "set_fields", "warn"),
     "..names": ("AGGREGATOR_NAMES", "EXPORT_MODE_NAMES", "MAX_REPLAY_ENVS", "RL_LIBRARIES", "SCHEDULE_NAMES",
         "MODEL_NAMES", "SO101_ROBOT", "WIRE_NAMES", "TOKEN_ENV", "VCODECS"),
-    ".reports": ("write_eval_outputs",),
-    ".run_cfgs": ("evaluation_cfg", "recording_cfg"),
+    ".reports": ("apply_output_args", "describe_outputs", "take_report_alias", "write_eval_outputs"),
+    ".run_cfgs": ("check_run_cfg", "evaluation_cfg", "recording_cfg"),
     ".sharding": ("apply_shard", "describe_shard", "write_results"),
 }
 """The module of each name this package exports (no name is also a submodule's: importing the submodule would
