@@ -67,7 +67,7 @@ class EpisodeWriterCfg:
     more episodes than one process writes, several share them on cores of their own
     (:class:`~isaaclab_suspend.recording.ShardedEpisodeWriter`), each into its own part file beside the dataset,
     and the parts are merged into the dataset file at close, which then waits for the merge (about 0.5-0.9 ms per
-    demo copied). 1: the one process writes the dataset file itself. At most :func:`max_writers` (one per core:
+    demo copied). 1: the one process writes the dataset file itself. At most :func:`~isaaclab_suspend.recording.episode_writer.max_writers` (one per core:
     more only add memory, some 70 MiB each)."""
 
     flush_interval_s: float = 0.1
@@ -478,7 +478,7 @@ def max_writers() -> int:
 
 
 def check_writer_count(name: str, value: object) -> None:
-    """Raise a clear error unless ``value`` writer processes is an integer in [1, :func:`max_writers`]."""
+    """Raise a clear error unless ``value`` writer processes is an integer in [1, :func:`~isaaclab_suspend.recording.episode_writer.max_writers`]."""
     check_setting(name, value, 1)
     if value > max_writers():
         raise ValueError(f"{name} is {value}, more than the {max_writers()} cores this process may run on: at most one"

@@ -213,7 +213,7 @@ def open_episode_writer(cfg: EpisodeWriterCfg, paths: list[str], mode: DatasetEx
     dataset file(s) itself), or a :class:`ShardedEpisodeWriter` of several.
 
     Raises:
-        ValueError: If :attr:`EpisodeWriterCfg.num_writers` is not an integer in [1, :func:`max_writers`].
+        ValueError: If :attr:`EpisodeWriterCfg.num_writers` is not an integer in [1, :func:`~isaaclab_suspend.recording.episode_writer.max_writers`].
     """
     check_writer_count("EpisodeWriterCfg.num_writers", cfg.num_writers)
     kind = EpisodeWriter if cfg.num_writers == 1 else ShardedEpisodeWriter
