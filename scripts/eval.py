@@ -70,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     from isaaclab_suspend.runs import dataset_recorder_cfg, schedule_suffixes  # torch, Isaac Lab: once parsed
 
     args.suffixes = schedule_suffixes(args.schedules)  # a file per schedule
+    cli.check_episode_logs(parser, args, list(args.suffixes.values()))
     args.record_cfgs = {s: dataset_recorder_cfg(args.record, suffix) for s, suffix in args.suffixes.items()
                         if args.record}
     try:
@@ -93,7 +94,7 @@ def evaluate(args: argparse.Namespace) -> None:
     errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; recorded episodes stay in the file
     results = runs.evaluate(cli.evaluation_cfg(args), args.source, cli.env_opener(*errors))
     for schedule, run in results.items():
-        cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule])
+        cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule], args.overwrite)
     written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges
     header, figures = cli.gather_results(args, header, {s: r.figures for s, r in results.items()})  # rank 0's
     if args.results:

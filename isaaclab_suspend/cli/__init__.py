@@ -21,7 +21,7 @@ _MODULES = {
     ".distributed": ("apply_distributed_training", "gather_datasets", "gather_replay", "gather_results",
         "is_other_rank", "rank_device", "run_ranks", "share"),
     ".envs": ("env_cfg", "env_opener", "open_env"),
-    ".episodes": ("apply_episode_args", "describe_scoring", "log_episodes", "make_ledger", "recording_summary",
+    ".episodes": ("apply_episode_args", "check_episode_logs", "describe_scoring", "log_episodes", "make_ledger", "recording_summary",
         "write_episode_log"),
     ".errors": ("fail", "USER_ERRORS", "user_errors"),
     ".outputs": ("check_new_datasets", "check_output_args", "check_writable", "dataset_table"),

@@ -11,6 +11,7 @@ import os
 from ..runs import ScheduleRun, write_evaluation_report, write_timeline
 from ..runs.evaluation import REPORT_LOG, REPORT_PAGE
 from ..runs.outputs import check_output, new_run_folder
+from .distributed import merged_path
 from .episodes import describe_scoring
 from .policy import deprecated, describe_policy
 from .run_cfgs import evaluation_cfg
@@ -47,7 +48,8 @@ def apply_output_args(parser: argparse.ArgumentParser, args: argparse.Namespace)
     if args.results is None and folder:
         args.results = os.path.join(folder, RESULTS)
     try:
-        for path, what in ((args.timeline, "--timeline"), (args.results, "--results")):
+        merged = merged_path(args.results) if args.results else None  # under torchrun: where rank 0 writes them
+        for path, what in ((args.timeline, "--timeline"), (args.results, "--results"), (merged, "--results")):
             if path:
                 check_output(path, args.overwrite, what, "--overwrite")
         for name in (REPORT_LOG, REPORT_PAGE) if args.report else ():

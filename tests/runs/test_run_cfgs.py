@@ -115,12 +115,16 @@ def test_a_report_or_timeline_that_exists_is_kept_and_a_log_is_never_its_own_pag
 
 def test_scripts_refuse_a_chunk_or_writer_count_past_the_bounds_in_one_line(tmp_path, capsys):
     """``eval.py --chunk 100000000`` on 2 envs and ``record.py --writers 1000000000``: one line, exit 2, while
-    parsing (the cfgs' own validate: no env, no allocation)."""
+    parsing (the cfgs' own validate: no env, no allocation); an episode log of an earlier run is kept likewise."""
+    log = tmp_path / "episodes.jsonl"
+    log.write_text("earlier\n")
     check_usage_errors(load_script("eval"), {
         ("--chunk", "100000000", "--num_envs", "2", "--output", str(tmp_path / "run")): "over the 1 GiB bound",
         ("--device", "cpu:7", "--output", str(tmp_path / "run")): "device 'cpu:7' is not cpu, cuda or cuda:N",
+        ("--episode_log", str(log), "--output", str(tmp_path / "run")): f"'{log}' exists: pass --overwrite",
     }, capsys)
     check_usage_errors(load_script("record"), {
         ("--writers", "1000000000", "--output", str(tmp_path / "d.hdf5")): "RecordingCfg.writers is 1000000000",
+        ("--episode_log", str(log), "--output", str(tmp_path / "d.hdf5")): f"'{log}' exists: pass --overwrite",
     }, capsys)
-    assert not (tmp_path / "run").exists() and not (tmp_path / "d.hdf5").exists()
+    assert not (tmp_path / "run").exists() and not (tmp_path / "d.hdf5").exists() and log.read_text() == "earlier\n"
