@@ -45,8 +45,9 @@ def test_main_command_compares_any_and_global_clock_and_draws_the_timeline(tmp_p
     assert out.startswith("Isaac-Cartpole-Suspendable, embedded model: 16 envs, 128 steps") and "%|" in run.stderr
     (folder,) = (tmp_path / "outputs" / "eval").iterdir()
     assert re.fullmatch(r"\d{4}-\d\d-\d\d_Isaac-Cartpole-Suspendable_1", folder.name), folder
-    assert out.count(str(folder)) == 1 and f"Run folder: {folder}: timeline.png (the first 16 envs), report.html (open" \
-        " it in a browser), episodes.jsonl (the run log), results.json" in out, out
+    assert out.count(str(folder)) == 1, out
+    assert f"Run folder: {folder}: timeline.png (the first 16 envs), report.html (open it in a browser)," \
+        " episodes.jsonl (the run log), results.json" in out, out
     timeline = folder / "timeline.png"
     assert "Isaac-Cartpole-Suspendable, embedded model: 16 envs, 128 steps, H = 16" in out
     assert "latency gr1 (virtual)" in out

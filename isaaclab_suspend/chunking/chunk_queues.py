@@ -18,7 +18,7 @@ def queue_bytes(num_envs: int, chunk_length: int, action_dim: int = 1) -> int:
 
 
 def check_queue_memory(num_envs: int, chunk_length: int, action_dim: int = 1) -> None:
-    """Raise a one-line ``ValueError`` if the queues (:func:`queue_bytes`) would pass :data:`~isaaclab_suspend.chunking.chunk_queues.MAX_QUEUE_BYTES`;
+    """Raise a one-line ``ValueError`` if the queues (:func:`queue_bytes`) would pass :data:`MAX_QUEUE_BYTES`;
     ``action_dim`` 1 (the least) where the env is not built yet."""
     needed = queue_bytes(num_envs, chunk_length, action_dim)
     if needed > MAX_QUEUE_BYTES:
@@ -49,7 +49,9 @@ class ChunkQueues:
         device: Torch device of the env.
 
     Raises:
-        ValueError: If the queues would take more than :data:`~isaaclab_suspend.chunking.chunk_queues.MAX_QUEUE_BYTES` (:func:`~isaaclab_suspend.chunking.chunk_queues.check_queue_memory`).
+        ValueError: If the queues would take more than
+            :data:`~isaaclab_suspend.chunking.chunk_queues.MAX_QUEUE_BYTES`
+            (:func:`~isaaclab_suspend.chunking.chunk_queues.check_queue_memory`).
     """
 
     def __init__(self, num_envs: int, chunk_length: int, action_dim: int, refill_at: int, device: str):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 from isaaclab.managers import DatasetExportMode
 
-from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg, check_writer_count
+from .episode_writer import EpisodeBatch, EpisodeWriter, EpisodeWriterCfg, check_setting
 from .part_files import merge_parts, part_paths
 
 if TYPE_CHECKING:
@@ -213,8 +213,8 @@ def open_episode_writer(cfg: EpisodeWriterCfg, paths: list[str], mode: DatasetEx
     dataset file(s) itself), or a :class:`ShardedEpisodeWriter` of several.
 
     Raises:
-        ValueError: If :attr:`EpisodeWriterCfg.num_writers` is not an integer in [1, :func:`~isaaclab_suspend.recording.episode_writer.max_writers`].
+        ValueError: If :attr:`EpisodeWriterCfg.num_writers` is not an integer of at least 1.
     """
-    check_writer_count("EpisodeWriterCfg.num_writers", cfg.num_writers)
+    check_setting("EpisodeWriterCfg.num_writers", cfg.num_writers, 1)
     kind = EpisodeWriter if cfg.num_writers == 1 else ShardedEpisodeWriter
     return kind(cfg, paths, mode, env_name, compress)

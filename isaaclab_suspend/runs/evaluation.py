@@ -81,7 +81,8 @@ class EvaluationCfg:
         """Check every field before any env is built; Isaac Lab's ``validate()`` calls it after the env's
         (:meth:`~.run_env.RunEnvCfg.validate_config`), and :func:`evaluate` calls that first: known ``schedules``,
         one of ``steps`` and ``episodes_per_env`` (each >= 1), ``timeline_envs`` >= 1, the ``latency``, the chunk
-        queues' memory where the model cfg sets H (:func:`~isaaclab_suspend.runs.recording.check_chunks`) and the ``record`` datasets.
+        queues' memory where the model cfg sets H (:func:`~isaaclab_suspend.runs.recording.check_chunks`) and the
+        ``record`` datasets.
 
         Raises:
             ValueError: One line naming the field, its value and what it must be.
@@ -179,8 +180,8 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
 
 
 def write_timeline(runs: dict[str, ScheduleRun], path: str, title: str, overwrite: bool = False) -> str:
-    """Plot the runs' timelines side by side into the PNG ``path``, written whole (:func:`~isaaclab_suspend.runs.outputs.new_file`);
-    returns its absolute path.
+    """Plot the runs' timelines side by side into the PNG ``path``, written whole
+    (:func:`~isaaclab_suspend.runs.outputs.new_file`); returns its absolute path.
 
     Raises:
         ValueError: If ``path`` exists and not ``overwrite``, or is a symbolic link or a folder.

@@ -4,8 +4,9 @@ an evaluation.
 A run replaces nothing that exists unless it is asked to (``overwrite``), never writes through a symbolic link (the
 file it points to may be anyone's) and never takes a folder where a file is meant. A file written at once (a run
 log, a page, a timeline, figures) goes to a temporary file beside it, renamed once complete (:func:`new_file`), so
-a failed or interrupted write leaves the file that was there whole. A dataset is written in place instead: a killed recording keeps the episodes it flushed
-(:mod:`isaaclab_suspend.recording`), so it is refused when it exists, and replaced only with ``overwrite``.
+a failed or interrupted write leaves the file that was there whole. A dataset is written in place instead: a killed
+recording keeps the episodes it flushed (:mod:`isaaclab_suspend.recording`), so it is refused when it exists, and
+replaced only with ``overwrite``.
 """
 
 from __future__ import annotations

@@ -60,10 +60,10 @@ def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all", write
 def check_datasets(path: str, overwrite: bool, what: str, suffix: str = "", export: str = "all", writers: int = 1,
                    flag: str = "overwrite=True") -> list[str]:
     """The dataset files a recording into ``path`` writes (:func:`dataset_recorder_cfg`), after checking that each
-    may be written (:func:`~isaaclab_suspend.runs.outputs.check_output`: new unless ``overwrite``, no symbolic link or folder), that
-    ``path`` is no folder (whose ``<folder>.hdf5`` beside it would be written) and that no part file of an earlier
-    recording with ``writers`` processes is in the way (they are a killed run's episodes: merged or removed by
-    hand, never overwritten). A dataset is written in place, so that a killed run keeps what it flushed; with
+    may be written (:func:`~isaaclab_suspend.runs.outputs.check_output`: new unless ``overwrite``, no symbolic link
+    or folder), that ``path`` is no folder (whose ``<folder>.hdf5`` beside it would be written) and that no part
+    file of an earlier recording with ``writers`` processes is in the way (they are a killed run's episodes: merged
+    or removed by hand, never overwritten). A dataset is written in place, so that a killed run keeps what it flushed; with
     ``overwrite`` the recording replaces the file there.
 
     Raises:
@@ -113,8 +113,9 @@ class RecordingCfg:
         """Check every field before any env is built; Isaac Lab's ``validate()`` calls it after the env's
         (:meth:`~.run_env.RunEnvCfg.validate_config`), and :func:`record` calls that first: one of ``episodes``
         and ``episodes_per_env`` (each >= 1), ``max_steps`` >= 1, ``export`` one of :data:`EXPORT_MODES`,
-        ``writers`` in [1, cores], the chunk queues' memory where the model cfg sets H (:func:`~isaaclab_suspend.runs.recording.check_chunks`) and
-        the dataset files (:func:`~isaaclab_suspend.runs.recording.check_datasets`).
+        ``writers`` in [1, cores], the chunk queues' memory where the model cfg sets H
+        (:func:`~isaaclab_suspend.runs.recording.check_chunks`) and the dataset files
+        (:func:`~isaaclab_suspend.runs.recording.check_datasets`).
 
         Raises:
             ValueError: One line naming the field, its value and what it must be.
