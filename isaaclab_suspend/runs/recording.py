@@ -63,8 +63,8 @@ def check_datasets(path: str, overwrite: bool, what: str, suffix: str = "", expo
     may be written (:func:`~isaaclab_suspend.runs.outputs.check_output`: new unless ``overwrite``, no symbolic link
     or folder), that ``path`` is no folder (whose ``<folder>.hdf5`` beside it would be written) and that no part
     file of an earlier recording with ``writers`` processes is in the way (they are a killed run's episodes: merged
-    or removed by hand, never overwritten). A dataset is written in place, so that a killed run keeps what it flushed; with
-    ``overwrite`` the recording replaces the file there.
+    or removed by hand, never overwritten). A dataset is written in place, so that a killed run keeps what it
+    flushed; with ``overwrite`` the recording replaces the file there.
 
     Raises:
         ValueError: One line naming ``what`` (a cfg field or a flag), the path and what to do.
