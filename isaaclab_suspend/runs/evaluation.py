@@ -22,7 +22,7 @@ from tqdm import tqdm
 
 from isaaclab.utils import configclass
 
-from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
+from ..chunking import ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, schedule_name
 from ..chunking.schedules import SCHEDULES
 from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, run_provenance, write_report,
                      write_run_log)
@@ -54,8 +54,9 @@ class EvaluationCfg:
     """The chunking policy around the model (aggregator, refill threshold, RTC overlap, TensorBoard directory:
     one sub-directory per schedule); its ``schedule`` is each of :attr:`schedules` and its ``chunk_length`` the
     model's: others are refused."""
-    schedules: list[str] = ["global_clock"]
-    """Chunk schedules, run one after the other."""
+    schedules: list[str | ChunkScheduleCfg] = ["global_clock"]
+    """Chunk schedules, run one after the other: names (each schedule's default cfg) or cfgs
+    (:mod:`~isaaclab_suspend.chunking.schedules`)."""
     latency: str | None = None
     """Emulated inference latency (``"0.2"``, ``"0.05+0.002n"``, ``"gr1"``, ``"droid"``; None: none)."""
     virtual_latency: bool = False
@@ -87,10 +88,10 @@ class EvaluationCfg:
         Raises:
             ValueError: One line naming the field, its value and what it must be.
         """
-        unknown = [s for s in self.schedules if s not in SCHEDULES] if isinstance(self.schedules, list) else None
-        if not self.schedules or unknown is None or unknown:
-            raise ValueError(f"EvaluationCfg.schedules must be a non-empty list of {sorted(SCHEDULES)}, got"
-                             f" {self.schedules!r}.")
+        names = [schedule_name(s) for s in self.schedules] if isinstance(self.schedules, list) else []
+        if not names or any(name not in SCHEDULES for name in names):
+            raise ValueError(f"EvaluationCfg.schedules must be a non-empty list of {sorted(SCHEDULES)} (names or"
+                             f" their cfgs), got {self.schedules!r}.")
         if (self.steps is None) == (self.episodes_per_env is None):
             raise ValueError("EvaluationCfg: give one of steps and episodes_per_env (the other None).")
         check_int("EvaluationCfg.steps" if self.steps is not None else "EvaluationCfg.episodes_per_env",
@@ -100,7 +101,7 @@ class EvaluationCfg:
             LatencyCfg.parse(self.latency)
         check_chunks(getattr(self.model, "chunk_length", None), self.env.num_envs)
         if self.record:
-            for suffix in schedule_suffixes(self.schedules).values():
+            for suffix in schedule_suffixes(names).values():
                 check_datasets(self.record, self.overwrite, "EvaluationCfg.record", suffix)
 
 
@@ -143,8 +144,9 @@ def evaluate(cfg: EvaluationCfg, source: ChunkModelSource | None = None,
     source = source or open_source(cfg)
     check_chunks(source.chunk_length, cfg.env.num_envs)
     env_cfg = cfg.env.replace(task=source.task)
-    suffixes = schedule_suffixes(cfg.schedules)
-    return {s: _run_schedule(cfg, env_cfg, source, s, suffixes[s], open_env) for s in cfg.schedules}
+    names = [schedule_name(s) for s in cfg.schedules]
+    suffixes = schedule_suffixes(names)
+    return {n: _run_schedule(cfg, env_cfg, source, s, suffixes[n], open_env) for n, s in zip(names, cfg.schedules)}
 
 
 def open_source(cfg: EvaluationCfg) -> ChunkModelSource:
@@ -153,7 +155,8 @@ def open_source(cfg: EvaluationCfg) -> ChunkModelSource:
     return ChunkModelSource(cfg.model, cfg.env.task, cfg.env.device, latency)
 
 
-def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str, suffix: str,
+def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str | ChunkScheduleCfg,
+                  suffix: str,
                   open_env: Callable) -> ScheduleRun:
     with open_env(env_cfg) as env:
         policy = make_chunking_policy(cfg.chunking, source, env, schedule)  # does not fit: before any file
@@ -166,7 +169,7 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
         frames = EpisodeFrames(next(iter(images)), min(FRAME_ENVS, env.num_envs), stride) if images else None
         ledger = make_ledger(env_cfg, env, policy, per_env=cfg.episodes_per_env,
                              export="all" if cfg.record else None)
-        with tqdm(total=cfg.steps, desc=f"{schedule:>13}", unit="step", disable=not cfg.show_progress) as bar:
+        with tqdm(total=cfg.steps, desc=f"{policy.schedule.name:>13}", unit="step", disable=not cfg.show_progress) as bar:
             for t in rollout(env, policy, obs, cfg.steps, ledger):
                 timeline.record(policy.last_step, t.dones)
                 if frames is not None:
