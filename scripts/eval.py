@@ -4,9 +4,11 @@ Each schedule runs on a freshly created env with the same seed and the task's em
 (Cartpole: LQR plans; push-cube: scripted PD plans), a chunk policy trained by ``scripts/train_chunk_policy.py``
 (``--checkpoint``), one served by ``scripts/serve_policy.py`` (``--remote``) or any registered source
 (``--model NAME`` with its cfg fields as ``--model.FIELD VALUE`` flags). Prints a table of figures per
-schedule (inference calls, episodes, their mean length and success rate, ...), saves a PNG timeline of the first
-envs (active / holding / suspended, resets, chunks, model calls), an HTML report of the run (``--report``) and,
-with ``--record``, the completed episodes as a replayable HDF5 dataset of the active env-steps.
+schedule (inference calls, episodes, their mean length and success rate, ...) and writes one folder per run
+(``--output``, by default a new ``outputs/eval/<date>_<task>_<n>``): an HTML report of the run, its run log, a PNG
+timeline of the first envs (active / holding / suspended, resets, chunks, model calls) and the figures as JSON;
+with ``--record``, the completed episodes as a replayable HDF5 dataset of the active env-steps. Nothing of an
+earlier run is replaced unless ``--overwrite`` is given.
 
 Examples::
 
@@ -30,7 +32,7 @@ Examples::
     tools/run.sh python scripts/eval.py --episodes_per_env 4 --desync --episode_log outputs/episodes.jsonl
 
     # shard 2 of 4 (seed + 2, files <stem>-shard2of4.*); scripts/merge_shards.py merges the shards' results
-    tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --shard 2/4 --results outputs/eval.json
+    tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --shard 2/4 --output outputs/eval/remote
 """
 
 from __future__ import annotations
@@ -57,17 +59,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--record", default=None,
                         help="HDF5 file of the completed episodes, active env-steps only (one file per schedule"
                              " with --compare: <stem>_<schedule>.hdf5)")
-    parser.add_argument("--overwrite", action="store_true", help="replace existing --record files")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace files of an earlier run: --record datasets, the run folder's files")
     args = parser.parse_args(argv)
     args.schedules = args.compare or [args.schedule]
+    cli.take_report_alias(parser, args)
     cli.apply_episode_args(parser, args, "steps", 600)
-    cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log", "report"))
-    cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "report")
-    if args.report and os.path.isfile(args.report):
-        parser.error(f"--report '{args.report}' is a file: give a folder (it gets report.html and episodes.jsonl)")
+    cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log", "output"))
+    cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "output")
     from isaaclab_suspend.runs import dataset_recorder_cfg, schedule_suffixes  # torch, Isaac Lab: once parsed
 
     args.suffixes = schedule_suffixes(args.schedules)  # a file per schedule
+    cli.check_episode_logs(parser, args, list(args.suffixes.values()))
     args.record_cfgs = {s: dataset_recorder_cfg(args.record, suffix) for s, suffix in args.suffixes.items()
                         if args.record}
     try:
@@ -76,6 +79,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as err:
         parser.error(str(err))
     cli.resolve_policy(parser, args)
+    cli.apply_output_args(parser, args)
+    cli.check_run_cfg(parser, cli.evaluation_cfg(args), args)
     return args
 
 
@@ -89,12 +94,13 @@ def evaluate(args: argparse.Namespace) -> None:
     errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; recorded episodes stay in the file
     results = runs.evaluate(cli.evaluation_cfg(args), args.source, cli.env_opener(*errors))
     for schedule, run in results.items():
-        cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule])
+        cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule], args.overwrite)
     written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges
     header, figures = cli.gather_results(args, header, {s: r.figures for s, r in results.items()})  # rank 0's
-    print(f"\n{header}\n{stats_table(figures)}\nEpisodes scored: {cli.describe_scoring(args)}.", *written, sep="\n")
     if args.results:
-        print(f"Figures written to {cli.write_results(args.results, header, figures)}")
+        written.append(cli.write_results(args.results, header, figures, args.overwrite))
+    print(f"\n{header}\n{stats_table(figures)}\nEpisodes scored: {cli.describe_scoring(args)}.",
+          *cli.describe_outputs(args, written), sep="\n")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"
               f"{' (one file per schedule, <stem>_<schedule>.hdf5)' if len(args.schedules) > 1 else ''}")

@@ -21,7 +21,8 @@ _MODULES = {
     ".distributed": ("apply_distributed_training", "gather_datasets", "gather_replay", "gather_results",
         "is_other_rank", "rank_device", "run_ranks", "share"),
     ".envs": ("env_cfg", "env_opener", "open_env"),
-    ".episodes": ("apply_episode_args", "describe_scoring", "log_episodes", "make_ledger", "recording_summary",
+    ".episodes": ("apply_episode_args", "check_episode_logs", "describe_scoring", "log_episodes", "make_ledger",
+        "recording_summary",
         "write_episode_log"),
     ".errors": ("fail", "USER_ERRORS", "user_errors"),
     ".outputs": ("check_new_datasets", "check_output_args", "check_writable", "dataset_table"),
@@ -29,8 +30,8 @@ _MODULES = {
         "resolve_policy", "resolve_task", "set_fields", "warn"),
     "..names": ("AGGREGATOR_NAMES", "EXPORT_MODE_NAMES", "MAX_REPLAY_ENVS", "RL_LIBRARIES", "SCHEDULE_NAMES",
         "MODEL_NAMES", "SO101_ROBOT", "WIRE_NAMES", "TOKEN_ENV", "VCODECS"),
-    ".reports": ("write_eval_outputs",),
-    ".run_cfgs": ("evaluation_cfg", "recording_cfg"),
+    ".reports": ("apply_output_args", "describe_outputs", "take_report_alias", "write_eval_outputs"),
+    ".run_cfgs": ("check_run_cfg", "evaluation_cfg", "recording_cfg"),
     ".sharding": ("apply_shard", "describe_shard", "write_results"),
 }
 """The module of each name this package exports (no name is also a submodule's: importing the submodule would

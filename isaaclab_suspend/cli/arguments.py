@@ -339,13 +339,18 @@ def add_episode_args(parser: argparse.ArgumentParser) -> None:
 
 
 def add_report_args(parser: argparse.ArgumentParser) -> None:
-    """``--timeline --timeline_envs --report``: the figures of an evaluation beside its table."""
-    parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
+    """``--output --timeline --timeline_envs --report``: the folder of an evaluation and the figures it holds
+    beside the printed table (resolved by :func:`~.reports.apply_output_args`)."""
+    parser.add_argument("--output", default=None, metavar="DIR",
+                        help="the run's folder: report.html (one self-contained page of the run), episodes.jsonl (the"
+                             " run log it is made from, scripts/report.py), timeline.png and results.json (default: a"
+                             " new outputs/eval/<date>_<task>_<n>); files of an earlier run are replaced only with"
+                             " --overwrite")
+    parser.add_argument("--timeline", default=None, help="PNG path (default: timeline.png in the run's folder; '' for"
+                                                         " none)")
     parser.add_argument("--timeline_envs", type=positive_int, default=16, help="envs shown in the timeline")
-    parser.add_argument("--report", default="outputs/chunking/report", metavar="DIR",
-                        help="write DIR/report.html, one self-contained page of the run (headline, fairness, timeline,"
-                             " provenance), and DIR/episodes.jsonl, the run log it is made from (scripts/report.py);"
-                             " '' for none")
+    parser.add_argument("--report", default=None, metavar="DIR",
+                        help="'' for no report page and run log; a DIR is the deprecated spelling of --output DIR")
 
 
 def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:

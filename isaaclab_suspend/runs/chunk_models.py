@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..chunking import (ActionChunkingPolicy, ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, LatencyEmulator,
                         schedule_name)
+from ..chunking.chunk_queues import check_queue_memory
 from ..chunking.sources import OPENERS, SOURCES, ChunkModelCfg, source_name
 from ..learning import ChunkPolicyModelCfg
 from ..lerobot.policy import LeRobotModelCfg
@@ -170,7 +171,7 @@ def make_chunking_policy(cfg: ActionChunkingPolicyCfg, source: ChunkModelSource,
 
     Raises:
         ValueError: If ``cfg.chunk_length`` or ``cfg.schedule`` is set and differs from the source's H or from
-            ``schedule``.
+            ``schedule``, or the chunk queues would pass their memory bound (checked before the model is made).
     """
     if cfg.chunk_length not in (None, source.chunk_length):
         raise ValueError(f"ActionChunkingPolicyCfg.chunk_length is {cfg.chunk_length} but the {source.name} source"
@@ -181,6 +182,7 @@ def make_chunking_policy(cfg: ActionChunkingPolicyCfg, source: ChunkModelSource,
                          f" is '{name}': name schedules in EvaluationCfg.schedules (leave chunking.schedule None).")
     if isinstance(schedule, str) and cfg.schedule is not None:
         schedule = cfg.schedule
+    check_queue_memory(env.num_envs, source.chunk_length, env.action_manager.total_action_dim)
     log_dir = os.path.join(cfg.log_dir, name) if cfg.log_dir else None
     return ActionChunkingPolicy(source.make(env), env, cfg.replace(schedule=schedule,
                                                                   chunk_length=source.chunk_length, log_dir=log_dir))

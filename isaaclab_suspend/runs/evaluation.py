@@ -23,15 +23,19 @@ from tqdm import tqdm
 from isaaclab.utils import configclass
 
 from ..chunking import ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, schedule_name
+from ..chunking.schedules import SCHEDULES
 from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, run_provenance, write_report,
                      write_run_log)
 from .chunk_models import ChunkModelSource, EmbeddedModelCfg, ModelCfg, make_chunking_policy
-from .recording import dataset_recorder_cfg
+from .outputs import check_output, new_file
+from .recording import check_chunks, check_datasets, dataset_recorder_cfg
 from .rollout import rollout, start_episodes
-from .run_env import RunEnvCfg, make_ledger, open_run_env
+from .run_env import RunEnvCfg, check_int, make_ledger, open_run_env
 
 REPORT_LOG = "episodes.jsonl"
 """The run log's name in a report folder."""
+REPORT_PAGE = "report.html"
+"""The page's name in a report folder."""
 FRAME_ENVS = 4
 """Envs whose camera frames a report keeps (the first ones)."""
 FRAMES_PER_EPISODE = 12
@@ -70,6 +74,35 @@ class EvaluationCfg:
     """On a camera task, keep frames of the first envs' episodes (for the report's strips)."""
     show_progress: bool = True
     """A progress bar per schedule."""
+    overwrite: bool = False
+    """Replace files that exist: the ``record`` datasets, and the report and timeline written for the run
+    (:func:`write_evaluation_report`, :func:`write_timeline`); else they are refused."""
+
+    def validate_config(self) -> None:
+        """Check every field before any env is built; Isaac Lab's ``validate()`` calls it after the env's
+        (:meth:`~.run_env.RunEnvCfg.validate_config`), and :func:`evaluate` calls that first: known ``schedules``,
+        one of ``steps`` and ``episodes_per_env`` (each >= 1), ``timeline_envs`` >= 1, the ``latency``, the chunk
+        queues' memory where the model cfg sets H (:func:`~isaaclab_suspend.runs.recording.check_chunks`) and the
+        ``record`` datasets.
+
+        Raises:
+            ValueError: One line naming the field, its value and what it must be.
+        """
+        names = [schedule_name(s) for s in self.schedules] if isinstance(self.schedules, list) else []
+        if not names or any(name not in SCHEDULES for name in names):
+            raise ValueError(f"EvaluationCfg.schedules must be a non-empty list of {sorted(SCHEDULES)} (names or"
+                             f" their cfgs), got {self.schedules!r}.")
+        if (self.steps is None) == (self.episodes_per_env is None):
+            raise ValueError("EvaluationCfg: give one of steps and episodes_per_env (the other None).")
+        check_int("EvaluationCfg.steps" if self.steps is not None else "EvaluationCfg.episodes_per_env",
+                  self.steps if self.steps is not None else self.episodes_per_env, 1)
+        check_int("EvaluationCfg.timeline_envs", self.timeline_envs, 1)
+        if self.latency is not None:
+            LatencyCfg.parse(self.latency)
+        check_chunks(getattr(self.model, "chunk_length", None), self.env.num_envs)
+        if self.record:
+            for suffix in schedule_suffixes(names).values():
+                check_datasets(self.record, self.overwrite, "EvaluationCfg.record", suffix)
 
 
 @dataclass
@@ -104,9 +137,12 @@ def evaluate(cfg: EvaluationCfg, source: ChunkModelSource | None = None,
         open_env: Opens a :class:`~.run_env.RunEnvCfg`'s env as a context manager (a script's adds its error lines).
 
     Raises:
-        ValueError: If the model does not fit the env (see :meth:`~.chunk_models.ChunkModelSource.make`).
+        ValueError: If ``cfg`` is refused (:meth:`EvaluationCfg.validate_config`, before any env is built) or the
+            model does not fit the env (see :meth:`~.chunk_models.ChunkModelSource.make`).
     """
+    cfg.validate()
     source = source or open_source(cfg)
+    check_chunks(source.chunk_length, cfg.env.num_envs)
     env_cfg = cfg.env.replace(task=source.task)
     names = [schedule_name(s) for s in cfg.schedules]
     suffixes = schedule_suffixes(names)
@@ -146,17 +182,30 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
         return ScheduleRun({**policy.stats, **ledger.as_dict(records)}, records, timeline, frames)
 
 
-def write_timeline(runs: dict[str, ScheduleRun], path: str, title: str) -> str:
-    """Plot the runs' timelines side by side into the PNG ``path``; returns it."""
-    plot_timelines({name: run.timeline for name, run in runs.items()}, path, title=title)
-    return path
+def write_timeline(runs: dict[str, ScheduleRun], path: str, title: str, overwrite: bool = False) -> str:
+    """Plot the runs' timelines side by side into the PNG ``path``, written whole
+    (:func:`~isaaclab_suspend.runs.outputs.new_file`); returns its absolute path.
+
+    Raises:
+        ValueError: If ``path`` exists and not ``overwrite``, or is a symbolic link or a folder.
+    """
+    with new_file(path, overwrite, "timeline", mode="wb") as file:
+        plot_timelines({name: run.timeline for name, run in runs.items()}, file, title=title)
+    return os.path.abspath(path)
 
 
 def write_evaluation_report(cfg: EvaluationCfg, runs: dict[str, ScheduleRun], folder: str, header: str,
                             scoring: str, policy: str) -> str:
     """Write the run log of ``runs`` (``folder/episodes.jsonl``) and the HTML report made from it
-    (``folder/report.html``); returns the page's path. ``header``, ``scoring`` (which episodes were counted) and
-    ``policy`` are the run's words for the page."""
+    (``folder/report.html``), each written whole; returns the page's path. ``header``, ``scoring`` (which episodes
+    were counted) and ``policy`` are the run's words for the page.
+
+    Raises:
+        ValueError: If either file exists and not ``cfg.overwrite``, or is a symbolic link or a folder (nothing
+            is written then).
+    """
+    for name in (REPORT_LOG, REPORT_PAGE):
+        check_output(os.path.join(folder, name), cfg.overwrite, "report")
     has_success = any(not math.isnan(run.figures.get("success_rate", math.nan)) for run in runs.values())
     schedules = {name: (run.figures, run.episodes, run.timeline, run.strips()) for name, run in runs.items()}
     run = {"header": header, "scoring": scoring, "per_env": cfg.episodes_per_env, "num_envs": cfg.env.num_envs,

@@ -48,7 +48,7 @@ def report(tmp_path_factory):
     with 1 s (60-step) episodes: every env ends its cut-short first episode and then a full one, so each schedule
     scores episodes of every env."""
     directory = tmp_path_factory.mktemp("report") / "report"
-    stdout = _eval("--compare", "any,global_clock", "--desync", "--report", str(directory), "--num_envs", "4",
+    stdout = _eval("--compare", "any,global_clock", "--desync", "--output", str(directory), "--num_envs", "4",
                    "--steps", "120", "--timeline", "", "env.episode_length_s=1")
     return directory, stdout
 
@@ -63,7 +63,7 @@ def _log(directory) -> tuple[dict, dict]:
 
 def test_report_figures_equal_the_printed_table(report):
     directory, stdout = report
-    assert f"Report (open it in a browser): {directory / 'report.html'}" in stdout
+    assert f"Run folder: {directory}: report.html (open it in a browser), episodes.jsonl (the run log)" in stdout
     page = (directory / "report.html").read_text()
     cells = {(m["schedule"], m["figure"]): html.unescape(m["value"]) for m in re.finditer(
         r'<td data-figure="(?P<figure>\w+)" data-schedule="(?P<schedule>\w+)">(?P<value>[^<]*)</td>', page)}
@@ -134,8 +134,8 @@ def test_report_that_is_a_file_is_refused_before_the_run(tmp_path):
     """eval.py's real entry point, in a process of its own: exit status 2 and the one usage line, no env built."""
     existing = tmp_path / "report.html"
     existing.write_text("kept")
-    run = _script("eval.py", "--report", str(existing), "--steps", "16")
-    assert run.returncode == 2 and "--report" in run.stderr and "is a file: give a folder" in run.stderr, run.stderr
+    run = _script("eval.py", "--output", str(existing), "--steps", "16")
+    assert run.returncode == 2 and "--output" in run.stderr and "is a file: give a folder" in run.stderr, run.stderr
     assert existing.read_text() == "kept" and "Traceback" not in run.stderr
 
 
@@ -153,7 +153,7 @@ def test_camera_task_report_shows_frames_of_its_episodes(tmp_path):
     each within its episode, and the page shows them. Episodes of 2 s (120 steps) and 150 steps: each env ends an
     episode, its frames kept every 120 / 6 steps."""
     _eval("--task", "Isaac-PushCube-Camera-Suspendable", "--num_envs", "2", "--steps", "150", "--desync", "--chunk",
-          "8", "--report", str(tmp_path), "--timeline", "", "env.episode_length_s=2")
+          "8", "--output", str(tmp_path), "--timeline", "", "env.episode_length_s=2")
     _, schedules = _log(tmp_path)
     strips = schedules["global_clock"]["frames"]
     assert strips and all(s["camera"] == "scene_camera" and len(s["steps"]) >= 3 for s in strips), strips

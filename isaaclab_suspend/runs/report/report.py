@@ -25,6 +25,7 @@ from dataclasses import MISSING
 from isaaclab.utils import configclass
 
 from ...chunking.stats import table_figures
+from ..outputs import new_file
 from .timeline import ChunkTimeline, plot_timelines
 
 def wilson_interval(successes: int, count: int, z: float = 1.96) -> tuple[float, float]:
@@ -44,7 +45,7 @@ def write_run_log(path: str, run: Mapping,
     of :meth:`~.frames.EpisodeFrames.strips`, none for a task without cameras). Returns the path."""
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as file:
+    with new_file(path, True, "run log") as file:  # written whole; whether to replace it: the caller's check
         file.write(json.dumps({"record": "run", **run}) + "\n")
         for name, (figures, episodes, timeline, strips) in schedules.items():
             timeline = timeline.as_record() if timeline is not None else None
@@ -107,7 +108,7 @@ def write_report(cfg: EvalReportCfg) -> str:
                                                            "report.html"))
     os.makedirs(os.path.dirname(path), exist_ok=True)
     log_link = os.path.relpath(os.path.abspath(cfg.log_path), os.path.dirname(path))
-    with open(path, "w") as file:
+    with new_file(path, True, "EvalReportCfg.output_path", keep=[cfg.log_path]) as file:  # never the log itself
         file.write(render_report(run, schedules, log_link, cfg.hist_bins))
     return path
 
