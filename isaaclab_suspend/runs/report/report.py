@@ -25,16 +25,8 @@ from dataclasses import MISSING
 from isaaclab.utils import configclass
 
 from ...chunking.stats import table_figures
+from ..paired import wilson as wilson_interval
 from .timeline import ChunkTimeline, plot_timelines
-
-def wilson_interval(successes: int, count: int, z: float = 1.96) -> tuple[float, float]:
-    """The Wilson score interval of a success rate (95 % for ``z`` 1.96); ``(nan, nan)`` without trials."""
-    if count == 0:
-        return math.nan, math.nan
-    p = successes / count
-    centre = (p + z * z / (2 * count)) / (1 + z * z / count)
-    half = z * math.sqrt(p * (1 - p) / count + z * z / (4 * count * count)) / (1 + z * z / count)
-    return max(centre - half, 0.0), min(centre + half, 1.0)
 
 
 def write_run_log(path: str, run: Mapping,
