@@ -323,7 +323,8 @@ def add_episode_args(parser: argparse.ArgumentParser) -> None:
                              " figures over num_envs x K episodes, not over the first to finish")
     parser.add_argument("--episode_log", default=None, metavar="PATH",
                         help="JSON lines file, one record per counted episode: env_id, episode (index within the"
-                             " env), seed, success, length, suspended_steps, calls and, when recording, demo")
+                             " env), seed, success, length, suspended_steps, calls, return (the sum of its rewards)"
+                             " and, when recording, demo")
 
 
 def add_report_args(parser: argparse.ArgumentParser) -> None:
