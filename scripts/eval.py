@@ -1,4 +1,4 @@
-"""Evaluate a chunk policy on a suspendable task under one or several chunk schedules, side by side.
+"""Evaluate one or several chunk policies on a suspendable task under one or several chunk schedules, side by side.
 
 Each schedule runs on a freshly created env with the same seed and the task's embedded chunk model
 (Cartpole: LQR plans; push-cube: scripted PD plans), a chunk policy trained by ``scripts/train_chunk_policy.py``
@@ -19,6 +19,10 @@ Examples::
     # a behaviour-cloned chunk policy (task and H from the checkpoint) under every schedule
     tools/run.sh python scripts/eval.py --checkpoint outputs/bc/push_cube.pt \\
         --compare any,hold,partial_batch,global_clock,auto --desync
+
+    # two policies on the same (env, episode) grid, with the paired verdict: the planner against itself at 0.6x
+    tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --models embedded,embedded:action_scale=0.6 \
+        --episodes_per_env 4 --desync
 
     # a policy served by scripts/serve_policy.py (task and H from the server), or with openpi's protocol
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --compare global_clock,async --desync
@@ -46,7 +50,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     cli.add_env_args(parser, per_env_random=True, deterministic="off")
     cli.add_quiet_arg(parser)
-    cli.add_policy_args(parser, latency_args=True)
+    cli.add_policy_args(parser, latency_args=True, arms=True)
     cli.add_shard_args(parser, results=True)
     cli.add_episode_args(parser)
     parser.add_argument("--compare", type=cli.schedules, default=None,
@@ -60,14 +64,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--overwrite", action="store_true", help="replace existing --record files")
     args = parser.parse_args(argv)
     args.schedules = args.compare or [args.schedule]
+    arms = cli.arm_names(parser, args)
+    if arms and args.episodes_per_env is None and args.steps is None:
+        args.episodes_per_env = 2  # the arms score the same (env, episode) grid: paired episodes
     cli.apply_episode_args(parser, args, "steps", 600)
     cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log", "report"))
     cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "report")
     if args.report and os.path.isfile(args.report):
         parser.error(f"--report '{args.report}' is a file: give a folder (it gets report.html and episodes.jsonl)")
-    from isaaclab_suspend.runs import dataset_recorder_cfg, schedule_suffixes  # torch, Isaac Lab: once parsed
+    from isaaclab_suspend.runs import dataset_recorder_cfg, run_names, schedule_suffixes  # torch, Isaac Lab: now
 
-    args.suffixes = schedule_suffixes(args.schedules)  # a file per schedule
+    args.suffixes = schedule_suffixes(list(run_names(arms, args.schedules)))  # a file per run
     args.record_cfgs = {s: dataset_recorder_cfg(args.record, suffix) for s, suffix in args.suffixes.items()
                         if args.record}
     try:
@@ -75,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             cli.check_new_datasets(cfg, args.overwrite, "--record")
     except ValueError as err:
         parser.error(str(err))
-    cli.resolve_policy(parser, args)
+    cli.resolve_arms(parser, args)
     return args
 
 
@@ -87,12 +94,15 @@ def evaluate(args: argparse.Namespace) -> None:
     if not args.quiet:
         print(f"{header}\nSchedules: {', '.join(args.schedules)}, a fresh env each (set-up tables: --verbose)")
     errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; recorded episodes stay in the file
-    results = runs.evaluate(cli.evaluation_cfg(args), args.source, cli.env_opener(*errors))
+    results = runs.evaluate(cli.evaluation_cfg(args), args.sources or args.source, cli.env_opener(*errors))
     for schedule, run in results.items():
         cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule])
     written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges
     header, figures = cli.gather_results(args, header, {s: r.figures for s, r in results.items()})  # rank 0's
-    print(f"\n{header}\n{stats_table(figures)}\nEpisodes scored: {cli.describe_scoring(args)}.", *written, sep="\n")
+    print(f"\n{header}\n{stats_table(figures)}\nEpisodes scored: {cli.describe_scoring(args)}.", sep="\n")
+    for verdict in runs.verdicts(results):  # which run is better, by how much, how sure (the report's words)
+        print(f"Verdict: {verdict['sentence']}")
+    print(*written, sep="\n")
     if args.results:
         print(f"Figures written to {cli.write_results(args.results, header, figures)}")
     if args.record:

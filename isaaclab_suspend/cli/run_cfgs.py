@@ -13,9 +13,12 @@ from .policy import chunking_cfg
 
 
 def evaluation_cfg(args: argparse.Namespace) -> EvaluationCfg:
-    """``eval.py``'s resolved arguments as an evaluation (the model: ``args.source``'s cfg)."""
+    """``eval.py``'s resolved arguments as an evaluation (the model: ``args.source``'s cfg; the arms compared:
+    ``args.sources``')."""
     return EvaluationCfg(env=env_cfg(args), model=args.source.cfg,
-                         chunking=chunking_cfg(args).replace(schedule=None), schedules=list(args.schedules), latency=args.latency, virtual_latency=args.virtual_latency,
+                         models={name: source.cfg for name, source in getattr(args, "sources", {}).items()},
+                         chunking=chunking_cfg(args).replace(schedule=None), schedules=list(args.schedules),
+                         latency=args.latency, virtual_latency=args.virtual_latency,
                          steps=args.steps, episodes_per_env=args.episodes_per_env, record=args.record,
                          timeline_envs=args.timeline_envs, frames=bool(args.report),
                          show_progress=not (args.quiet or is_other_rank()))
