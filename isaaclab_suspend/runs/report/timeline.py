@@ -87,6 +87,7 @@ def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str | IO[bytes]
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     colors = ["#4c9f50", "#f2b134", "#b8b8b8"]  # active, held, suspended
     rows = max(t.num_envs for t in timelines.values())
@@ -102,6 +103,7 @@ def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str | IO[bytes]
         calls = timeline.inference_steps  # a band of solid ticks above the rows: visible over any status colour
         ax.scatter(calls, [-1.3] * len(calls), s=40, c=CALL_COLOR, marker="|", linewidths=1.2, label="model call")
         ax.set_ylim(timeline.num_envs - 0.5, -2.0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("env")
         ax.set_title(f"{name}: {len(calls)} model calls (blue ticks above the rows)", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("env step")
