@@ -178,19 +178,20 @@ def _figures_html(run: Mapping, schedules: Mapping[str, dict], bins: int) -> str
     num_envs = run["num_envs"]
     names = [name for name, s in schedules.items() if s["episodes"]]
     if names:
-        lengths.hist([[e["length"] for e in schedules[n]["episodes"]] for n in names], bins=bins, label=names,
+        lengths.hist([[e["length"] for e in schedules[n]["episodes"]] for n in names], bins=bins,
+                     label=[n[:40] for n in names],
                      color=[f"C{list(schedules).index(n)}" for n in names])
     width = 0.8 / max(len(schedules), 1)
     for i, (name, schedule) in enumerate(schedules.items()):
         counts = Counter(e["env_id"] for e in schedule["episodes"])
         if num_envs <= 64:
             per_env.bar([env + (i - (len(schedules) - 1) / 2) * width for env in range(num_envs)],
-                        [counts.get(env, 0) for env in range(num_envs)], width, label=name, color=f"C{i}")
+                        [counts.get(env, 0) for env in range(num_envs)], width, label=name[:40], color=f"C{i}")
         else:
             spread = Counter(counts.values())
             spread[0] = num_envs - len(counts)
             per_env.bar([k + (i - (len(schedules) - 1) / 2) * width for k in spread], list(spread.values()), width,
-                        label=name, color=f"C{i}")
+                        label=name[:40], color=f"C{i}")
     if run.get("per_env") and num_envs <= 64:
         per_env.axhline(run["per_env"], color="black", linewidth=1, linestyle="--", label="quota")
     lengths.set(xlabel="episode length [steps]", ylabel="episodes", title="episode lengths")

@@ -105,7 +105,7 @@ def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str | IO[bytes]
         ax.set_ylim(timeline.num_envs - 0.5, -2.0)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("env")
-        ax.set_title(f"{name}: {len(calls)} model calls (blue ticks above the rows)", fontsize=9, loc="left")
+        ax.set_title(f"{name[:80]}: {len(calls)} model calls (blue ticks above the rows)", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("env step")
     handles = [Patch(color=c, label=label) for c, label in zip(colors, ("active", "holding", "suspended"))]
     handles += axes[0, 0].get_legend_handles_labels()[0]
