@@ -132,7 +132,11 @@ CALL_PIXELS = """(() => {{ const img = [...document.images].find(i => i.alt === 
 @browser.needs_chromium
 def test_report_renders_in_chromium_at_390_px_with_the_verdict_and_the_logs_headline(report):
     directory, _ = report
-    shown = browser.render(str(directory / "report.html"), width=390, probes={"calls": CALL_PIXELS})
+    sort_by_length = ("(() => { const t = document.querySelector('table.sortable'), column = () =>"
+                      " [...t.tBodies[0].rows].map(r => +r.cells[5].textContent), th = t.tHead.rows[0].cells[5];"
+                      " th.click(); const up = column(); th.click(); return [up, column()]; })()")
+    shown = browser.render(str(directory / "report.html"), width=390,
+                           probes={"calls": CALL_PIXELS, "lengths": sort_by_length})
     assert shown.errors == [] and shown.requests == [] and shown.images == 2 and shown.broken_images == 0, shown
     assert shown.overflow == 0, "the page scrolls sideways at 390 px"
     run, schedules = _log(directory)
@@ -143,6 +147,8 @@ def test_report_renders_in_chromium_at_390_px_with_the_verdict_and_the_logs_head
     assert verdict["sentence"] in shown.text
     calls = sum(len(s["timeline"]["inference_steps"]) for s in schedules.values())
     assert shown.values["calls"] >= 5 * calls, (shown.values, calls)  # each call a visible tick
+    lengths = [e["length"] for s in schedules.values() for e in s["episodes"]]
+    assert shown.values["lengths"] == [sorted(lengths), sorted(lengths, reverse=True)], "a click on 'length' sorts"
     for name, schedule in schedules.items():
         figures, episodes = schedule["figures"], schedule["episodes"]
         wins = sum(e["success"] for e in episodes)

@@ -37,19 +37,18 @@ MAX_COUNT = 10**12
 """Largest count (steps, episode index, length, calls)."""
 
 
-def write_run_log(path: str, run: Mapping,
-                  schedules: Mapping[str, tuple[Mapping, list[dict], ChunkTimeline | None, list[dict], Mapping]]
-                  ) -> str:
+def write_run_log(path: str, run: Mapping, schedules: Mapping[str, tuple]) -> str:
     """Write the run log to ``path`` (a temporary file beside it, then renamed): ``run`` (header, scoring,
     per_env, num_envs, has_success, date, latency, provenance) and, per run, its ``(figures, episode records,
-    timeline or None, frame strips, {chunk_schedule, policy})`` (the strips of
+    timeline or None, frame strips[, {chunk_schedule, policy}])`` (the strips of
     :meth:`~.frames.EpisodeFrames.strips`, none for a task without cameras). Returns the path."""
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(temporary, "w") as file:
         file.write(json.dumps({"record": "run", **run}) + "\n")
-        for name, (figures, episodes, timeline, strips, about) in schedules.items():
+        for name, (figures, episodes, timeline, strips, *about) in schedules.items():
+            about = about[0] if about else {}
             timeline = timeline.as_record() if timeline is not None else None
             file.write(json.dumps({"record": "schedule", "schedule": name, **about, "figures": figures,
                                    "timeline": timeline, "frames": strips}) + "\n")
