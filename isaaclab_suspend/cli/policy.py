@@ -59,13 +59,13 @@ def arm_specs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list
 
 
 def arm_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """The names of ``eval.py``'s arms (:func:`arm_specs`), none for a single model."""
+    """The names of ``eval.py``'s arms (``arm_specs``), none for a single model."""
     specs = arm_specs(parser, args)
     return list(ARM_NAMES[: len(specs)]) if len(specs) > 1 else []
 
 
 def resolve_arms(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
-    """:func:`resolve_policy` for each of ``eval.py``'s models (:func:`arm_specs`): sets ``args.sources`` (each
+    """:func:`resolve_policy` for each of ``eval.py``'s models (``arm_specs``): sets ``args.sources`` (each
     arm's opened source by name, ``{}`` for one model) and, from the first arm, what :func:`resolve_policy` sets.
     ``parser.error`` if an arm is ``random`` or the arms run on different tasks."""
     specs = arm_specs(parser, args)

@@ -161,7 +161,7 @@ def open_sources(cfg: EvaluationCfg) -> dict[str | None, ChunkModelSource]:
 
 
 def verdicts(runs: dict[str, ScheduleRun]) -> list[dict]:
-    """The verdict on every two of ``runs`` (:func:`~.paired.compare_all`, the later against the earlier)."""
+    """The verdict on every two of ``runs`` (``paired.compare_all``, the later against the earlier)."""
     has_success = any(not math.isnan(run.figures.get("success_rate", math.nan)) for run in runs.values())
     return compare_all({name: (run.episodes, run.figures) for name, run in runs.items()}, has_success)
 

@@ -130,7 +130,7 @@ def _check_timeline(t: object) -> None:
 
 
 def reencoded_png(data: object) -> str:
-    """``data`` (base64 text) decoded, checked to be a PNG of at most :data:`MAX_FRAME_PIXELS` pixels and encoded
+    """``data`` (base64 text) decoded, checked to be a PNG of at most ``MAX_FRAME_PIXELS`` pixels and encoded
     again, as base64: the page holds only pixels this function wrote.
 
     Raises:
