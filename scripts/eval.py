@@ -21,7 +21,7 @@ Examples::
         --compare any,hold,partial_batch,global_clock,auto --desync
 
     # two policies on the same (env, episode) grid, with the paired verdict: the planner against itself at 0.6x
-    tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --models embedded,embedded:action_scale=0.6 \
+    tools/run.sh python scripts/eval.py --task Isaac-PushCube-Suspendable --models embedded,embedded:action_scale=0.6 \\
         --episodes_per_env 4 --desync
 
     # a policy served by scripts/serve_policy.py (task and H from the server), or with openpi's protocol
@@ -47,7 +47,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     cli.add_env_args(parser, per_env_random=True, deterministic="off")
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, latency_args=True, arms=True)

@@ -44,7 +44,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     cli.add_env_args(parser, per_env_random=True, deterministic="auto")
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, random=True)

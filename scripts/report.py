@@ -19,7 +19,7 @@ from isaaclab_suspend import cli  # light: Isaac Lab is imported after parsing, 
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("log", type=cli.existing_file, help="run log (episodes.jsonl of eval.py --report DIR)")
     parser.add_argument("--output", default=None, help="HTML page (default: report.html beside the log)")
     args = parser.parse_args(argv)

@@ -17,7 +17,7 @@ _MODULES = {
     ".arguments": ("add_deterministic_arg", "add_env_args", "add_episode_args", "add_import_arg", "add_model_args", "add_policy_args", "add_quiet_arg",
         "add_report_args", "add_shard_args", "address", "cfg_override", "DEFAULT_TASK", "device", "env_override",
         "env_overrides", "env_seed", "existing_file", "float_in", "fraction", "int_in", "key_pair", "latency", "non_negative_float",
-        "non_negative_int", "POLICIES", "positive_int", "schedules", "shard", "suspension_window"),
+        "non_negative_int", "POLICIES", "positive_int", "schedules", "script_parser", "shard", "suspension_window"),
     ".distributed": ("apply_distributed_training", "gather_datasets", "gather_replay", "gather_results",
         "is_other_rank", "rank_device", "run_ranks", "share"),
     ".envs": ("env_cfg", "env_opener", "open_env"),

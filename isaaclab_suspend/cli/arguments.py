@@ -17,6 +17,24 @@ from collections.abc import Callable
 from ..cfg_overrides import Bound, check_form
 from ..names import AGGREGATOR_NAMES, DEFAULT_TASK, DETERMINISM, MAX_SEED, MODEL_NAMES, SCHEDULE_NAMES
 
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` that shows every option's default: an option whose text does not state it gets ``(default: X)``
+    (a switch is off by default; an option unset by default says what that means in its own text)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default is None or action.default is argparse.SUPPRESS or action.default == []
+        if not action.option_strings or action.nargs == 0 or "default" in text or unset:
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """A script's parser: its description the first line of ``doc`` (the script's docstring), every default shown in
+    ``--help``."""
+    return argparse.ArgumentParser(description=doc.split("\n")[0], formatter_class=DefaultsHelpFormatter)
+
+
 POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
 """The deprecated ``--policy`` choices (see :mod:`.policy`); ``random`` is for recording only."""
 MODEL_FIELD = "--model."
@@ -226,7 +244,7 @@ def add_import_arg(parser: argparse.ArgumentParser) -> None:
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
     """``--quiet`` (only the result and errors) and ``--verbose`` (everything: Isaac Lab's configuration and
     manager tables, its info log, the suspension manager's report); by default what runs, progress and the
-    result, the set-up output dropped (:func:`~isaaclab_suspend.tasks.env_factory.set_quiet`)."""
+    result, the set-up output dropped (``verbose`` of :func:`~isaaclab_suspend.tasks.env_factory.open_env`)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--quiet", action="store_true",
                        help="print only the result and errors: no set-up tables, info log or progress bars")
@@ -314,7 +332,8 @@ def add_policy_args(parser: argparse.ArgumentParser, random: bool = False, laten
     --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
     add_model_args(parser, random, arms)
     parser.add_argument("--schedule", default="global_clock", choices=SCHEDULE_NAMES, help="chunk schedule")
-    parser.add_argument("--aggregator", default="replace", choices=AGGREGATOR_NAMES)
+    parser.add_argument("--aggregator", default="replace", choices=AGGREGATOR_NAMES,
+                        help="how a new chunk is merged with leftover actions")
     parser.add_argument("--refill_threshold", type=fraction, default=0.0,
                         help="any/partial_batch: request a chunk at <= g*H actions left, g in [0, 1]")
     parser.add_argument("--overlap_steps", type=non_negative_int, default=0,

@@ -17,7 +17,7 @@ import sys
 import typing
 from typing import TYPE_CHECKING
 
-from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
+from ..chunking import ActionChunkingPolicyCfg, LatencyCfg, RtcScheduleCfg
 from ..chunking.sources import SOURCES, ChunkModelCfg
 from ..names import DEFAULT_CHUNK, DEFAULT_TASK
 from ..runs import ChunkLengthError, ChunkModelSource
@@ -226,11 +226,17 @@ def deprecated(old: str, new: str) -> None:
     warn(f"{old} is deprecated and goes in 0.5.0: use {new}")
 
 
+def schedule_arg(args: argparse.Namespace, name: str) -> str | RtcScheduleCfg:
+    """The schedule ``name`` with the schedule flags (``--overlap_steps`` for ``rtc``); a name stands for its
+    defaults."""
+    return RtcScheduleCfg(overlap_steps=args.overlap_steps) if name == "rtc" else name
+
+
 def chunking_cfg(args: argparse.Namespace) -> ActionChunkingPolicyCfg:
     """The chunking policy's cfg of the policy arguments (``--schedule --aggregator --refill_threshold
     --overlap_steps``, ``--log_dir`` where the script has it)."""
-    return ActionChunkingPolicyCfg(chunk_length=None, schedule=args.schedule, aggregator=args.aggregator,
-                                   refill_threshold=args.refill_threshold, overlap_steps=args.overlap_steps,
+    return ActionChunkingPolicyCfg(chunk_length=None, schedule=schedule_arg(args, args.schedule),
+                                   aggregator=args.aggregator, refill_threshold=args.refill_threshold,
                                    log_dir=getattr(args, "log_dir", None))
 
 

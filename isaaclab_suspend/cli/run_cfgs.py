@@ -9,7 +9,7 @@ import argparse
 from ..runs import EvaluationCfg, RecordingCfg
 from .distributed import is_other_rank
 from .envs import env_cfg
-from .policy import chunking_cfg
+from .policy import chunking_cfg, schedule_arg
 
 
 def evaluation_cfg(args: argparse.Namespace) -> EvaluationCfg:
@@ -17,8 +17,9 @@ def evaluation_cfg(args: argparse.Namespace) -> EvaluationCfg:
     ``args.sources``')."""
     return EvaluationCfg(env=env_cfg(args), model=args.source.cfg,
                          models={name: source.cfg for name, source in getattr(args, "sources", {}).items()},
-                         chunking=chunking_cfg(args).replace(schedule=None), schedules=list(args.schedules),
-                         latency=args.latency, virtual_latency=args.virtual_latency,
+                         chunking=chunking_cfg(args).replace(schedule=None),
+                         schedules=[schedule_arg(args, name) for name in args.schedules], latency=args.latency,
+                         virtual_latency=args.virtual_latency,
                          steps=args.steps, episodes_per_env=args.episodes_per_env, record=args.record,
                          timeline_envs=args.timeline_envs, frames=bool(args.report),
                          show_progress=not (args.quiet or is_other_rank()))

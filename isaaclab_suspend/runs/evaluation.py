@@ -30,7 +30,7 @@ from tqdm import tqdm
 
 from isaaclab.utils import configclass
 
-from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
+from ..chunking import ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, schedule_name
 from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, run_provenance, write_report,
                      write_run_log)
 from .chunk_models import ChunkModelSource, EmbeddedModelCfg, ModelCfg, make_chunking_policy
@@ -64,8 +64,9 @@ class EvaluationCfg:
     """The chunking policy around the model (aggregator, refill threshold, RTC overlap, TensorBoard directory:
     one sub-directory per schedule); its ``schedule`` is each of :attr:`schedules` and its ``chunk_length`` the
     model's: others are refused."""
-    schedules: list[str] = ["global_clock"]
-    """Chunk schedules, run one after the other."""
+    schedules: list[str | ChunkScheduleCfg] = ["global_clock"]
+    """Chunk schedules, run one after the other: names (each schedule's default cfg) or cfgs
+    (:mod:`~isaaclab_suspend.chunking.schedules`)."""
     latency: str | None = None
     """Emulated inference latency (``"0.2"``, ``"0.05+0.002n"``, ``"gr1"``, ``"droid"``; None: none)."""
     virtual_latency: bool = False
@@ -141,9 +142,10 @@ def evaluate(cfg: EvaluationCfg, source: ChunkModelSource | dict[str, ChunkModel
     if len(tasks) > 1:
         raise ValueError(f"The arms of an evaluation run on one task; these run on {sorted(tasks)}.")
     env_cfg = cfg.env.replace(task=tasks.pop())
-    names = run_names([a for a in sources if a is not None], cfg.schedules)
+    schedules = {schedule_name(s): s for s in cfg.schedules}
+    names = run_names([a for a in sources if a is not None], list(schedules))
     suffixes = schedule_suffixes(list(names))
-    return {name: _run_schedule(cfg, env_cfg, sources[arm], schedule, suffixes[name], open_env)
+    return {name: _run_schedule(cfg, env_cfg, sources[arm], schedules[schedule], suffixes[name], open_env)
             for name, (arm, schedule) in names.items()}
 
 
@@ -166,8 +168,8 @@ def verdicts(runs: dict[str, ScheduleRun]) -> list[dict]:
     return compare_all({name: (run.episodes, run.figures) for name, run in runs.items()}, has_success)
 
 
-def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str, suffix: str,
-                  open_env: Callable) -> ScheduleRun:
+def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str | ChunkScheduleCfg,
+                  suffix: str, open_env: Callable) -> ScheduleRun:
     with open_env(env_cfg) as env:
         policy = make_chunking_policy(cfg.chunking, source, env, schedule)  # does not fit: before any file
         if cfg.record:
@@ -179,7 +181,7 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
         frames = EpisodeFrames(next(iter(images)), min(FRAME_ENVS, env.num_envs), stride) if images else None
         ledger = make_ledger(env_cfg, env, policy, per_env=cfg.episodes_per_env,
                              export="all" if cfg.record else None)
-        name = f"{suffix[1:] or schedule:>13}"
+        name = f"{suffix[1:] or policy.schedule.name:>13}"
         with tqdm(total=cfg.steps, desc=name, unit="step", disable=not cfg.show_progress) as bar:
             for t in rollout(env, policy, obs, cfg.steps, ledger):
                 timeline.record(policy.last_step, t.dones)
@@ -193,7 +195,7 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
             bar.total = bar.n  # a quota met before the last step ends the bar full, with the table's call count
             bar.set_postfix(calls=figures["inference_calls"])
         records = ledger.records()
-        return ScheduleRun({**figures, **ledger.as_dict(records)}, records, timeline, frames, schedule,
+        return ScheduleRun({**figures, **ledger.as_dict(records)}, records, timeline, frames, policy.schedule.name,
                            source.describe())
 
 

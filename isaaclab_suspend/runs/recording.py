@@ -161,7 +161,7 @@ def record(cfg: RecordingCfg, source: ChunkModelSource | None = None,
             policy = make_chunking_policy(cfg.chunking, source, env, cfg.chunking.schedule)  # before any file
         manager = env.start_recording(dataset_recorder_cfg(cfg.output, export=cfg.export, writers=cfg.writers))
         if source is not None:  # the file says how its chunks were scheduled (the LeRobot export reads it)
-            manager.writer.add_env_args({"schedule": cfg.chunking.schedule, "chunk_length": source.chunk_length})
+            manager.writer.add_env_args({"schedule": policy.schedule.name, "chunk_length": source.chunk_length})
         obs = start_episodes(env, env_cfg.seed, env_cfg.desync, generator)
         ledger = make_ledger(env_cfg, env, policy, per_env=cfg.episodes_per_env, total=cfg.episodes,
                              export=cfg.export)

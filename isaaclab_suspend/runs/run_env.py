@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from isaaclab.utils import configclass
 
 from .episode_ledger import EpisodeLedger
-from ..tasks.env_factory import open_env, set_quiet
+from ..tasks.env_factory import make_env_cfg, open_env
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
@@ -45,13 +45,13 @@ class RunEnvCfg:
 def open_run_env(cfg: RunEnvCfg, **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
     """Open ``cfg``'s env (``cfg.task`` must be set) and close it on exit; ``attrs`` set more fields of the task
     cfg (``__`` for nesting, as :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg` takes them)."""
-    set_quiet(not cfg.verbose)
-    attrs["deterministic"] = cfg.deterministic
+    env_cfg = make_env_cfg(cfg.task, cfg.num_envs, cfg.device, cfg.overrides, deterministic=cfg.deterministic,
+                           verbose=cfg.verbose, **attrs)
     if cfg.seed is not None:
-        attrs["seed"] = cfg.seed
+        env_cfg.seed = cfg.seed
     if cfg.per_env_random:
-        attrs["suspend__per_env_random"] = True
-    with open_env(cfg.task, cfg.num_envs, cfg.device, cfg.overrides, **attrs) as env:
+        env_cfg.suspend.per_env_random = True
+    with open_env(cfg.task, cfg=env_cfg, verbose=cfg.verbose) as env:
         yield env
 
 

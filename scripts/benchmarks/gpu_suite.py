@@ -31,7 +31,6 @@ import time
 from isaaclab_suspend import cli
 from isaaclab_suspend.benchmarks.gpu_suite import (PART_TIMEOUTS_S, PARTS, SIZES, goals, restore_kernel_cache,
                                                    save_kernel_cache, table, versions)
-from isaaclab_suspend.tasks.env_factory import set_quiet
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -76,7 +75,6 @@ def main() -> int:
         parser.error(f"unknown parts {sorted(unknown)}; known: {','.join(PARTS)}")
     size = SIZES["small" if args.small else "full"]
     if args.part:
-        set_quiet()
         deadline = args.part_deadline if args.part_deadline is not None else time.monotonic() + 600.0
         figures = PARTS[args.part](args.device, {**size, "deadline": deadline}, ROOT)
         with open(args.part_out, "w") as f:

@@ -5,6 +5,7 @@ cases run as a user runs them, to check the whole output is the usage and one er
 run-time failure (a dead server, an unknown task) is one stderr line and no usage. Every script takes ``--quiet``.
 """
 
+import argparse
 import importlib.util
 import os
 import socket
@@ -13,6 +14,8 @@ import sys
 
 import pytest
 
+from isaaclab_suspend import cli
+from isaaclab_suspend.cli import arguments as cli_arguments
 from isaaclab_suspend.learning import ChunkPolicyCfg, ChunkPolicyNet, save_chunk_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -181,6 +184,21 @@ def test_every_script_takes_quiet_and_every_task_script_takes_import(monkeypatch
         assert exit_info.value.code == 0 and "--quiet" in usage, (name, usage)
         if "--task TASK" in usage and name != "export_lerobot":  # export_lerobot's --task is the frames' text
             assert "--import MODULE" in usage, (name, usage)
+
+
+def test_help_shows_every_default(monkeypatch, capsys):
+    """Every option of eval.py that has a default states it in ``--help`` (a switch is off; an unset one says what
+    that means in its own text)."""
+    built = []
+    monkeypatch.setattr(cli, "script_parser", lambda doc: built.append(cli_arguments.script_parser(doc)) or built[-1])
+    with pytest.raises(SystemExit):
+        _script("eval").parse_args(["--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    for action in built[0]._actions:
+        if action.option_strings and action.nargs != 0 and action.default not in (None, [], argparse.SUPPRESS):
+            help_text = " ".join(built[0].formatter_class("eval")._get_help_string(action).split())
+            assert "default" in help_text and help_text % vars(action) in usage, action.option_strings
+    assert "(default: 16)" in usage and "(default: global_clock)" in usage and "(default: 0.0)" in usage
 
 
 HEAVY = ("torch", "warp", "newton", "isaaclab", "lerobot", "h5py")

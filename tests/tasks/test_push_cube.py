@@ -12,6 +12,7 @@ import torch
 from isaaclab_suspend.chunking import (
     SCHEDULES,
     ActionChunkingPolicy,
+    RtcScheduleCfg,
     LatencyCfg,
     LatencyEmulator,
 )
@@ -96,8 +97,7 @@ def test_schedule_pushes_cubes_to_their_targets(env, schedule):
     action, so each correction lands a few steps later than under the clock. It gets one time-out's worth of steps,
     in which no time-out means every env's first episode ended in success."""
     rtc = schedule == "rtc"
-    policy = ActionChunkingPolicy(make_default_model(TASK, H), env, chunk_length=H, schedule=schedule,
-                                  delay_steps=2 if rtc else None)
+    policy = ActionChunkingPolicy(make_default_model(TASK, H), env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2) if rtc else schedule)
     _, _, dones, ends = _run(env, policy, steps=EPISODE_STEPS if rtc else STEPS)
     off_tick_resets = sum(bool(d.any()) and (t + 1) % H != 0 for t, d in enumerate(dones))
     assert off_tick_resets >= 2, "the test needs asynchronous terminations"
@@ -188,9 +188,9 @@ def test_rtc_on_push_cube_continues_each_chunk_smoothly_and_pushes_the_cubes_hom
     (the first episodes start at different points, some too late to be pushed home in time)."""
     _, clock_success = _push(env, make_default_model(TASK, 16), schedule="global_clock")
     abrupt = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=16, prefix_ease_steps=0))
-    for model, cfg in ((make_default_model(TASK, 16), {}),
-                       (abrupt, {"aggregator": "soft_mask", "overlap_steps": 4})):
-        stats, success = _push(env, model, schedule="rtc", delay_steps=6, **cfg)
+    for model, cfg in ((make_default_model(TASK, 16), {"schedule": RtcScheduleCfg(delay_steps=6)}),
+                       (abrupt, {"aggregator": "soft_mask", "schedule": RtcScheduleCfg(delay_steps=6, overlap_steps=4)})):
+        stats, success = _push(env, model, **cfg)
         assert stats["boundary_roughness"] <= 1.5 * stats["within_chunk_roughness"], (cfg, stats)
         assert success >= clock_success >= 0.75, (cfg, success, clock_success)
 
