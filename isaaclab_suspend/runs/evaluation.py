@@ -163,9 +163,11 @@ def open_sources(cfg: EvaluationCfg) -> dict[str | None, ChunkModelSource]:
 
 
 def verdicts(runs: dict[str, ScheduleRun]) -> list[dict]:
-    """The verdict on every two of ``runs`` (``paired.compare_all``, the later against the earlier)."""
+    """The verdict on every two of ``runs`` that differ in their policy or in their schedule, not both
+    (``paired.compare_all``, the later against the earlier)."""
     has_success = any(not math.isnan(run.figures.get("success_rate", math.nan)) for run in runs.values())
-    return compare_all({name: (run.episodes, run.figures) for name, run in runs.items()}, has_success)
+    return compare_all({name: (run.episodes, run.figures) for name, run in runs.items()}, has_success,
+                       {name: (run.policy, run.schedule) for name, run in runs.items()})
 
 
 def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str | ChunkScheduleCfg,

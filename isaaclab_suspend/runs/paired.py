@@ -214,9 +214,13 @@ def sentence(v: Mapping, has_success: bool = True) -> str:
     return f"{head} {'; '.join(parts)}."
 
 
-def compare_all(arms: Mapping[str, tuple[Sequence[Mapping], Mapping]], has_success: bool = True) -> list[dict]:
-    """:func:`compare` of every pair of ``arms`` (name -> ``(episode records, figures)``), each later arm against
-    each earlier one, in order."""
+def compare_all(arms: Mapping[str, tuple[Sequence[Mapping], Mapping]], has_success: bool = True,
+                factors: Mapping[str, tuple] | None = None) -> list[dict]:
+    """:func:`compare` of every two of ``arms`` (name -> ``(episode records, figures)``), each later arm against
+    each earlier one, in order. With ``factors`` (name -> e.g. ``(policy, schedule)``) only two arms that differ in
+    at most one factor are compared: policies under the same schedule, schedules of the same policy."""
     names = list(arms)
-    return [compare(arms[x][0], arms[y][0], x, y, arms[x][1], arms[y][1], has_success)
-            for i, x in enumerate(names) for y in names[i + 1:]]
+    pairs = [(x, y) for i, x in enumerate(names) for y in names[i + 1:]]
+    if factors:
+        pairs = [(x, y) for x, y in pairs if sum(a != b for a, b in zip(factors[x], factors[y])) <= 1]
+    return [compare(arms[x][0], arms[y][0], x, y, arms[x][1], arms[y][1], has_success) for x, y in pairs]

@@ -87,3 +87,10 @@ def test_an_arm_without_a_finished_episode_gets_no_verdict():
 def test_compare_all_compares_every_later_arm_with_every_earlier_one():
     arms = {name: (_records([True] * 4, list("abcd")), {}) for name in ("A", "B", "C")}
     assert [(v["a"], v["b"]) for v in paired.compare_all(arms)] == [("A", "B"), ("A", "C"), ("B", "C")]
+
+
+def test_compare_all_with_factors_compares_runs_that_differ_in_one_factor():
+    arms = {f"{p}_{s}": (_records([True] * 4, list("abcd")), {}) for p in "AB" for s in ("any", "hold")}
+    factors = {name: tuple(name.split("_")) for name in arms}
+    assert [(v["a"], v["b"]) for v in paired.compare_all(arms, factors=factors)] == [
+        ("A_any", "A_hold"), ("A_any", "B_any"), ("A_hold", "B_hold"), ("B_any", "B_hold")]

@@ -233,8 +233,10 @@ def _mean(values: Sequence[float]) -> str:
 
 
 def _verdicts(run: Mapping, schedules: Mapping[str, dict]) -> list[dict]:
-    """The verdict on every two runs (:func:`~isaaclab_suspend.runs.paired.compare_all`), from the log alone."""
-    return compare_all({n: (s["episodes"], s["figures"]) for n, s in schedules.items()}, run["has_success"])
+    """The verdict on every two runs that differ in their policy or in their schedule, not both
+    (:func:`~isaaclab_suspend.runs.paired.compare_all`), from the log alone."""
+    return compare_all({n: (s["episodes"], s["figures"]) for n, s in schedules.items()}, run["has_success"],
+                       {n: (s.get("policy"), s.get("chunk_schedule")) for n, s in schedules.items()})
 
 
 def _lead(v: Mapping, has_success: bool) -> str:
