@@ -82,7 +82,7 @@ p,li,dd,figcaption{overflow-wrap:anywhere}.scroll{overflow-x:auto;max-width:100%
 table{border-collapse:collapse;margin:.5em 0}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:right}
 th{background:#f0f0f0}td:first-child{text-align:left}img{max-width:100%;height:auto}h2{border-bottom:1px solid #ddd}
 code{background:#f4f4f4;overflow-wrap:anywhere}img.frames{height:160px;width:auto;max-width:100%;object-fit:contain;
-image-rendering:pixelated}.provenance td{text-align:left}.verdict{font-size:1.1em}.lead{font-weight:bold}
+image-rendering:pixelated}.provenance td,table.text td{text-align:left}.verdict{font-size:1.1em}.lead{font-weight:bold}
 dl.defs{font-size:.85em;color:#555}dl.defs dt{font-weight:bold;display:inline}dl.defs dd{display:inline;margin:0 1em 0 .3em}
 table.sortable th{cursor:pointer}.note{color:#8a5a00}"""
 
@@ -263,7 +263,7 @@ def _verdict_html(run: Mapping, schedules: Mapping[str, dict]) -> str:
     """The runs (arm, schedule, policy) and the verdict on every two, or, for one run, its success."""
     rows = [[name, s.get("policy") or run["provenance"]["policy"], s.get("chunk_schedule") or name]
             for name, s in schedules.items()]
-    runs = _table(["run", "policy", "schedule"], rows)
+    runs = _table(["run", "policy", "schedule"], rows, classes="text")
     verdicts = _verdicts(run, schedules)
     if not verdicts:
         name, s = next(iter(schedules.items()), ("-", {"episodes": []}))
