@@ -141,3 +141,13 @@ def test_the_log_is_never_its_own_page(tmp_path, capsys):
     os.symlink(log, link)
     status, err = _rebuild(log, capsys, "--output", str(link))
     assert status == 2 and "would replace its own run log" in err and open(log).read() == before, err
+
+
+def test_a_run_without_a_finished_episode_says_so_instead_of_a_success_of_0(tmp_path):
+    from isaaclab_suspend.runs.report import EvalReportCfg, write_report
+
+    lines = [line for line in _lines() if not (line["record"] == "episode" and line["schedule"] == "Bt")]
+    page = open(write_report(EvalReportCfg(log_path=_write(tmp_path / "episodes.jsonl", lines)))).read()
+    row = page[page.index('<td data-schedule="Bt">Bt</td>'):].split("</tr>")[0]
+    assert "No finished episode" in row and "0.000" not in row, row
+    assert "Bt against At: no finished episode in Bt, so no verdict." in page
