@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable
 
 from ..cfg_overrides import Bound, check_form
+from ..devices import check_device
 from ..names import AGGREGATOR_NAMES, DEFAULT_TASK, DETERMINISM, MAX_SEED, MODEL_NAMES, SCHEDULE_NAMES
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
@@ -93,20 +94,12 @@ def existing_file(text: str) -> str:
 
 
 def device(text: str) -> str:
-    """An argparse type: a torch device this machine has (``cpu``, ``cuda``, ``cuda:1``)."""
-    if text == "cpu":  # the default: no torch import to build a parser
-        return text
-    import torch
-
+    """An argparse type: a device this machine has, ``cpu``, ``cuda`` or ``cuda:N``
+    (:func:`~isaaclab_suspend.devices.check_device`)."""
     try:
-        parsed = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a torch device (e.g. cpu, cuda:0)") from None
-    if parsed.type not in ("cpu", "cuda"):
-        raise argparse.ArgumentTypeError(f"'{text}': only cpu and cuda devices are supported")
-    if parsed.type == "cuda" and (not torch.cuda.is_available() or (parsed.index or 0) >= torch.cuda.device_count()):
-        raise argparse.ArgumentTypeError(f"'{text}': this machine has {torch.cuda.device_count()} CUDA devices")
-    return text
+        return check_device(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _parsed_by(parse: Callable[[str], object], what: str, keep_text: bool = False) -> Callable[[str], object]:
