@@ -1,5 +1,8 @@
 """Rebuild the HTML report of an evaluation from its run log alone (``eval.py --report DIR`` writes both).
 
+The log is read as untrusted data (bounded in size and counts, every field checked, images re-encoded): a
+malformed one ends in one line and exit status 2, and an existing page stays as it was.
+
 Examples::
 
     tools/run.sh python scripts/report.py outputs/report/episodes.jsonl
@@ -9,6 +12,7 @@ Examples::
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from isaaclab_suspend import cli  # light: Isaac Lab is imported after parsing, where it is used
@@ -20,6 +24,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--output", default=None, help="HTML page (default: report.html beside the log)")
     args = parser.parse_args(argv)
     cli.check_output_args(parser, args, "output")
+    if args.output and os.path.abspath(args.output) == os.path.abspath(args.log):
+        parser.error(f"--output '{args.output}' is the log itself: the page would replace it; give another file")
     return args
 
 

@@ -246,10 +246,12 @@ def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
                             " the suspension manager's report of what it freezes")
 
 
-def add_model_args(parser: argparse.ArgumentParser, random: bool = False) -> None:
+def add_model_args(parser: argparse.ArgumentParser, random: bool = False, arms: bool = False) -> None:
     """``--model NAME`` with its cfg's fields as ``--model.FIELD VALUE`` flags, and the shorthands ``--checkpoint
     PATH`` and ``--remote ADDRESS`` that infer the model (``random``: ``--model random``, uniform actions); the
-    flags of 0.3 parse too, each with a deprecation line (:func:`.policy.resolve_policy` reads them all).
+    flags of 0.3 parse too, each with a deprecation line (:func:`.policy.resolve_policy` reads them all). With
+    ``arms`` (``eval.py``) several models are compared: ``--models NAME[:FIELD=VALUE...],...`` and repeated
+    ``--checkpoint`` / ``--remote`` (:func:`.policy.resolve_arms` reads them).
 
     The fields are read when the model is opened (the registry of sources imports Isaac Lab), so ``--help`` stays
     light: ``parse_args`` collects each ``--model.FIELD VALUE`` (or ``--model.FIELD=VALUE``, repeatable for a list
@@ -260,13 +262,22 @@ def add_model_args(parser: argparse.ArgumentParser, random: bool = False) -> Non
                              " (default: the source of --remote or --checkpoint, else 'embedded', the task's"
                              " planner); its cfg fields are flags: --model.FIELD VALUE, e.g. --model.chunk_length 8,"
                              " --model.planner_overrides grasp_noise=0.015, --model.keys observation/state=policy")
-    parser.add_argument("--checkpoint", default=None,
+    repeat = {"action": "append"} if arms else {}
+    again = " (repeat it to compare several)" if arms else ""
+    parser.add_argument("--checkpoint", default=None, **repeat,
                         help="a file or directory the model is inferred from: a chunk policy of"
                              " scripts/train_chunk_policy.py, a LeRobot pretrained_model directory or an rsl_rl /"
-                             " skrl actor (its --model.path)")
-    parser.add_argument("--remote", default=None, type=address, metavar="ADDRESS",
+                             f" skrl actor (its --model.path){again}")
+    parser.add_argument("--remote", default=None, type=address, metavar="ADDRESS", **repeat,
                         help="a served policy, its wire inferred: HOST:PORT or tcp://HOST:PORT"
-                             " (scripts/serve_policy.py), openpi://HOST:PORT, gr00t://HOST:PORT")
+                             f" (scripts/serve_policy.py), openpi://HOST:PORT, gr00t://HOST:PORT{again}")
+    if arms:
+        parser.add_argument("--models", default=None, metavar="NAME[:FIELD=VALUE...],...",
+                            help="compare several models (arms A, B, ... in this order, after those of --checkpoint"
+                                 " and --remote) on the same (env, episode) grid, each under every schedule, e.g."
+                                 " 'embedded,embedded:action_scale=0.6'; --model.FIELD flags apply to every arm;"
+                                 " without --steps each env scores --episodes_per_env episodes (default 2), which"
+                                 " pairs the arms' episodes for the verdict (default: one model)")
     hidden = argparse.SUPPRESS  # the 0.3 flags: parsed, with a deprecation line, until 0.5.0
     parser.add_argument("--policy", default=None, choices=POLICIES if random else POLICIES[:-1], help=hidden)
     parser.add_argument("--chunk", type=positive_int, default=None, help=hidden)
@@ -308,10 +319,11 @@ def _model_fields(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[lis
     return rest, fields
 
 
-def add_policy_args(parser: argparse.ArgumentParser, random: bool = False, latency_args: bool = False) -> None:
-    """The model (:func:`add_model_args`), ``--schedule --aggregator --refill_threshold --overlap_steps`` (and, if
-    ``latency_args``, ``--latency --virtual_latency``)."""
-    add_model_args(parser, random)
+def add_policy_args(parser: argparse.ArgumentParser, random: bool = False, latency_args: bool = False,
+                    arms: bool = False) -> None:
+    """The model (:func:`add_model_args`, several with ``arms``), ``--schedule --aggregator --refill_threshold
+    --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
+    add_model_args(parser, random, arms)
     parser.add_argument("--schedule", default="global_clock", choices=SCHEDULE_NAMES, help="chunk schedule")
     parser.add_argument("--aggregator", default="replace", choices=AGGREGATOR_NAMES,
                         help="how a new chunk is merged with leftover actions")
@@ -335,7 +347,8 @@ def add_episode_args(parser: argparse.ArgumentParser) -> None:
                              " figures over num_envs x K episodes, not over the first to finish")
     parser.add_argument("--episode_log", default=None, metavar="PATH",
                         help="JSON lines file, one record per counted episode: env_id, episode (index within the"
-                             " env), seed, success, length, suspended_steps, calls and, when recording, demo")
+                             " env), seed, success, length, suspended_steps, calls, return (the sum of its rewards)"
+                             " and, when recording, demo")
 
 
 def add_report_args(parser: argparse.ArgumentParser) -> None:

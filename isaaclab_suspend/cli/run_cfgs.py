@@ -14,8 +14,11 @@ from .policy import chunking_cfg, schedule_arg
 
 
 def evaluation_cfg(args: argparse.Namespace) -> EvaluationCfg:
-    """``eval.py``'s resolved arguments as an evaluation (the model: ``args.source``'s cfg)."""
-    return EvaluationCfg(env=env_cfg(args), model=args.source.cfg, chunking=chunking_cfg(args).replace(schedule=None),
+    """``eval.py``'s resolved arguments as an evaluation (the model: ``args.source``'s cfg; the arms compared:
+    ``args.sources``')."""
+    return EvaluationCfg(env=env_cfg(args), model=args.source.cfg,
+                         models={name: source.cfg for name, source in getattr(args, "sources", {}).items()},
+                         chunking=chunking_cfg(args).replace(schedule=None),
                          schedules=[schedule_arg(args, name) for name in args.schedules], latency=args.latency,
                          virtual_latency=args.virtual_latency,
                          steps=args.steps, episodes_per_env=args.episodes_per_env, record=args.record,

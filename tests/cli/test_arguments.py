@@ -70,8 +70,13 @@ CASES = [
     ("eval", ["--policy", "remote"], "--policy remote needs --remote ADDRESS"),
     ("eval", ["--remote", "openpi://gpu-box"], "openpi server's address must be 'openpi://host:port'"),
     ("eval", ["--model.keys", "observation/state=policy"],
-     "not a field of the embedded source (EmbeddedModelCfg); its fields are chunk_length, planner_overrides; it is a"
-     " field of the gr00t and openpi sources"),
+     "not a field of the embedded source (EmbeddedModelCfg); its fields are chunk_length, planner_overrides,"
+     " action_scale; it is a field of the gr00t and openpi sources"),
+    ("eval", ["--models", "embedded,nope"], "--model nope: no such chunk-model source"),
+    ("eval", ["--models", "embedded,embedded:action_scale"], "expected NAME or NAME:FIELD=VALUE"),
+    ("eval", ["--models", "embedded,embedded:action_scale=-1"], "action_scale -1.0: expected a positive finite"),
+    ("eval", ["--models", "embedded,embedded", "--model", "embedded"], "leave --model out"),
+    ("eval", ["--models", "embedded,random"], "arm B: --model random has no chunk model to compare"),
     ("eval", ["--remote", "127.0.0.1:1", "--model.prompt", "p"], "--model.prompt: not a field of the tcp source"),
     ("eval", ["--openpi_keys", "policy"], "argument --openpi_keys: 'policy' is not KEY=PATH"),
     ("eval", ["--gr00t_keys", "state.x=policy"], "--model.keys: not a field of the embedded source"),

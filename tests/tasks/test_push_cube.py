@@ -193,3 +193,18 @@ def test_rtc_on_push_cube_continues_each_chunk_smoothly_and_pushes_the_cubes_hom
         stats, success = _push(env, model, **cfg)
         assert stats["boundary_roughness"] <= 1.5 * stats["within_chunk_roughness"], (cfg, stats)
         assert success >= clock_success >= 0.75, (cfg, success, clock_success)
+
+
+def test_a_scaled_planner_plans_scaled_actions_and_keeps_a_committed_prefix():
+    """``EmbeddedModelCfg.action_scale`` (a degraded arm of a comparison): every planned action times the scale,
+    and a committed prefix still starts the plan as it is (pure: the planner on two observations)."""
+    from isaaclab_suspend.tasks.embedded import ScaledChunkModel
+
+    model, scaled = make_default_model(TASK, 8), ScaledChunkModel(make_default_model(TASK, 8), 0.6)
+    obs = {"policy": torch.tensor([[0.0, 0.0, 0.2, 0.0, 0.3], [0.1, 0.1, 0.3, 0.0, -0.1]])}
+    ids = torch.arange(2)
+    assert scaled.accepts_prefix and torch.equal(scaled(obs, ids), model(obs, ids) * 0.6)
+    prefix, delay = torch.full((2, 3, 1), 0.5), torch.tensor([3, 2])
+    plan = scaled(obs, ids, prefix, delay)
+    assert torch.allclose(plan[0, :3], prefix[0]) and torch.allclose(plan[1, :2], prefix[1, :2])
+    assert not torch.allclose(plan[0, 3:], model(obs, ids, prefix, delay)[0, 3:])
