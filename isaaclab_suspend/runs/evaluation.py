@@ -271,4 +271,4 @@ def write_evaluation_report(cfg: EvaluationCfg, runs: dict[str, ScheduleRun], fo
            "latency": cfg.latency, "virtual_latency": cfg.virtual_latency,
            "provenance": run_provenance(cfg.env.task, cfg.env.overrides, cfg.env.seed, cfg.env.device, policy)}
     log = write_run_log(os.path.join(folder, REPORT_LOG), run, schedules)
-    return write_report(EvalReportCfg(log_path=log))
+    return write_report(EvalReportCfg(log_path=log, overwrite=True))  # checked above

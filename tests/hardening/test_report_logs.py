@@ -81,9 +81,20 @@ def test_a_frame_that_is_no_png_is_refused_and_the_page_kept(tmp_path, capsys):
     for png in ('"><script>alert(1)</script>', base64.b64encode(b"GIF89a" + bytes(20)).decode(), "AAAA"):
         lines = _lines()
         lines[1]["frames"][0]["png"] = png
-        status, err = _rebuild(_write(tmp_path / "episodes.jsonl", lines), capsys)
+        status, err = _rebuild(_write(tmp_path / "episodes.jsonl", lines), capsys, "--overwrite")
         assert status == 2 and err.count("\n") == 1 and "is not a base64 PNG image" in err, err
         assert page.read_text() == "earlier page"
+
+
+def test_a_page_that_exists_is_replaced_only_when_asked(tmp_path, capsys):
+    page = tmp_path / "report.html"
+    page.write_text("earlier page")
+    log = _write(tmp_path / "episodes.jsonl", _lines())
+    with pytest.raises(SystemExit) as stop:
+        _rebuild(log, capsys)
+    assert stop.value.code == 2 and "exists: pass --overwrite to replace it" in capsys.readouterr().err
+    assert page.read_text() == "earlier page"
+    assert _rebuild(log, capsys, "--overwrite")[0] == 0 and "<html" in page.read_text()
 
 
 def test_a_frame_is_re_encoded(tmp_path):
@@ -120,7 +131,7 @@ def test_a_malformed_log_ends_in_one_line_and_keeps_the_page(tmp_path, capsys, c
     page.write_text("earlier page")
     lines = _lines()
     MALFORMED[case](lines)
-    status, err = _rebuild(_write(tmp_path / "episodes.jsonl", lines), capsys)
+    status, err = _rebuild(_write(tmp_path / "episodes.jsonl", lines), capsys, "--overwrite")
     assert status == 2 and err.count("\n") == 1 and "Traceback" not in err, (case, err[-500:])
     assert page.read_text() == "earlier page" and len(err) < 600, case
 

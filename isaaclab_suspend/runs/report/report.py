@@ -98,6 +98,8 @@ class EvalReportCfg:
     """The HTML page (None: ``report.html`` beside the log, which the page links to)."""
     hist_bins: int = 20
     """Bins of the episode length histogram."""
+    overwrite: bool = False
+    """Replace a page that exists (else it is refused, after the log was read)."""
 
 
 def write_report(cfg: EvalReportCfg) -> str:
@@ -105,8 +107,8 @@ def write_report(cfg: EvalReportCfg) -> str:
     temporary file beside it, then renamed: a bad log leaves an existing page as it was.
 
     Raises:
-        ValueError: If the log is not a well-formed run log, or the page would replace the log, a directory or a
-            symbolic link.
+        ValueError: If the log is not a well-formed run log, or the page would replace the log, a directory, a
+            symbolic link, or a page that exists without ``cfg.overwrite``.
     """
     log = os.path.abspath(cfg.log_path)
     path = os.path.abspath(cfg.output_path or os.path.join(os.path.dirname(log), "report.html"))
@@ -117,8 +119,7 @@ def write_report(cfg: EvalReportCfg) -> str:
                          " a file path.")
     run, schedules = read_run_log(log)
     page = render_report(run, schedules, os.path.relpath(log, os.path.dirname(path)), cfg.hist_bins)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with new_file(path, True, "EvalReportCfg.output_path", keep=[log]) as file:  # whole; never the log itself
+    with new_file(path, cfg.overwrite, "EvalReportCfg.output_path", keep=[log]) as file:  # whole; never the log itself
         file.write(page)
     return path
 
