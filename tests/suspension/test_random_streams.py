@@ -1,4 +1,5 @@
-"""Per-env random streams (``SuspendCfg.per_env_random``): suspension is invisible to the draws of every env.
+"""Per-env random streams (``SuspendCfg.per_env_random``): suspension is invisible to the draws of every env, and an
+env's k-th episode draws the same whatever ran before it.
 
 On the noisy push-cube (noise of three kinds and a random delay on every step, a random nudge every 0.2-0.5 s, a
 new target every 0.2-0.5 s) env 0 is suspended for 30 steps: with per-env streams every env retraces the run that
@@ -164,6 +165,38 @@ def test_an_env_draws_the_same_whatever_the_others_do():
     assert torch.equal(after[1], everyone[1])  # env 1 did not step: it is handed what it would have drawn
     with small.route("other term"):
         assert not torch.equal(torch.rand(4, 5), after)
+
+
+def test_an_episode_draws_the_same_whatever_ran_before():
+    """Env i's k-th episode draws from streams keyed by (seed, i, k) alone: the same reset draws and the same
+    draws at each step of the episode, however long its earlier episodes ran and whichever envs reset with it;
+    another episode, another seed or another env draws other numbers."""
+    short, long = _streams(4), _streams(4)
+    for gen, lengths in ((short, (3, 5)), (long, (11, 2))):  # env 2's first two episodes: 3 and 5 steps, or 11 and 2
+        for length in lengths:
+            with gen.resetting(torch.tensor([2]) if gen is short else None):
+                pass
+            for _ in range(length):
+                gen.advance(torch.tensor([False, True, True, False]))
+    draws = {}
+    for name, gen in (("short", short), ("long", long)):
+        with gen.resetting(torch.tensor([2])), gen.route("event.reset_cube", torch.tensor([2])):
+            reset = torch.rand(1, 3)
+        gen.advance()
+        with gen.route("event.nudge_cube", torch.tensor([2])):
+            step = torch.rand(1, 3)
+        draws[name] = (reset, step)
+    assert int(short.resets[2]) == int(long.resets[2]) == 3 and int(short.steps[2]) == int(long.steps[2]) == 1
+    assert torch.equal(draws["short"][0], draws["long"][0]) and torch.equal(draws["short"][1], draws["long"][1])
+    assert not torch.equal(draws["short"][0], draws["short"][1])  # the reset stream is not the step's
+    other = _streams(4)
+    with other.resetting(None), other.route("event.reset_cube"):
+        first = torch.rand(4, 3)
+    assert not torch.equal(first[2], draws["short"][0][0])  # episode 1, not 3
+    assert not torch.equal(first[1], first[2])  # env 1, not 2
+    eight = _streams(4, seed=8)
+    with eight.resetting(None), eight.route("event.reset_cube"):
+        assert not torch.equal(torch.rand(4, 3), first)  # seed 8, not 7
 
 
 def test_reset_draws_differ_from_step_draws_and_rows_are_independent():
