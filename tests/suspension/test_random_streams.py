@@ -24,19 +24,22 @@ from helpers import load_script
 from isaaclab_suspend.suspension import PerEnvGenerator, per_env_rng
 from isaaclab_suspend.suspension.random_streams import unroutable_reasons
 
-AUDIT = ["--task", "Isaac-PushCube-Noisy-Suspendable", "--num_envs", "4", "--steps", "36", "--suspend_at", "5",
-         "--suspend_steps", "30", "--quiet"]
+# 0.4 s episodes (24 steps) and the steps the audit chooses after the suspension (31: the nudge's longest interval
+# and one), so that the other envs reset and nudge inside it and env 0 after its resume
+AUDIT = ["--task", "Isaac-PushCube-Noisy-Suspendable", "--num_envs", "4", "--suspend_at", "5", "--suspend_steps", "30",
+         "--quiet", "env.episode_length_s=0.4"]
 
 
 def test_suspended_and_never_suspended_envs_retrace_with_events_in_the_window(capsys):
-    """Exit 0: bit for bit on every env; the nudges, target resamplings, noise and delays drew in the window."""
+    """Exit 0: bit for bit on every env; the nudges, target resamplings, noise, delays and resets drew in the
+    window and after it."""
     status = load_script("audit_suspension").main(AUDIT)
     out = capsys.readouterr().out
     assert status == 0, out[-4000:]
     assert "No divergence" in out and "Global torch generator drawn after suspension by: nothing" in out
     drawn = out[out.index("Per-env random streams drawn after suspension by: "):].splitlines()[0]
     for term in ("event.nudge_cube", "command.target", "obs.policy.cart_pos.noise", "obs.policy.cart_vel.delay",
-                 "obs.policy.cube_x.noise"):
+                 "obs.policy.cube_x.noise", "event.reset_cube", "obs.policy.cube_x.noise.reset"):
         assert term in drawn, drawn
 
 
