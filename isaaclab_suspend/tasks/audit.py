@@ -213,7 +213,8 @@ def audit_suspension(cfg: SuspensionAuditCfg, actions: ActionFn | None = None) -
     first_suspension = min(at for _, at, _ in cfg.all_windows)
     audit = SuspensionAudit(cfg, drawn=drawn, drawn_per_env=drawn_per_env, compared=len(reference[0][0]))
     audit.exercised, audit.not_exercised = _exercised(cfg, run.ran)
-    cause = "shared random generator" if drawn else "leak"
+    cause = ("shared random generator" if drawn else f"draws not per-env ({', '.join(run.not_per_env)})"
+             if run.not_per_env else "leak")
     for e in range(cfg.num_envs):
         first: dict[str, tuple[int, float]] = {}
         for i, state in enumerate(ours[e]):
@@ -324,6 +325,9 @@ class _Run:
     ran: dict[str, torch.Tensor]
     """Per interval event (``event.NAME``) and ``reset``, whether it ran for each env at each step. Shape:
     (steps, num_envs), bool, on the host."""
+    not_per_env: list[str]
+    """Terms that draw in a way the per-env streams cannot route (named at start-up, besides prestartup events) or
+    that made a draw no env row maps to."""
 
 
 def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None) -> _Run:
@@ -372,4 +376,7 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None) 
                 state.update({k: v[e].clone() for k, v in terms.items()})
                 trajectory[e].append(state)
             count += active.to(env.device)
-        return _Run(args, trajectory, drawn, drawn_per_env, ran)
+        streams = env.random_streams
+        not_per_env = sorted({*(term for term, why in streams.not_per_env if not why.startswith("prestartup")),
+                              *streams.generator.unmapped} if streams is not None else ())
+        return _Run(args, trajectory, drawn, drawn_per_env, ran, not_per_env)
