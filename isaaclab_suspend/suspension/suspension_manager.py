@@ -98,7 +98,7 @@ class SuspensionManager:
                                                                "hold_timers", "events", "observations")}
         """One group per step phase, restored by the hook of that phase."""
         self.start_state = StateHash(n, device)
-        """What :attr:`start_hash` covers: the physics state of :data:`START_STATE` and every command term's
+        """What :attr:`start_hash` covers: the physics state named in ``START_STATE`` and every command term's
         command."""
         self.start_hash = torch.zeros(n, dtype=torch.int64, device=device)
         """Hash of the state each env's current episode started from (taken right after its reset; 0 before the
