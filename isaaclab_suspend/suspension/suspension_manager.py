@@ -328,7 +328,8 @@ class SuspensionManager:
         unfrozen = ", ".join(self.cfg.unfrozen_parts) or "none"
         unclassified = ", ".join(self.unclassified) or "none"
         return (f"{table}\nParts left unfrozen (SuspendCfg.unfrozen_parts): {unfrozen}. Unclassified: {unclassified}."
-                f"\nAn episode's start hash covers: {', '.join(self.start_state.names) or 'nothing'}.\n{self.guarantee}")
+                f"\nAn episode's start hash covers: {', '.join(self.start_state.names) or 'nothing'}."
+                f"\n{self.guarantee}")
 
     @property
     def guarantee(self) -> str:
