@@ -147,7 +147,8 @@ class SuspensionManager:
         """A reset starts a new episode: the state it starts from is hashed into :attr:`start_hash` (device ops,
         no host sync), and the envs resume. The resets of a masked step concern only active envs (suspended ones
         cannot terminate), so there the mask is left as it is."""
-        ids = self._all_ids[env_ids] if isinstance(env_ids, slice) else env_ids.to(torch.long)
+        ids = (self._all_ids[env_ids] if isinstance(env_ids, slice)
+               else torch.as_tensor(env_ids, device=self._all_ids.device).to(torch.long))
         self.start_hash.index_copy_(0, ids, self.start_state(ids))
         if in_step or not self.maybe_suspended:
             return
