@@ -7,6 +7,11 @@ per-env buffer the suspension manager froze (physics, actuators, sensors, manage
 what diverges (env, quantity, first active step, max error, likely cause) and exits 1 on any divergence, 0 if
 bit-exact, 2 on bad input. Any ManagerBasedRLEnvCfg task works, also of another package (``--import``).
 
+Without ``--suspend_steps`` and ``--steps`` the audit chooses them from the task (its interval events' ranges,
+its episode length and step): every interval event and a reset then run inside the suspension, for the other
+envs, and after it, for the resumed env. Whatever the steps, one of them that never ran there is named and the
+audit exits 1: it would prove nothing about it.
+
 Each env draws from its own random stream (``SuspendCfg.per_env_random``): any divergence is a leak, and the
 terms that drew after the suspension began are named. With ``--shared_rng`` (Isaac Lab's one global generator) a
 suspended env that skips a draw shifts the draws of the others: a divergence after such a draw is marked "shared
@@ -18,7 +23,7 @@ while its gripper closes on the cube and another while it holds the cube up.
 
 Examples::
 
-    tools/run.sh python scripts/audit_suspension.py --task Isaac-PushCube-Suspendable --num_envs 4 --steps 40
+    tools/run.sh python scripts/audit_suspension.py --task Isaac-PushCube-Suspendable --num_envs 4
     tools/run.sh python scripts/audit_suspension.py --task IsaacContrib-Stack-Cube-SO101-v0 --import isaaclab_tasks
     tools/run.sh python scripts/audit_suspension.py --task IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable \
         --planner --num_envs 3 --steps 53 --suspend_at 4 --suspend_steps 6 --windows 1:45:6 2:50:2
@@ -36,9 +41,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--task", required=True, help="gym task id (a ManagerBasedRLEnvCfg task)")
     cli.add_import_arg(parser)
     parser.add_argument("--num_envs", type=cli.positive_int, default=4)
-    parser.add_argument("--steps", type=cli.positive_int, default=40)
-    parser.add_argument("--suspend_at", type=cli.positive_int, default=5)
-    parser.add_argument("--suspend_steps", type=cli.positive_int, default=13)
+    parser.add_argument("--steps", type=cli.positive_int, default=None,
+                        help="env steps of each run (default: the suspension's end, then until every interval event"
+                             " and a reset ran for the resumed env)")
+    parser.add_argument("--suspend_at", type=cli.positive_int, default=5, help="step the suspension starts at")
+    parser.add_argument("--suspend_steps", type=cli.positive_int, default=None,
+                        help="steps the env stays suspended (default: until every interval event and a reset ran for"
+                             " the other envs, at least 13)")
     parser.add_argument("--env", type=cli.non_negative_int, default=0, help="env to suspend")
     parser.add_argument("--windows", nargs="*", type=cli.suspension_window, default=[], metavar="ENV:STEP:STEPS",
                         help="more suspensions: env ENV suspended at step STEP for STEPS steps")

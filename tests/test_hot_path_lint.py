@@ -18,6 +18,7 @@ HOT_PATH = (
     "suspension/newton_state.py",
     "suspension/per_env_rng.py",
     "suspension/random_streams.py",
+    "suspension/state_hash.py",
     "chunking/chunking_policy.py",
     "chunking/chunk_queues.py",
     "chunking/schedules.py",
@@ -45,6 +46,7 @@ ALLOWED = {
         "only between a suspend/resume with device ids and the next step, which refreshes the host mirror",
     ("suspension/suspension_manager.py", "SuspensionManager.env_state", ".nonzero()"): "the audit's report",
     ("suspension/newton_state.py", "add_newton_state", ".numpy()"): "set-up: Newton's model layout, once",
+    ("suspension/state_hash.py", "StateHash.add", "int(.max())"): "set-up: a tensor's rows per env, once",
     ("chunking/chunking_policy.py", "check_action_values", "if .all()"): "once per model call (per lerobot-eval"
                                                                           " step: host rows)",
     ("chunking/chunking_policy.py", "check_action_values", "bool(.all())"): "once per model call",

@@ -140,6 +140,15 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         return sm.suspended if sm is not None else torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
 
     @property
+    def episode_start_hash(self) -> torch.Tensor | None:
+        """A copy of the hash of the state each env's current episode started from, taken right after its reset
+        (:attr:`SuspensionManager.start_hash <isaaclab_suspend.suspension.SuspensionManager.start_hash>`), or None
+        with suspension disabled. With per-env random streams, the k-th episode of env i has the same hash in every
+        run of the same seed, whatever the policy. Shape: (num_envs,), int64."""
+        sm = self.suspension_manager
+        return None if sm is None else sm.start_hash.clone()
+
+    @property
     def num_suspended(self) -> int:
         """Number of suspended envs, from a host-side mirror kept up to date by :meth:`step`.
 
@@ -336,8 +345,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         return self.obs_buf, self.reward_buf, self.reset_terminated, self.reset_time_outs, self.extras
 
     def _reset_idx(self, env_ids: torch.Tensor | slice):
-        """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs. Their random
-        streams count the reset first."""
+        """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs and hashes the
+        state they start from (:attr:`episode_start_hash`). Their random streams start the new episode first."""
         with self.random_streams.resetting(env_ids) if self.random_streams else contextlib.nullcontext():
             super()._reset_idx(env_ids)
         self.reset_count += 1

@@ -8,13 +8,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
+from ..suspension.state_hash import hash_hex
+
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
 
 
 class EpisodeLedger:
     """Decides which episodes of a run count, retires the envs that must not start another, and records each
-    counted episode (env, index within the env, success, length, suspended steps, model calls, demo name).
+    counted episode (env, index within the env, start hash, success, length, suspended steps, model calls, demo
+    name).
 
     Counting the first episodes to finish (GR00T's and IsaacLab-Arena's evaluations, a fixed step window)
     over-represents the short ones, often the successes. With ``per_env = K`` every env runs exactly K counted
@@ -65,6 +68,11 @@ class EpisodeLedger:
         """Model calls that served each env's open episode. Shape: (N,)."""
         self.returns = torch.zeros(n, dtype=torch.float32, device=device)
         """Sum of the rewards of each env's open episode (its suspended steps add nothing). Shape: (N,)."""
+        start_hash = getattr(env, "episode_start_hash", None)
+        self.has_start_hash = start_hash is not None
+        """Whether the env hashes its episodes' starts (a suspendable env with suspension enabled)."""
+        self.start_hash = start_hash if start_hash is not None else torch.zeros(n, dtype=torch.long, device=device)
+        """Hash of the state each env's open episode started from (0 if the env has none). Shape: (N,)."""
         self.counted = np.zeros(n, dtype=bool)
         """Host: whether each env's open episode counts."""
         self.ended = np.zeros(n, dtype=np.int64)
@@ -74,7 +82,7 @@ class EpisodeLedger:
         self._ended_total = 0  # counted episodes ended (successes only with only_successes)
         self._demos = [0, 0]  # demos written to the dataset file and to the failed-episode file
         self._host: list[dict] = []
-        self._rows: list[torch.Tensor] = []  # device (3, B) per reset step: length, suspended steps, calls
+        self._rows: list[torch.Tensor] = []  # device (4, B) per reset step: length, suspended steps, calls, start hash
         self._returns: list[torch.Tensor] = []  # device (B,) per reset step
         self._resets_seen = env.reset_count
         self._steps = 0  # steps accounted (host)
@@ -110,7 +118,7 @@ class EpisodeLedger:
         success = self.env.termination_manager.get_term("success").cpu().numpy() if self.has_success else None
         ended = np.flatnonzero(done & self.counted)
         if ended.size:
-            self._rows.append(torch.stack((self.length, self.suspended_steps, self.calls))[
+            self._rows.append(torch.stack((self.length, self.suspended_steps, self.calls, self.start_hash))[
                 :, torch.as_tensor(ended, device=self.length.device)])
             self._returns.append(self.returns[torch.as_tensor(ended, device=self.length.device)])
             for env_id in ended.tolist():
@@ -121,6 +129,8 @@ class EpisodeLedger:
             self.ended[ended] += 1
         for counter in (self.length, self.suspended_steps, self.calls, self.returns):
             counter.masked_fill_(dones, 0)
+        if self.has_start_hash:
+            self.start_hash = torch.where(dones, self.env.episode_start_hash, self.start_hash)
         self.counted &= ~done
         if not self.finished:
             self._allocate(done & ~self.retired)
@@ -130,13 +140,16 @@ class EpisodeLedger:
         """One dict per counted episode that ended, in the order they ended (one device read): ``env_id``,
         ``episode`` (its index within the env), ``seed``, ``success``, ``end_step`` (the run's step it ended in,
         from 0), ``length`` (env steps simulated), ``suspended_steps``, ``calls`` (model calls that served it),
-        ``return`` (the sum of its rewards) and, when recording, ``demo``."""
+        ``return`` (the sum of its rewards), ``start_hash`` (12 hex digits of the hash of the state it started from,
+        equal in two runs that started it from the same state; None if the env hashes none) and, when recording,
+        ``demo``."""
         if not self._rows:
             return []
         rows = torch.cat(self._rows, dim=1).cpu().tolist()
         returns = torch.cat(self._returns).cpu().tolist()
-        return [{**record, "length": length, "suspended_steps": suspended, "calls": calls, "return": round(ret, 6)}
-                for record, length, suspended, calls, ret in zip(self._host, *rows, returns)]
+        return [{**record, "length": length, "suspended_steps": suspended, "calls": calls, "return": round(ret, 6),
+                 "start_hash": hash_hex(start) if self.has_start_hash else None}
+                for record, length, suspended, calls, start, ret in zip(self._host, *rows, returns)]
 
     def as_dict(self, records: list[dict] | None = None) -> dict[str, float | int]:
         """``episodes_scored``, ``mean_episode_length`` and ``success_rate`` (NaN without episodes or without a

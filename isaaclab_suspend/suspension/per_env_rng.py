@@ -1,12 +1,22 @@
-"""A counter-based random generator with one stream per env, and the routing of torch's samplers to it.
+"""A counter-based random generator with one stream per env and episode, and the routing of torch's samplers to it.
 
-Each value drawn for env ``i`` is ``splitmix64(key_i + position * gamma)``: SplitMix64's own construction (a
-Weyl sequence through its mixer; a float32 takes only the top bits, which the mixer's last step leaves alone),
-with ``key_i`` a random 64-bit key of (seed, ``i``) moved by odd constants times env ``i``'s active-step count and
-its reset count. A draw takes the positions ``offset + [0, m)`` of that stream, where ``offset`` hashes (the drawing
-term, whether the env is resetting, the draw's index within the term's call): so what env ``i`` is handed depends
-on what it has lived through and on the term, never on the global step or on the other envs. Everything is
-vectorised over envs in integer torch ops on the env device, without a host sync.
+Every value drawn for env ``i`` is a counter-based hash, SplitMix64's mixer over Weyl sequences, nested:
+
+* ``env_key = mix(seed_key + i * gamma)``, with ``seed_key`` a 64-bit hash of the seed;
+* ``episode_key = mix(env_key + k * gamma)`` for env ``i``'s ``k``-th episode (its reset count);
+* two streams per episode: the **reset stream** ``mix(episode_key)``, drawn from while the env is being reset
+  (reset events, the first interval timers, the first command, ...), and the **step streams**
+  ``mix(episode_key + (s + 1) * gamma)``, drawn from by everything else at the env's ``s``-th active step of the
+  episode (interval events, command resampling, observation noise and delays);
+* the value at position ``p`` of a stream is ``mix(stream_key + p * gamma)``, a draw taking the positions
+  ``offset + [0, m)`` with ``offset`` a hash of (the drawing term, the draw's index within the term's call); a
+  float32 takes only the top bits, which the mixer's last step leaves alone.
+
+So what env ``i`` is handed depends on (seed, ``i``, episode ``k``, step ``s`` of that episode, the term), never
+on the global step, on the other envs or on how long its earlier episodes ran: the ``k``-th episode of env ``i``
+starts from the same state whatever the policy, and a suspended env, whose counters stand still, draws after its
+resume what it would have drawn. Everything is vectorised over envs in integer torch ops on the env device,
+without a host sync.
 
 While a :func:`PerEnvGenerator.route` block is active, ``torch.rand``, ``randn``, ``randint``, ``rand_like``,
 ``randn_like``, ``randint_like``, ``normal`` and ``Tensor.uniform_`` / ``normal_`` (so also Isaac Lab's
@@ -75,8 +85,8 @@ class PerEnvGenerator:
     """Per-env counter-based random streams (see the module docstring).
 
     The owner advances the counters: :meth:`advance` once per env step (active envs only), and each reset of envs
-    runs inside :meth:`resetting` (their reset counts grow by one, and draws made while resetting are told from
-    those of the step).
+    runs inside :meth:`resetting` (their episode counts grow by one, their step counts restart at 0, and their
+    draws come from the new episode's reset stream).
     """
 
     def __init__(self, seed: int, num_envs: int, device: str | torch.device):
@@ -84,16 +94,16 @@ class PerEnvGenerator:
         self.num_envs = num_envs
         self.device = torch.device(device)
         self.steps = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
-        """Active steps of each env since the env was built. Shape: (num_envs,)."""
+        """Active steps of each env in its current episode (0 from its reset). Shape: (num_envs,)."""
         self.resets = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
-        """Resets of each env since the env was built. Shape: (num_envs,)."""
+        """Resets of each env since the env was built: the index of its current episode. Shape: (num_envs,)."""
         env_key = torch.arange(num_envs, dtype=torch.int64, device=self.device) * _s64(_GAMMA)
         self._env_key = _mix_(env_key + _s64(_mix_int(stable_hash(f"seed {seed}"))))
-        self._key: torch.Tensor | None = None
+        self._keys: dict[bool, torch.Tensor] = {}  # stream keys (num_envs, 1) by resetting, until a counter moves
         self._positions: dict[tuple[int, int], torch.Tensor] = {}
-        self._offsets: dict[tuple[str, int, int], int] = {}
+        self._offsets: dict[tuple[str, int], int] = {}
         self.resetting_now = False
-        """Whether the envs are being reset (draws then take other positions than the step's)."""
+        """Whether the envs are being reset (draws then come from their episodes' reset streams)."""
         self.drawn: dict[str, int] | None = None
         """If a dict: the number of blocks that drew, by name (the audit's record of who drew)."""
         self.unmapped: dict[str, str] = {}
@@ -109,13 +119,16 @@ class PerEnvGenerator:
             self.steps += 1
         else:
             self.steps += active
-        self._key = None
+        self._keys.clear()
 
     @contextlib.contextmanager
     def resetting(self, env_ids: torch.Tensor | slice | Sequence[int] | None) -> Iterator[None]:
-        """A reset of ``env_ids``: their reset counts grow by one before the reset draws."""
-        self.resets[slice(None) if env_ids is None else env_ids] += 1
-        self._key = None
+        """A reset of ``env_ids``: they start a new episode (reset count one more, step count 0) before the reset
+        draws, which the block takes from the new episode's reset stream."""
+        rows = slice(None) if env_ids is None else env_ids
+        self.resets[rows] += 1
+        self.steps[rows] = 0
+        self._keys.clear()
         previous, self.resetting_now = self.resetting_now, True
         try:
             yield
@@ -144,13 +157,19 @@ class PerEnvGenerator:
             return env_ids.to(device=self.device, dtype=torch.int64).reshape(-1)
         return torch.as_tensor(list(env_ids), dtype=torch.int64, device=self.device)
 
+    def stream_keys(self, resetting: bool) -> torch.Tensor:
+        """The key of each env's current stream: its episode's reset stream if ``resetting``, else the stream of
+        its current step in the episode (see the module docstring). Shape: (num_envs,), int64."""
+        episode = _mix_(self._env_key + self.resets * _s64(_GAMMA))
+        return _mix_(episode if resetting else episode.add_((self.steps + 1) * _s64(_GAMMA)))
+
     def bits(self, rows: torch.Tensor | None, m: int, offset: int, full: bool = True) -> torch.Tensor:
-        """Random int64 values at positions ``offset + [0, m)`` of the streams of ``rows`` (None: all envs); without
-        ``full`` only their top 31 bits are random. Shape: (rows, m)."""
-        if self._key is None:  # the counters move the stream by odd constants, as SplitMix64's positions do
-            key = self._env_key + self.steps * _s64(_mix_int(1) | 1)
-            self._key = key.add_(self.resets * _s64(_mix_int(2) | 1)).unsqueeze(1)
-        key = self._key if rows is None else self._key.index_select(0, rows)
+        """Random int64 values at positions ``offset + [0, m)`` of the current streams of ``rows`` (None: all envs);
+        without ``full`` only their top 31 bits are random. Shape: (rows, m)."""
+        key = self._keys.get(self.resetting_now)
+        if key is None:  # once per step (and per reset) that draws
+            key = self._keys[self.resetting_now] = self.stream_keys(self.resetting_now).unsqueeze(1)
+        key = key if rows is None else key.index_select(0, rows)
         positions = self._positions.get((m, offset))
         if positions is None:  # a few per term and shape, made once
             positions = (torch.arange(m, dtype=torch.int64, device=self.device) + offset) * _s64(_GAMMA)
@@ -158,11 +177,11 @@ class PerEnvGenerator:
         return _mix_(key + positions, full)
 
     def offset(self, name: str, index: int) -> int:
-        """First stream position of the ``index``-th draw of block ``name`` (different while resetting)."""
-        key = (name, index, self.resetting_now)
+        """First stream position of the ``index``-th draw of block ``name``."""
+        key = (name, index)
         offset = self._offsets.get(key)
         if offset is None:
-            offset = _mix_int(stable_hash(f"{name}/{index}/{int(self.resetting_now)}")) & ~(_POSITIONS - 1)
+            offset = _mix_int(stable_hash(f"{name}/{index}")) & ~(_POSITIONS - 1)
             self._offsets[key] = offset
         return offset
 

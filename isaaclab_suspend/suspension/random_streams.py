@@ -1,14 +1,15 @@
 """Per-env random streams of an env: which of its terms draw from them, and which cannot.
 
-Isaac Lab draws every random number from torch's one generator, in batches over the envs: a suspended env that
-skips a draw shifts every later draw of the others, and is handed other numbers after it resumes. With
+Isaac Lab draws every random number from torch's one generator, in batches over the envs: a suspended env that skips
+a draw shifts every later draw of the others, and is handed other numbers after it resumes. With
 :attr:`SuspendCfg.per_env_random`, :class:`RandomStreams` routes each drawing term's samplers to a
 :class:`~isaaclab_suspend.suspension.per_env_rng.PerEnvGenerator` while the term runs, with the term's env ids as
 rows: observation noise (``NoiseCfg`` functions and ``NoiseModel`` instances), random observation delays
 (``DelayBuffer``), event terms in every mode and the event manager's interval timers, and command resampling
-(``CommandTerm._resample``). What env ``i`` draws is then a function of (seed, ``i``, its own active steps and
-resets, the term). Terms it cannot route are named at start-up with what to change, and a draw from torch's
-generator during a step outside the routed terms is named in a warning once per call site.
+(``CommandTerm._resample``). What env ``i`` draws is then a function of (seed, ``i``, its episode, its active step
+in the episode, the term); what it draws while reset, of (seed, ``i``, its episode, the term) alone. Terms it cannot
+route are named at start-up with what to change, and a draw from torch's generator during a step outside the routed
+terms is named in a warning once per call site.
 """
 
 from __future__ import annotations

@@ -28,9 +28,10 @@ class SuspendCfg:
     per_env_random: bool = False
     """Whether each env draws its random numbers (observation noise and delays, events, command resampling) from
     its own counter-based stream instead of torch's shared generator
-    (:class:`~isaaclab_suspend.suspension.RandomStreams`): what env i draws then depends only on the seed, i, its
-    own active steps and resets, and the drawing term, so a resumed env draws what it would have drawn and the
-    others' draws do not depend on it. Works with suspension disabled too. Defaults to False (Isaac Lab's
+    (:class:`~isaaclab_suspend.suspension.RandomStreams`): what env i draws then depends only on the seed, i, the
+    index of its episode, its active step in the episode and the drawing term, so a resumed env draws what it would
+    have drawn, the others' draws do not depend on it, and its k-th episode starts from the same state whatever
+    the policy. Works with suspension disabled too. Defaults to False (Isaac Lab's
     generator, bit for bit); the evaluation, recording, replay and audit scripts turn it on."""
 
     unfrozen_parts: list[str] = []

@@ -15,6 +15,7 @@ from isaaclab_newton.physics import NewtonManager
 from .frozen_rows import _BITS, _UNSIGNED, FrozenRows
 from .newton_state import add_newton_state
 from .state_discovery import FoundTensor, discover
+from .state_hash import StateHash
 
 if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnv
@@ -43,6 +44,11 @@ with ``_sim_step_counter // decimation`` and compares it with the count at the n
 suspended, so that the global count minus a stamp is the env's own active steps since it."""
 
 
+START_STATE = ("newton.state.joint_q", "newton.state.joint_qd")
+"""The frozen physics tensors an episode's start hash covers: every articulation's and free body's coordinates and
+velocities (body poses follow from them by forward kinematics; solver warm starts and clocks are no start)."""
+
+
 def _torch(obj) -> torch.Tensor | None:
     return wp.to_torch(obj) if isinstance(obj, wp.array) else obj
 
@@ -60,6 +66,8 @@ class SuspensionManager:
 
     The mask's life: set by :meth:`suspend` (captures the frozen rows), cleared by :meth:`resume` or by a reset
     of the env (:meth:`on_reset`); it never changes inside a step, so the step reads it without a copy.
+
+    At each reset it also hashes the state each reset env starts its episode from (:attr:`start_hash`).
     """
 
     def __init__(self, env: ManagerBasedRLEnv, cfg: SuspendCfg):
@@ -89,6 +97,13 @@ class SuspensionManager:
         self.groups = {g: FrozenRows(g, n, device) for g in ("action", "physics", "sensors", "termination", "reward",
                                                                "hold_timers", "events", "observations")}
         """One group per step phase, restored by the hook of that phase."""
+        self.start_state = StateHash(n, device)
+        """What :attr:`start_hash` covers: the physics state named in ``START_STATE`` and every command term's
+        command."""
+        self.start_hash = torch.zeros(n, dtype=torch.int64, device=device)
+        """Hash of the state each env's current episode started from (taken right after its reset; 0 before the
+        first). Shape: (num_envs,), int64."""
+        self._all_ids = torch.arange(n, device=device)
         self._build()
         self.global_time_events = "interval" in env.event_manager.active_terms and any(
             c.is_global_time for c in env.event_manager._mode_term_cfgs["interval"]
@@ -129,8 +144,12 @@ class SuspensionManager:
         self._set(self.suspended & ~mask)
 
     def on_reset(self, env_ids: torch.Tensor | slice, in_step: bool) -> None:
-        """A reset starts a new episode, which resumes the envs. The resets of a masked step concern only active
-        envs (suspended ones cannot terminate), so there the mask is left as it is."""
+        """A reset starts a new episode: the state it starts from is hashed into :attr:`start_hash` (device ops,
+        no host sync), and the envs resume. The resets of a masked step concern only active envs (suspended ones
+        cannot terminate), so there the mask is left as it is."""
+        ids = (self._all_ids[env_ids] if isinstance(env_ids, slice)
+               else torch.as_tensor(env_ids, device=self._all_ids.device).to(torch.long))
+        self.start_hash.index_copy_(0, ids, self.start_state(ids))
         if in_step or not self.maybe_suspended:
             return
         mask = torch.zeros_like(self.suspended)
@@ -240,6 +259,11 @@ class SuspensionManager:
             first = len(physics)
             add_newton_state(physics, self.cfg.freeze_solver_state)
             self._rows += [("physics", "physics", t.name, "rows by world", "") for t in physics.tensors[first:]]
+            for t in physics.tensors[first:]:
+                if t.name in START_STATE:
+                    self.start_state.add(t.name, t.getter, t.row_env)
+        for name, term in env.command_manager._terms.items():
+            self.start_state.add(f"command.{name}", lambda term=term: term.command)
         if "observations" not in skip_parts:
             for g in om.active_terms:
                 if om.group_obs_concatenate[g]:
@@ -305,6 +329,7 @@ class SuspensionManager:
         unfrozen = ", ".join(self.cfg.unfrozen_parts) or "none"
         unclassified = ", ".join(self.unclassified) or "none"
         return (f"{table}\nParts left unfrozen (SuspendCfg.unfrozen_parts): {unfrozen}. Unclassified: {unclassified}."
+                f"\nAn episode's start hash covers: {', '.join(self.start_state.names) or 'nothing'}."
                 f"\n{self.guarantee}")
 
     @property

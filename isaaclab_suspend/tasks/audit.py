@@ -9,6 +9,10 @@ the suspension began. With Isaac Lab's one shared generator a suspended env that
 draws, so the audit records which managers drew from it after the suspension began; a divergence after such a
 draw is marked "shared random generator", one without is a leak. ``scripts/audit_suspension.py`` is its command
 line.
+
+An audit proves something only about what ran: so it also checks that every interval event and a reset ran
+inside each suspension (for another env) and after it (for the resumed env). Steps left to it are chosen so that
+they do (:func:`coverage_gap`); a run too short is not passed, and the report names what never ran.
 """
 
 from __future__ import annotations
@@ -36,14 +40,20 @@ class SuspensionAuditCfg:
     """Gym task id (any ``ManagerBasedRLEnvCfg`` task; import the module that registers it first)."""
     num_envs: int = 4
     """Envs of each run (at least 2, so that an env that is never suspended is compared too)."""
-    steps: int = 40
-    """Env steps of each run."""
+    steps: int | None = None
+    """Env steps of each run (None: the last suspension's end plus :func:`coverage_gap` steps, so that the
+    resumed env fires every interval event and resets after its resume)."""
     suspend_at: int = 5
     """Step at which :attr:`env` is suspended."""
-    suspend_steps: int = 13
-    """Steps it stays suspended."""
+    suspend_steps: int | None = None
+    """Steps it stays suspended (None: :func:`coverage_gap` steps, at least :data:`MIN_SUSPEND_STEPS`, so that the
+    other envs fire every interval event and reset inside the suspension; at most what :attr:`steps` leaves)."""
     env: int = 0
     """The env suspended."""
+    exercise_all: bool = True
+    """Require every interval event and a reset to run inside each suspension (for another env) and after it (for
+    the resumed env); False for an audit of chosen windows (one mid-grasp, say), which then names what did not run
+    without failing on it."""
     windows: list[tuple[int, int, int]] = []
     """More suspensions, ``(env, step, steps)`` each: e.g. one env suspended while its gripper closes, another
     while it holds a cube up."""
@@ -74,7 +84,10 @@ class SuspensionAuditCfg:
         if set(self.unfrozen) - set(PARTS):
             raise ValueError(f"unknown unfrozen parts {sorted(set(self.unfrozen) - set(PARTS))}; known: {list(PARTS)}.")
         for env, at, steps in self.all_windows:
-            if not 0 < at < at + steps < self.steps or not 0 <= env < self.num_envs:
+            if steps is None:  # chosen once the task is open
+                steps = 1
+            end = self.steps if self.steps is not None else math.inf
+            if not 0 < at < at + steps < end or not 0 <= env < self.num_envs:
                 raise ValueError(f"need 0 < step < step + steps < {self.steps} and 0 <= env < num_envs for each"
                                  f" suspension (got env {env}, step {at}, steps {steps}).")
 
@@ -82,6 +95,42 @@ class SuspensionAuditCfg:
     def all_windows(self) -> list[tuple[int, int, int]]:
         """Every suspension, ``(env, step, steps)``."""
         return [(self.env, self.suspend_at, self.suspend_steps), *map(tuple, self.windows)]
+
+    def with_steps(self, gap: int) -> SuspensionAuditCfg:
+        """A copy with :attr:`suspend_steps` and :attr:`steps` chosen for a task whose interval events all fire and
+        whose envs all reset within ``gap`` steps (:func:`coverage_gap`), where left None.
+
+        Raises:
+            ValueError: If the steps given leave no room for the suspension.
+        """
+        suspend_steps = self.suspend_steps
+        if suspend_steps is None:
+            suspend_steps = max(gap, MIN_SUSPEND_STEPS)
+            if self.steps is not None:
+                suspend_steps = min(suspend_steps, self.steps - self.suspend_at - 1)
+        cfg = self.replace(suspend_steps=suspend_steps)
+        if cfg.steps is None:
+            cfg.steps = max(at + steps for _, at, steps in cfg.all_windows) + gap + 1
+        cfg.check()
+        return cfg
+
+
+MIN_SUSPEND_STEPS = 13
+"""Fewest steps the audit suspends an env for when it chooses: longer than the delays and histories of the tasks
+here, so that a part left unfrozen shows after the resume."""
+
+
+def coverage_gap(env) -> int:
+    """Steps within which every active env of ``env`` fires each interval event again (its timer is at most the
+    upper end of the term's ``interval_range_s``) and resets (an episode lasts at most ``max_episode_length`` steps
+    when the task has a time-out term), plus one: a suspension that long sees each of them for the other envs, and
+    the suspended env sees each of them that long after its resume."""
+    em, step_dt = env.event_manager, env.step_dt
+    gap = [math.ceil(cfg.interval_range_s[1] / step_dt) for cfg in em._mode_term_cfgs.get("interval", [])]
+    tm = env.termination_manager
+    if any(tm.get_term_cfg(name).time_out for name in tm.active_terms):
+        gap.append(int(env.max_episode_length))
+    return max(gap, default=0) + 1
 
 
 @dataclass
@@ -99,11 +148,17 @@ class SuspensionAudit:
     """Buffers that already differ before the suspension where both runs did the same (uninitialised scratch)."""
     compared: int = 0
     """Quantities compared per env and step."""
+    exercised: dict[str, tuple[int, int]] = field(default_factory=dict)
+    """Per interval event (``event.NAME``) and ``reset``: how often it ran inside the suspensions (for the other
+    envs) and after them (for the resumed envs)."""
+    not_exercised: list[str] = field(default_factory=list)
+    """What never ran inside a suspension or after it, in words: the audit proves nothing about it."""
 
     @property
     def passed(self) -> bool:
-        """Whether every env retraced the never-suspended run bit for bit."""
-        return not self.divergences
+        """Whether every env retraced the never-suspended run bit for bit, with every interval event and a reset
+        run inside each suspension and after it (unless :attr:`SuspensionAuditCfg.exercise_all` is False)."""
+        return not self.divergences and not (self.not_exercised and self.cfg.exercise_all)
 
     def __str__(self) -> str:
         c = self.cfg
@@ -115,18 +170,26 @@ class SuspensionAudit:
         if c.per_env_random:
             lines.append("Per-env random streams drawn after suspension by: "
                          + (", ".join(f"{k} ({v} calls)" for k, v in self.drawn_per_env.items()) or "nothing"))
+        lines.append("Run inside the suspensions (other envs) and after them (resumed envs): " + ", ".join(
+            f"{k} ({inside} and {after} times)" for k, (inside, after) in self.exercised.items()) + ".")
         if self.not_compared:
             lines.append("Not compared: buffers that already differ before the suspension, where both runs did the"
                          " same (scratch memory allocated uninitialized, e.g. Warp's wp.empty): "
                          + ", ".join(sorted(self.not_compared)))
-        if self.passed:
-            lines.append("No divergence: suspended-then-resumed envs retrace the never-suspended run bit for bit.")
+        if not self.divergences:
+            lines.append("No divergence: suspended-then-resumed envs retrace the never-suspended run bit for bit"
+                         + (" in what ran." if self.not_exercised else "."))
         else:
             table = PrettyTable(["env", "quantity", "first active step", "max error", "likely cause"])
             table.align["quantity"] = "l"
             for env, name, step, error, cause in self.divergences:
                 table.add_row([env, name, step, f"{error:.3g}", cause])
             lines.append(str(table))
+        if self.not_exercised:
+            lines.append(("Not audited, it never ran: " if c.exercise_all else "Not run (windows chosen): ")
+                         + "; ".join(self.not_exercised) + "." + (" Omit --steps and --suspend_steps"
+                         " (SuspensionAuditCfg.steps and suspend_steps None) to let the audit choose them, or give"
+                         " more." if c.exercise_all else ""))
         return "\n".join(lines)
 
 
@@ -145,11 +208,15 @@ def audit_suspension(cfg: SuspensionAuditCfg, actions: ActionFn | None = None) -
     """
     cfg.check()
     torch.use_deterministic_algorithms(True, warn_only=True)  # torch.empty buffers hold NaN, not garbage
-    reference, _, _ = _rollout(cfg, False, actions)
-    ours, drawn, drawn_per_env = _rollout(cfg, True, actions)
+    reference = _rollout(cfg, False, actions)
+    cfg = reference.cfg
+    run = _rollout(cfg, True, actions)
+    reference, ours, drawn, drawn_per_env = reference.trajectory, run.trajectory, run.drawn, run.drawn_per_env
     first_suspension = min(at for _, at, _ in cfg.all_windows)
     audit = SuspensionAudit(cfg, drawn=drawn, drawn_per_env=drawn_per_env, compared=len(reference[0][0]))
-    cause = "shared random generator" if drawn else "leak"
+    audit.exercised, audit.not_exercised = _exercised(cfg, run.ran)
+    cause = ("shared random generator" if drawn else f"draws not per-env ({', '.join(run.not_per_env)})"
+             if run.not_per_env else "leak")
     for e in range(cfg.num_envs):
         first: dict[str, tuple[int, float]] = {}
         for i, state in enumerate(ours[e]):
@@ -167,6 +234,26 @@ def audit_suspension(cfg: SuspensionAuditCfg, actions: ActionFn | None = None) -
             else:
                 audit.divergences.append((e, name, step, error, "nondeterministic (before the suspension)"))
     return audit
+
+
+def _exercised(cfg: SuspensionAuditCfg, ran: dict[str, torch.Tensor]) -> tuple[dict[str, tuple[int, int]], list[str]]:
+    """How often each of ``ran`` (name -> (steps, num_envs) bool: it ran for the env at the step) ran inside the
+    suspensions for the other envs and after them for the resumed env, and what never did, in words."""
+    counts, missing = {}, []
+    for name, mask in ran.items():
+        inside = after = 0
+        for env, at, steps in cfg.all_windows:
+            others = torch.ones(cfg.num_envs, dtype=torch.bool)
+            others[env] = False
+            window = int(mask[at:at + steps, others].sum())
+            resumed = int(mask[at + steps:, env].sum())
+            if not window:
+                missing.append(f"{name} never ran inside env {env}'s suspension (steps {at}-{at + steps - 1})")
+            if not resumed:
+                missing.append(f"{name} never ran for env {env} after its resume (steps {at + steps}-{cfg.steps - 1})")
+            inside, after = inside + window, after + resumed
+        counts[name] = (inside, after)
+    return counts, missing
 
 
 _WATCHED = (("action_manager", "process_action"), ("command_manager", "compute"), ("event_manager", "apply"),
@@ -225,16 +312,39 @@ def _clear_task_caches() -> None:
     clear_pointcloud_caches()
 
 
-def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
-             ) -> tuple[list[list[dict]], dict[str, int], dict[str, int]]:
-    """Per env, the compared quantities of each of its active steps; the shared and the per-env generators' draws
-    after suspension."""
+@dataclass
+class _Run:
+    """One run of the audit."""
+
+    cfg: SuspensionAuditCfg
+    """The cfg it ran, its steps chosen."""
+    trajectory: list[list[dict]]
+    """Per env, the compared quantities of each of its active steps."""
+    drawn: dict[str, int]
+    """Manager calls that drew from the shared generator after the suspension began."""
+    drawn_per_env: dict[str, int]
+    """Terms that drew from the per-env streams after the suspension began."""
+    ran: dict[str, torch.Tensor]
+    """Per interval event (``event.NAME``) and ``reset``, whether it ran for each env at each step. Shape:
+    (steps, num_envs), bool, on the host."""
+    not_per_env: list[str]
+    """Terms that draw in a way the per-env streams cannot route (named at start-up, besides prestartup events) or
+    that made a draw no env row maps to."""
+
+
+def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None) -> _Run:
+    """Run ``args`` (its steps chosen first if left None), suspending or not."""
     attrs = {"seed": args.seed, **({"suspend__unfrozen_parts": list(args.unfrozen)} if args.unfrozen else {})}
     attrs["suspend__per_env_random"] = args.per_env_random
     _clear_task_caches()
     with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True,
                   deterministic=args.deterministic, verbose=args.verbose, **attrs) as env:
+        if args.steps is None or args.suspend_steps is None:
+            args = args.with_steps(coverage_gap(env))
         obs, _ = env.reset()
+        timers = env.event_manager._interval_term_time_left
+        names = [f"event.{name}" for name in env.event_manager._mode_term_names.get("interval", [])]
+        ran = {name: torch.zeros(args.steps, env.num_envs, dtype=torch.bool) for name in [*names, "reset"]}
         drawn: dict[str, int] = {}
         drawn_per_env: dict[str, int] = {}
         sm, rm = env.suspension_manager, env.reward_manager
@@ -253,10 +363,14 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
                 if step == at + steps:
                     env.resume_envs([e])
             active = env.active_mask.cpu()
+            before = [t.cpu().clone() for t in timers]
             if actions is None:
-                obs, _, _, _, _ = env.step(0.5 * torch.sin(0.37 * count.unsqueeze(1) + 0.9 * phase))
+                obs, _, terminated, truncated, _ = env.step(0.5 * torch.sin(0.37 * count.unsqueeze(1) + 0.9 * phase))
             else:
-                obs, _, _, _, _ = env.step(actions(obs, env))
+                obs, _, terminated, truncated, _ = env.step(actions(obs, env))
+            ran["reset"][step] = (terminated | truncated).cpu()
+            for name, timer, earlier in zip(names, timers, before):  # a firing draws the timer anew: it grows
+                ran[name][step] = (timer.cpu() > earlier).expand(env.num_envs) & ~ran["reset"][step]
             terms = _split_obs(env, obs)
             terms.update({f"reward.{t}": rm._step_reward[:, i] for i, t in enumerate(rm.active_terms)})
             for e in torch.nonzero(active).flatten().tolist():
@@ -264,4 +378,7 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
                 state.update({k: v[e].clone() for k, v in terms.items()})
                 trajectory[e].append(state)
             count += active.to(env.device)
-        return trajectory, drawn, drawn_per_env
+        streams = env.random_streams
+        not_per_env = sorted({*(term for term, why in streams.not_per_env if not why.startswith("prestartup")),
+                              *streams.generator.unmapped} if streams is not None else ())
+        return _Run(args, trajectory, drawn, drawn_per_env, ran, not_per_env)

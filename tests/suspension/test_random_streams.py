@@ -1,4 +1,5 @@
-"""Per-env random streams (``SuspendCfg.per_env_random``): suspension is invisible to the draws of every env.
+"""Per-env random streams (``SuspendCfg.per_env_random``): suspension is invisible to the draws of every env, and an
+env's k-th episode draws the same whatever ran before it.
 
 On the noisy push-cube (noise of three kinds and a random delay on every step, a random nudge every 0.2-0.5 s, a
 new target every 0.2-0.5 s) env 0 is suspended for 30 steps: with per-env streams every env retraces the run that
@@ -23,19 +24,22 @@ from helpers import load_script
 from isaaclab_suspend.suspension import PerEnvGenerator, per_env_rng
 from isaaclab_suspend.suspension.random_streams import unroutable_reasons
 
-AUDIT = ["--task", "Isaac-PushCube-Noisy-Suspendable", "--num_envs", "4", "--steps", "36", "--suspend_at", "5",
-         "--suspend_steps", "30", "--quiet"]
+# 0.4 s episodes (24 steps) and the steps the audit chooses after the suspension (31: the nudge's longest interval
+# and one), so that the other envs reset and nudge inside it and env 0 after its resume
+AUDIT = ["--task", "Isaac-PushCube-Noisy-Suspendable", "--num_envs", "4", "--suspend_at", "5", "--suspend_steps", "30",
+         "--quiet", "env.episode_length_s=0.4"]
 
 
 def test_suspended_and_never_suspended_envs_retrace_with_events_in_the_window(capsys):
-    """Exit 0: bit for bit on every env; the nudges, target resamplings, noise and delays drew in the window."""
+    """Exit 0: bit for bit on every env; the nudges, target resamplings, noise, delays and resets drew in the
+    window and after it."""
     status = load_script("audit_suspension").main(AUDIT)
     out = capsys.readouterr().out
     assert status == 0, out[-4000:]
     assert "No divergence" in out and "Global torch generator drawn after suspension by: nothing" in out
     drawn = out[out.index("Per-env random streams drawn after suspension by: "):].splitlines()[0]
     for term in ("event.nudge_cube", "command.target", "obs.policy.cart_pos.noise", "obs.policy.cart_vel.delay",
-                 "obs.policy.cube_x.noise"):
+                 "obs.policy.cube_x.noise", "event.reset_cube", "obs.policy.cube_x.noise.reset"):
         assert term in drawn, drawn
 
 
@@ -164,6 +168,38 @@ def test_an_env_draws_the_same_whatever_the_others_do():
     assert torch.equal(after[1], everyone[1])  # env 1 did not step: it is handed what it would have drawn
     with small.route("other term"):
         assert not torch.equal(torch.rand(4, 5), after)
+
+
+def test_an_episode_draws_the_same_whatever_ran_before():
+    """Env i's k-th episode draws from streams keyed by (seed, i, k) alone: the same reset draws and the same
+    draws at each step of the episode, however long its earlier episodes ran and whichever envs reset with it;
+    another episode, another seed or another env draws other numbers."""
+    short, long = _streams(4), _streams(4)
+    for gen, lengths in ((short, (3, 5)), (long, (11, 2))):  # env 2's first two episodes: 3 and 5 steps, or 11 and 2
+        for length in lengths:
+            with gen.resetting(torch.tensor([2]) if gen is short else None):
+                pass
+            for _ in range(length):
+                gen.advance(torch.tensor([False, True, True, False]))
+    draws = {}
+    for name, gen in (("short", short), ("long", long)):
+        with gen.resetting(torch.tensor([2])), gen.route("event.reset_cube", torch.tensor([2])):
+            reset = torch.rand(1, 3)
+        gen.advance()
+        with gen.route("event.nudge_cube", torch.tensor([2])):
+            step = torch.rand(1, 3)
+        draws[name] = (reset, step)
+    assert int(short.resets[2]) == int(long.resets[2]) == 3 and int(short.steps[2]) == int(long.steps[2]) == 1
+    assert torch.equal(draws["short"][0], draws["long"][0]) and torch.equal(draws["short"][1], draws["long"][1])
+    assert not torch.equal(draws["short"][0], draws["short"][1])  # the reset stream is not the step's
+    other = _streams(4)
+    with other.resetting(None), other.route("event.reset_cube"):
+        first = torch.rand(4, 3)
+    assert not torch.equal(first[2], draws["short"][0][0])  # episode 1, not 3
+    assert not torch.equal(first[1], first[2])  # env 1, not 2
+    eight = _streams(4, seed=8)
+    with eight.resetting(None), eight.route("event.reset_cube"):
+        assert not torch.equal(torch.rand(4, 3), first)  # seed 8, not 7
 
 
 def test_reset_draws_differ_from_step_draws_and_rows_are_independent():

@@ -110,7 +110,8 @@ def test_planner_driven_panda_freezes_exactly_while_resting_closing_and_holding(
     # the windows were read off the reference timeline of Isaac Lab's shared generator (the reset events draw the
     # cube's pose from it); per-env streams on an arm: test_isaaclab_reach_franka_with_its_observation_noise_...
     cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=60, env=windows[0][0], suspend_at=windows[0][1],
-                             suspend_steps=windows[0][2], windows=windows[1:], per_env_random=False)
+                             suspend_steps=windows[0][2], windows=windows[1:], per_env_random=False,
+                             exercise_all=False)  # windows at grasp phases, no reset in 60 steps
     planner, seen, calls = planner_actions(LIFT, 8), {}, [0]
 
     def actions(obs, env):
@@ -135,7 +136,9 @@ def test_isaaclab_reach_franka_with_its_observation_noise_audits_exact_on_per_en
     """Isaac Lab's own Reach task as it is (noise corrupts the policy group on every step): with per-env random
     streams a suspended-then-resumed env and the never-suspended ones retrace the reference bit for bit; with
     Isaac Lab's shared generator the suspension shifts everyone's draws and the audit says so."""
-    cfg = SuspensionAuditCfg(task="Isaac-Reach-Franka", num_envs=2, steps=16, suspend_at=3, suspend_steps=6)
+    # 0.1 s episodes (3 steps): env 1 resets inside the suspension, env 0 after its resume
+    cfg = SuspensionAuditCfg(task="Isaac-Reach-Franka", num_envs=2, steps=16, suspend_at=3, suspend_steps=6,
+                             overrides=["env.episode_length_s=0.1"])
     audit = audit_suspension(cfg)
     assert audit.passed, str(audit)
     shared = audit_suspension(cfg.replace(per_env_random=False))

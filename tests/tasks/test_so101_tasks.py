@@ -109,7 +109,7 @@ def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding(ca
     # cube's pose from it); per-env streams on an arm: tasks/test_franka.py's Reach audit
     cfg = SuspensionAuditCfg(task=LIFT, num_envs=3, steps=53, env=0, suspend_at=windows[0][0],
                              suspend_steps=windows[0][1], windows=[(e, *w) for e, w in windows.items() if e],
-                             per_env_random=False)
+                             per_env_random=False, exercise_all=False)  # windows at grasp phases, no reset
     planner, seen, calls = planner_actions(LIFT), {}, [0]
 
     def actions(obs, env):

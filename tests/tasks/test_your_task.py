@@ -52,9 +52,10 @@ def test_a_missing_local_asset_is_named_before_the_env_is_built(tmp_path):
 
 
 def test_the_docs_example_audits_bit_exact(examples_on_path, capfd):
-    # 2 envs (the audit's least) and 24 steps: env 0 suspended at step 5 for 13 steps, then 6 steps after its resume
+    # 2 envs (the audit's least), 0.2 s episodes (12 steps) and the steps the audit chooses for them: env 0
+    # suspended at step 5 for 13 steps, in which env 1 resets, then 14 steps, in which env 0 resets
     status = load_script("audit_suspension").main(["--task", "MyCartpole-Suspendable", "--import", "my_cartpole",
-                                                   "--num_envs", "2", "--steps", "24", "--quiet"])
+                                                   "--num_envs", "2", "--quiet", "env.episode_length_s=0.2"])
     out, err = capfd.readouterr()
     assert status == 0, out[-3000:] + err[-2000:]
     # --quiet: the audit's own report, without Isaac Lab's set-up output
