@@ -87,7 +87,7 @@ def evaluate(args: argparse.Namespace) -> None:
     if not args.quiet:
         print(f"{header}\nSchedules: {', '.join(args.schedules)}, a fresh env each (set-up tables: --verbose)")
     errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; recorded episodes stay in the file
-    results = runs.evaluate(cli.evaluation_cfg(args), args.source, cli.env_opener(*errors))
+    results = runs.evaluate(cli.evaluation_cfg(args), args.source, cli.env_opener(*errors, quiet=args.quiet))
     for schedule, run in results.items():
         cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule])
     written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges

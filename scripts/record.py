@@ -45,7 +45,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    cli.add_env_args(parser, per_env_random=True, deterministic="auto")
+    cli.add_env_args(parser, per_env_random=True, deterministic="off")
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, random=True)
     cli.add_shard_args(parser)
@@ -80,7 +80,7 @@ def record(args: argparse.Namespace) -> None:
     from isaaclab_suspend import runs
 
     errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; exported episodes stay in the file
-    result = runs.record(cli.recording_cfg(args), args.source, cli.env_opener(*errors))
+    result = runs.record(cli.recording_cfg(args), args.source, cli.env_opener(*errors, quiet=args.quiet))
     if result.interrupted:
         raise KeyboardInterrupt
     cli.log_episodes(args.episode_log, result.episodes)
