@@ -30,6 +30,10 @@ Examples::
     tools/run.sh python scripts/record.py --remote openpi://127.0.0.1:8000 --model.chunk_length 16 --episodes 64
     tools/run.sh python scripts/record.py --remote gr00t://127.0.0.1:5555 --model.keys state.cartpole=policy
 
+    # on a GPU, a dataset that replay.py retraces state for state: reproducible physics, at its cost (docs/gpu.rst)
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --model embedded --device cuda:0 \
+        --num_envs 1024 --episodes 1024 --deterministic on
+
     # shard 1 of 4: 16 of the 64 episodes, seed + 1, datasets/cartpole-shard1of4.hdf5 (scripts/merge_shards.py)
     tools/run.sh python scripts/record.py --episodes 64 --shard 1/4 --output datasets/cartpole.hdf5
 """
