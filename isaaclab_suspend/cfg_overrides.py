@@ -3,9 +3,11 @@ embedded planner's), made before any env is built.
 
 Two kinds of overrides. The user's (a script's trailing ``env.KEY=VALUE`` arguments and ``--presets``,
 :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg`'s ``overrides``, ``--model.planner_overrides``) may set any
-field, but must make sense: the forms this package supports (``env.KEY=VALUE``, ``presets=NAME``; not Hydra's ``+KEY=``, ``~KEY=`` or
-``${...}`` interpolations), finite numbers, durations and sizes within :attr:`CfgOverridesCfg.bounds`, episodes of at
-most :attr:`CfgOverridesCfg.max_episode_steps` steps. A file's (a dataset's ``env_args.cfg_overrides``) are data:
+field, but must make sense: the forms this package supports (``env.KEY=VALUE``, ``presets=NAME``; not Hydra's
+``+KEY=``, ``~KEY=`` or ``${...}`` interpolations), a value of the field's kind (a boolean only ``true`` or ``false``,
+a number only where the field is one, a cfg such as a term's never replaced by a text, a list or a dict), finite
+numbers, durations and sizes within :attr:`CfgOverridesCfg.bounds`, episodes of at most
+:attr:`CfgOverridesCfg.max_episode_steps` steps. A file's (a dataset's ``env_args.cfg_overrides``) are data:
 besides, each may only set a number or a boolean that the task's cfg already has, never a term's ``func``, a
 ``class_type``, a path, a text or a new key.
 
@@ -158,7 +160,8 @@ def check_data_overrides(base: object, overrides: list[str]) -> None:
 def check_overrides(base: object, cfg: object, overrides: list[str], settings: CfgOverridesCfg = DEFAULT_CFG
                     ) -> None:
     """Refuse ``env.KEY=VALUE`` overrides that made ``cfg`` (Hydra's result; ``base``: the cfg without them) make no
-    sense: a key ``base`` lacks, a text where ``base`` has a number, a number that is not finite or out of its range
+    sense: a key ``base`` lacks, a value not of the field's kind (a boolean is only ``true`` or ``false``, a number
+    only a number, a cfg never a text, a list or a dict), a number that is not finite or out of its range
     (:attr:`CfgOverridesCfg.bounds`), episodes longer than :attr:`CfgOverridesCfg.max_episode_steps`.
 
     Raises:
@@ -174,9 +177,8 @@ def check_overrides(base: object, cfg: object, overrides: list[str], settings: C
         if old is _MISSING:
             raise ValueError(f"the cfg override {override}: the task's cfg has no field {key[4:]} (this package"
                              " overrides the fields a cfg has, it adds none)")
-        if isinstance(old, (int, float)) and not isinstance(old, bool) and isinstance(new, str):
-            raise ValueError(f"the cfg override {override}: {key[4:]} is a number ({type(old).__name__}, {old!r}),"
-                             f" got '{text}'.")
+        _check_kind(override, key[4:], text, old if old is not None else _declared(cfg_field(base, path[:-1]),
+                                                                                   path[-1]), new)
         if isinstance(new, float) and not math.isfinite(new):
             raise ValueError(f"the cfg override {override}: {key[4:]} must be a finite number")
         _check_bound(f"the cfg override {override}", key[4:], new, settings)
@@ -221,6 +223,28 @@ def _declared_kind(owner: object, name: str) -> str:
     fields = {f.name: f.type for f in dataclasses.fields(owner)} if dataclasses.is_dataclass(owner) else {}
     declared = {part.strip() for part in str(fields.get(name, "")).split("|")} - {"None"}
     return declared.pop() if len(declared) == 1 and declared <= {"int", "float", "bool"} else "NoneType"
+
+
+def _declared(owner: object, name: str) -> object:
+    """A value standing for the kind the cfg class of ``owner`` declares its field ``name`` (now None) as: False for
+    ``bool``, 0 for ``int`` or ``float``, None for another or no declaration (:func:`_declared_kind`)."""
+    return {"bool": False, "int": 0, "float": 0.0}.get(_declared_kind(owner, name))
+
+
+def _check_kind(override: str, key: str, text: str, old: object, new: object) -> None:
+    """Refuse ``new`` (Hydra's value of ``text``) where it is not of ``old``'s kind: a boolean takes only ``true``
+    or ``false`` (``off``, ``no``, ``'false'`` are texts, and truthy), a number only a number, and a cfg (a term's,
+    a sensor's, ...) is never replaced by a text, a list or a dict (set its fields, or ``null`` to remove it)."""
+    if isinstance(old, bool) and not isinstance(new, bool):
+        raise ValueError(f"the cfg override {override}: {key} is a boolean ({old!r}), which takes true or false,"
+                         f" got {text!r}")
+    if isinstance(old, (int, float)) and not isinstance(old, bool) and (
+            isinstance(new, bool) or not isinstance(new, (int, float))):
+        raise ValueError(f"the cfg override {override}: {key} is a number ({type(old).__name__}, {old!r}),"
+                         f" got '{text}'.")
+    if dataclasses.is_dataclass(old) and not (new is None or dataclasses.is_dataclass(new)):
+        raise ValueError(f"the cfg override {override}: {key} is a {type(old).__name__}, which an override does not"
+                         f" replace with {text!r}: set its fields (env.{key}.FIELD=VALUE), or null to remove it")
 
 
 def _check_bound(what: str, key: str, value: object, settings: CfgOverridesCfg) -> None:

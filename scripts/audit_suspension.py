@@ -26,14 +26,13 @@ Examples::
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported after parsing, where they are used
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("--task", required=True, help="gym task id (a ManagerBasedRLEnvCfg task)")
     cli.add_import_arg(parser)
     parser.add_argument("--num_envs", type=cli.positive_int, default=4)
@@ -60,17 +59,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     from isaaclab_suspend.tasks.embedded import planner_actions
     from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
-    from isaaclab_suspend.tasks.env_factory import import_task_modules, set_quiet
+    from isaaclab_suspend.tasks.env_factory import import_task_modules
 
     cfg = SuspensionAuditCfg(task=args.task, num_envs=args.num_envs, steps=args.steps, suspend_at=args.suspend_at,
                              suspend_steps=args.suspend_steps, env=args.env, windows=args.windows, device=args.device,
                              seed=args.seed, unfrozen=list(args.unfrozen), overrides=cli.env_overrides(args),
-                             per_env_random=not args.shared_rng, deterministic=args.deterministic)
+                             per_env_random=not args.shared_rng, deterministic=args.deterministic,
+                             verbose=args.verbose)
     try:
         cfg.check()
     except ValueError as err:
         parser.error(str(err))
-    set_quiet(not args.verbose)
     try:
         import_task_modules(args.modules)
         audit = audit_suspension(cfg, planner_actions(args.task) if args.planner else None)

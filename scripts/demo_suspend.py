@@ -20,7 +20,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     cli.add_env_args(parser, num_envs=8, seed=None, desync=False)
     cli.add_quiet_arg(parser)
     parser.add_argument("--steps", type=cli.positive_int, default=90)

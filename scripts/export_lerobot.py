@@ -33,7 +33,7 @@ from isaaclab_suspend import cli  # light: torch, Isaac Lab and LeRobot are impo
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("dataset", help="HDF5 dataset of scripts/record.py")
     parser.add_argument("--output", required=True, help="LeRobot dataset root (a new directory)")
     parser.add_argument("--repo_id", default="", help="LeRobot repo id (default: local/<output's name>)")

@@ -23,7 +23,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     cli.add_env_args(parser, desync=False)
     cli.add_quiet_arg(parser)
     parser.add_argument("--checkpoint", default=None, help="rsl_rl or skrl checkpoint (default: the task's shipped expert)")

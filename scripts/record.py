@@ -48,7 +48,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     cli.add_env_args(parser, per_env_random=True, deterministic="off")
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, random=True)
@@ -69,6 +69,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--output must end with .hdf5, got '{args.output}'")
     cli.apply_episode_args(parser, args, "episodes", 32)
     cli.apply_shard(parser, args, files=("output", "episode_log"), episodes=args.episodes is not None)
+    cli.check_episode_logs(parser, args)
     from isaaclab_suspend.runs import dataset_recorder_cfg  # torch, Isaac Lab: once parsed
 
     try:
@@ -76,6 +77,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         args.paths = cli.check_new_datasets(recorders, args.overwrite)
     except ValueError as err:
         parser.error(str(err))
+    cli.check_run_cfg(parser, cli.recording_cfg(args), args)
     args.on_interrupt = f"Interrupted: the episodes exported so far are in {args.paths}; open episodes were dropped."
     return args
 
@@ -87,7 +89,7 @@ def record(args: argparse.Namespace) -> None:
     result = runs.record(cli.recording_cfg(args), args.source, cli.env_opener(*errors, quiet=args.quiet))
     if result.interrupted:
         raise KeyboardInterrupt
-    cli.log_episodes(args.episode_log, result.episodes)
+    cli.log_episodes(args.episode_log, result.episodes, overwrite=args.overwrite)
     if not result.finished:
         print(f"[WARN] stopped at --max_steps {args.max_steps} with {len(result.episodes)} of {result.expected}"
               " episodes run.")

@@ -32,7 +32,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("dataset", type=cli.existing_file, help="HDF5 dataset file")
     parser.add_argument("--task", default=None, help="task id, for a dataset that does not name one (else it must be the recorded one)")
     parser.add_argument("--num_envs", type=cli.int_in(1, cli.MAX_REPLAY_ENVS), default=None,
@@ -55,9 +55,8 @@ def replay(args: argparse.Namespace) -> int:
     from isaaclab_suspend.datasets import DatasetError, DatasetReader, DatasetReplayer, check_replay_fits, replay_table
     from isaaclab_suspend.datasets import check_replay_task, make_replay_env_cfg, replay_warnings
     from isaaclab_suspend.datasets.image_replay import ImageCheckingReplayer
-    from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
+    from isaaclab_suspend.tasks.env_factory import open_env
 
-    set_quiet(not args.verbose)
     with DatasetReader(args.dataset) as reader:
         task = args.task or reader.env_name
         check_replay_task(reader, task)
@@ -74,10 +73,10 @@ def replay(args: argparse.Namespace) -> int:
         check_replay_fits(num_envs, demos, "--num_envs" if args.num_envs else f"'{reader.path}' (sim_args.num_envs)")
         try:  # the file's cfg overrides are data: checked before the env is built
             cfg = make_replay_env_cfg(task, num_envs, args.device, not args.shared_rng, reader.cfg_overrides,
-                                      args.deterministic)
+                                      args.deterministic, verbose=args.verbose)
         except ValueError as err:
             raise DatasetError(f"'{reader.path}': {err}") from None
-        with open_env(task, cfg=cfg) as env:  # an error inside is re-raised after the launcher closed, no traceback
+        with open_env(task, cfg=cfg, verbose=args.verbose) as env:  # an error inside is re-raised after the launcher closed, no traceback
             replayer = (ImageCheckingReplayer if args.check_images else DatasetReplayer)(env, reader, list(demos), demos)
             for warning in replay_warnings(replayer, reader, num_envs):
                 print(f"[WARN] {warning}")

@@ -34,7 +34,7 @@ from isaaclab_suspend.cli import serving
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     serving.add_server_args(parser)
     cli.add_quiet_arg(parser)
     args = parser.parse_args(argv)
@@ -47,9 +47,6 @@ def _interrupt(signum, frame) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    from isaaclab_suspend.tasks.env_factory import set_quiet
-
-    set_quiet(not args.verbose)
     level = logging.WARNING if args.quiet else logging.INFO  # --quiet: no line per connection
     logging.basicConfig(format="%(asctime)s %(message)s", level=level, stream=sys.stderr)
     server = serving.make_server(args)

@@ -26,7 +26,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     cli.add_env_args(parser, num_envs=256, seed=None, desync=False, per_env_random=False)
     cli.add_quiet_arg(parser)
     parser.add_argument("--rl_library", default="rsl_rl", choices=cli.RL_LIBRARIES)
@@ -51,20 +51,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def train_agent(args: argparse.Namespace) -> int:
     from isaaclab_suspend.rl import load_agent_cfg, train
     from isaaclab_suspend.rl.runners import agent_seed
-    from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env, quieted, set_quiet
+    from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env, quieted
 
-    set_quiet(not args.verbose)  # set-up tables with --verbose only; --quiet: no per-iteration log either
-    with quieted():
+    with quieted(not args.verbose):  # set-up tables with --verbose only; --quiet: no per-iteration log either
         agent_cfg = load_agent_cfg(args.task, args.rl_library, args.max_iterations, args.seed, args.device, args.rank)
     rng = {"suspend__per_env_random": True} if args.per_env_random else {}
     env_cfg = make_env_cfg(args.task, args.num_envs, args.device, cli.env_overrides(args), seed=agent_seed(agent_cfg),
-                           **rng)
+                           verbose=args.verbose, **rng)
     if not args.quiet:
         print(f"[INFO] Logging experiment in directory: {args.log_dir}")
     start = time.perf_counter()
-    with open_env(args.task, cfg=env_cfg) as env, cli.user_errors():
-        set_quiet(args.quiet)  # the library's per-iteration log unless --quiet
-        with quieted():
+    with open_env(args.task, cfg=env_cfg, verbose=args.verbose) as env, cli.user_errors():
+        with quieted(args.quiet):  # the library's per-iteration log unless --quiet
             train(env, args.rl_library, agent_cfg, args.log_dir)
     print(f"Training time: {time.perf_counter() - start:.1f} s. Logs and checkpoints: {args.log_dir}")
     return 0

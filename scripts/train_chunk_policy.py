@@ -32,7 +32,7 @@ from isaaclab_suspend import cli  # light: torch is imported after parsing, wher
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("--dataset", required=True, help="HDF5 dataset written by scripts/record.py")
     parser.add_argument("--chunk", type=cli.positive_int, default=16, help="actions per chunk H")
     parser.add_argument("--arch", default="mlp", choices=("mlp", "transformer"))

@@ -23,7 +23,7 @@ from isaaclab_suspend import cli  # light: h5py and Isaac Lab are imported after
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = cli.script_parser(__doc__)
     parser.add_argument("dataset", help="HDF5 dataset recorded on a camera task")
     parser.add_argument("--demos", nargs="+", default=None, help="demo names (default: the first --max_demos)")
     parser.add_argument("--max_demos", type=int, default=8, help="demos shown when --demos is not given")

@@ -29,16 +29,6 @@ def pytest_collection_finish(session):
     gc.freeze()
 
 
-@pytest.fixture(autouse=True)
-def _loud_set_up():
-    """Each test starts with the set-up output on: a script's ``main(argv)`` run in the test process sets the
-    process-wide quiet switch (:func:`~isaaclab_suspend.tasks.env_factory.set_quiet`) for its own run only."""
-    yield
-    from isaaclab_suspend.tasks import env_factory
-
-    env_factory.set_quiet(False)
-
-
 @pytest.fixture(scope="session")
 def device(request) -> str:
     """The device the tests marked ``cuda`` run their envs and tensors on (``--device``)."""

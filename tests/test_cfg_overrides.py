@@ -3,7 +3,9 @@ data (numbers and booleans the task's cfg has, in range), a user's are checked f
 refusal is exit status 2 and one line, no traceback, before any env is built (``launch_simulation`` fails the test
 if it is reached), so these cases take a second each; a recording's own overrides still replay exactly."""
 
+import dataclasses
 import json
+import re
 import shutil
 from types import SimpleNamespace
 
@@ -97,6 +99,19 @@ USER_OVERRIDES = {
     "negative noise": ([*NOISY, "env.observations.policy.cart_vel.noise.std=-1"],
                        "observations.policy.cart_vel.noise.std must be a finite number >= 0, got -1"),
     "a new key": (["env.nope=1"], "the task's cfg has no field nope"),
+    # a boolean is true or false: off, no, 'false' and 1 are texts (truthy) or numbers
+    "off for a boolean": (["env.sim.physics.deterministic=off"],
+                          "sim.physics.deterministic is a boolean (False), which takes true or false, got 'off'"),
+    "a quoted false": (["env.sim.physics.deterministic='false'"], "which takes true or false, got \"'false'\""),
+    "no for a boolean": (["env.suspend.enabled=no"], "suspend.enabled is a boolean (True), which takes true or false"),
+    "1 for a boolean": (["env.suspend.enabled=1"], "suspend.enabled is a boolean (True), which takes true or false"),
+    # a number is a number; a term's cfg is never replaced by a list, a dict or a text
+    "a list for a number": (["env.rewards.alive.weight=[1,2]"], "rewards.alive.weight is a number (float, 1.0), got"),
+    "true for a number": (["env.rewards.alive.weight=true"], "rewards.alive.weight is a number (float, 1.0), got 'true'"),
+    "a dict for a term": (["env.rewards.alive={weight:2}"],
+                          "rewards.alive is a RewardTermCfg, which an override does not replace with '{weight:2}'"),
+    "a list for a term": (["env.rewards.alive=[1,2]"], "rewards.alive is a RewardTermCfg, which an override does not"),
+    "a text for a term": (["env.rewards.alive=off"], "set its fields (env.rewards.alive.FIELD=VALUE), or null"),
 }
 
 
@@ -160,3 +175,40 @@ def test_bounds_are_settings():
     with pytest.raises(ValueError, match="make episodes of 200 steps"):
         check_overrides(base, SimpleNamespace(**{**vars(base), "episode_length_s": 2.0}), ["env.episode_length_s=2"],
                         narrow)
+
+
+@dataclasses.dataclass
+class _Term:
+    weight: float = 1.0
+
+
+@dataclasses.dataclass
+class _Cfg:
+    enabled: bool = True
+    steps: int = 3
+    noisy: bool | None = None
+    term: _Term | None = dataclasses.field(default_factory=_Term)
+
+
+@pytest.mark.parametrize("override, value, refused", [
+    ("env.enabled=FALSE", False, None), ("env.enabled=true", True, None),
+    ("env.enabled=off", "off", "enabled is a boolean (True), which takes true or false, got 'off'"),
+    ("env.noisy=true", True, None),
+    ("env.noisy=no", "no", "noisy is a boolean (False), which takes true or false, got 'no'"),
+    ("env.steps=4", 4, None), ("env.steps=true", True, "steps is a number (int, 3), got 'true'"),
+    ("env.steps={a:1}", {"a": 1}, "steps is a number (int, 3), got '{a:1}'"),
+    ("env.term=null", None, None), ("env.term.weight=2", _Term(2.0), None),
+    ("env.term={weight:2}", {"weight": 2}, "term is a _Term, which an override does not replace with '{weight:2}'"),
+    ("env.term=[1]", [1], "term is a _Term, which an override does not replace with '[1]'"),
+])
+def test_an_override_keeps_its_fields_kind(override, value, refused):
+    """What Hydra made of an override (``value``) must be of the field's kind: a boolean (also one declared
+    ``bool | None``) only from true or false, a number only a number, a cfg set by its fields or removed (null),
+    never replaced."""
+    key = override.partition("=")[0].split(".")[1]
+    cfg = dataclasses.replace(_Cfg(), **{key: value})
+    if refused is None:
+        check_overrides(_Cfg(), cfg, [override])
+    else:
+        with pytest.raises(ValueError, match=re.escape(f"the cfg override {override}: {refused}")):
+            check_overrides(_Cfg(), cfg, [override])

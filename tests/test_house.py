@@ -133,9 +133,10 @@ def test_scripts_stay_entry_points():
     assert not long, f"scripts over 120 lines (benchmarks 160): {long}"
 
 
-KIND_ROOTS = {"ChunkModelCfg": "model cfg", "ChunkSchedule": "schedule"}
+KIND_ROOTS = {"ChunkModelCfg": "model cfg", "ChunkSchedule": "schedule", "ChunkScheduleCfg": "schedule cfg"}
 """The base classes whose subclasses only their own package may ask for by ``isinstance``: a model source's cfg is
-opened through the opener its registration names, a schedule's parameters through its ``configure``."""
+opened through the opener its registration names, a schedule's cfg builds its schedule (``class_type``), a
+schedule's parameters are checked by its ``configure``."""
 
 
 def _classes(sources: dict[str, str]) -> dict[str, tuple[str, str]]:
@@ -179,13 +180,16 @@ def test_no_isinstance_of_a_model_cfg_or_schedule_outside_its_package():
     # the check finds a run asking which source a cfg is, and a policy asking which schedule it runs ...
     planted = {
         "isaaclab_suspend/chunking/sources.py": "class ChunkModelCfg: pass",
-        "isaaclab_suspend/chunking/schedules.py": "class ChunkSchedule: pass\nclass Rtc(ChunkSchedule): pass",
+        "isaaclab_suspend/chunking/schedules.py": "class ChunkSchedule: pass\nclass Rtc(ChunkSchedule): pass\n"
+                                                  "class ChunkScheduleCfg: pass\nclass RtcCfg(ChunkScheduleCfg): pass",
         "isaaclab_suspend/tasks/embedded.py": "class EmbeddedModelCfg(ChunkModelCfg): pass\nisinstance(c, EmbeddedModelCfg)",
         "isaaclab_suspend/runs/chunk_models.py": "isinstance(cfg, (int, embedded.EmbeddedModelCfg))",
         "isaaclab_suspend/chunking/policy.py": "isinstance(s, Rtc)",
+        "isaaclab_suspend/runs/evaluation.py": "isinstance(s, schedules.RtcCfg)",
     }
     assert _foreign_isinstances(planted) == [
-        "isaaclab_suspend/runs/chunk_models.py:1 isinstance of the model cfg EmbeddedModelCfg"]
+        "isaaclab_suspend/runs/chunk_models.py:1 isinstance of the model cfg EmbeddedModelCfg",
+        "isaaclab_suspend/runs/evaluation.py:1 isinstance of the schedule cfg RtcCfg"]
     # ... and the package and the scripts have none
     files = [*PACKAGE.rglob("*.py"), *(ROOT / "scripts").rglob("*.py")]
     sources = {str(p.relative_to(ROOT)): p.read_text() for p in files}

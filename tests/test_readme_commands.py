@@ -32,12 +32,10 @@ def test_main_command_compares_any_and_global_clock_and_draws_the_timeline(tmp_p
     makes exactly ceil(T / H) calls, any more, each call is charged GR1's 200 ms, and the PNG
     shows both runs (suspended envs only under the clock). The whole output fits a screen: what runs, a progress
     bar per schedule, the table and where the timeline and the report are; Isaac Lab's tables only with --verbose."""
-    timeline, report = tmp_path / "timeline.png", tmp_path / "report"
-    run = subprocess.run(
+    run = subprocess.run(  # in a folder of its own: the run's files go to a new outputs/eval/<date>_<task>_1
         [sys.executable, os.path.join(ROOT, "scripts", "eval.py"), "--compare", "any,global_clock", "--desync",
-         "--latency", "gr1", "--virtual_latency", "--steps", str(STEPS), "--timeline", str(timeline), "--report",
-         str(report)],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+         "--latency", "gr1", "--virtual_latency", "--steps", str(STEPS)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHONPATH": ROOT},
     )
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
@@ -45,7 +43,12 @@ def test_main_command_compares_any_and_global_clock_and_draws_the_timeline(tmp_p
     screen = len(out.splitlines()) + len([line for line in run.stderr.splitlines() if line and line not in bars])
     assert len({line.split(":")[0] for line in bars}) == 2 and screen + 2 <= 40 and "Active Observation Terms" not in out and "Suspension Manager" not in out, out + run.stderr
     assert out.startswith("Isaac-Cartpole-Suspendable, embedded model: 16 envs, 128 steps") and "%|" in run.stderr
-    assert f"Report (open it in a browser): {report / 'report.html'}" in out
+    (folder,) = (tmp_path / "outputs" / "eval").iterdir()
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d_Isaac-Cartpole-Suspendable_1", folder.name), folder
+    assert out.count(str(folder)) == 1, out
+    assert f"Run folder: {folder}: timeline.png (the first 16 envs), report.html (open it in a browser)," \
+        " episodes.jsonl (the run log), results.json" in out, out
+    timeline = folder / "timeline.png"
     assert "Isaac-Cartpole-Suspendable, embedded model: 16 envs, 128 steps, H = 16" in out
     assert "latency gr1 (virtual)" in out
     calls_any, calls_clock = _figures(out, "inference_calls")
@@ -54,7 +57,6 @@ def test_main_command_compares_any_and_global_clock_and_draws_the_timeline(tmp_p
     assert inference_clock >= 0.2 * calls_clock and inference_any >= 0.2 * calls_any
     suspended_any, suspended_clock = _figures(out, "suspended_fraction")
     assert suspended_any == 0 and suspended_clock > 0
-    assert f"Timeline of the first 16 envs: {timeline}" in out
 
     import matplotlib.image
 

@@ -1,8 +1,8 @@
 """What the benchmarks of ``scripts/benchmarks/`` and the tests of the hot path share, one concept a module: step
 timing (``step_timing``), recording timing (``recording_timing``), host-sync counts and the check that quiet
-steps make none (``host_syncs``), the GPU suite's parts (``gpu_suite``), env processes run against one policy
-server (``server_clients``), hostile peers' attacks on the servers (``hostile_peers``) and the junk experiment's
-steps (``junk_experiment``).
+steps make none (``host_syncs``), the GPU suite's parts (``gpu_suite``) and its kernel cache archives
+(``kernel_cache``), env processes run against one policy server (``server_clients``), hostile peers' attacks on
+the servers (``hostile_peers``) and the junk experiment's steps (``junk_experiment``).
 
 No other package imports it: it sits above :mod:`isaaclab_suspend.cli` (docs/architecture.rst), whose rollout
 loop it runs. Its modules are imported by name; the package itself imports nothing.

@@ -26,7 +26,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -369,37 +368,6 @@ def versions(device: str) -> dict:
     else:
         out["card"], out["driver"] = platform.processor() or platform.machine(), "n/a"
     return out
-
-
-def kernel_cache_dir() -> str:
-    """Warp's kernel cache folder of this process (``WARP_CACHE_PATH``, else Warp's default), which the parts'
-    processes share."""
-    import warp as wp
-
-    wp.init()
-    return wp.config.kernel_cache_dir
-
-
-def save_kernel_cache(archive: str) -> int:
-    """Pack the compiled kernels (Warp's kernel cache) into the tar.xz ``archive``, for a later run on a fresh
-    machine of the same GPU architecture; returns its size in bytes."""
-    with tarfile.open(archive + ".part", "w:xz", preset=3) as tar:
-        tar.add(kernel_cache_dir(), arcname=".")
-    os.replace(archive + ".part", archive)
-    return os.path.getsize(archive)
-
-
-def restore_kernel_cache(archive: str) -> str:
-    """Unpack the kernels of an earlier run's ``archive`` into Warp's kernel cache (plain files only: an archive
-    is untrusted data); returns what happened, in words. A damaged archive is skipped: the kernels compile."""
-    if not os.path.isfile(archive):
-        return f"no kernel cache at {archive}: kernels compile on first use"
-    try:
-        with tarfile.open(archive, "r:xz") as tar:
-            tar.extractall(kernel_cache_dir(), filter="data")
-    except (tarfile.TarError, OSError, EOFError) as err:
-        return f"kernel cache {archive} not used ({err}): kernels compile on first use"
-    return f"kernel cache of an earlier run unpacked from {archive}"
 
 
 def goals(figures: dict) -> dict:

@@ -21,18 +21,29 @@ from .latency import LatencyCfg, LatencyEmulator
 from .model import ChunkModel
 from .observation_history import ObservationHistories, ObservationHistory
 from .provenance import ChunkProvenance
-from .schedules import SCHEDULES, ChunkSchedule, SchedulePlan, make_schedule
+from .schedules import (SCHEDULE_CFGS, SCHEDULES, AnyScheduleCfg, AsyncScheduleCfg, AutoScheduleCfg, ChunkSchedule,
+                        ChunkScheduleCfg, GlobalClockScheduleCfg, HoldScheduleCfg, PartialBatchScheduleCfg,
+                        RtcScheduleCfg, SchedulePlan, make_schedule, schedule_cfg, schedule_name)
 from .stats import ChunkingStats, stats_table
 
 __all__ = [
     "AGGREGATORS",
     "SCHEDULES",
+    "SCHEDULE_CFGS",
     "ActionChunkingPolicy",
     "ActionChunkingPolicyCfg",
+    "AnyScheduleCfg",
+    "AsyncScheduleCfg",
+    "AutoScheduleCfg",
     "ChunkModel",
     "ChunkProvenance",
     "ChunkQueues",
     "ChunkSchedule",
+    "ChunkScheduleCfg",
+    "GlobalClockScheduleCfg",
+    "HoldScheduleCfg",
+    "PartialBatchScheduleCfg",
+    "RtcScheduleCfg",
     "ChunkingStats",
     "InferenceCostModel",
     "ObservationHistories",
@@ -43,6 +54,8 @@ __all__ = [
     "StepStatus",
     "blend",
     "make_schedule",
+    "schedule_cfg",
+    "schedule_name",
     "replace",
     "resolve_aggregator",
     "soft_mask",

@@ -6,6 +6,29 @@ import torch
 
 from .aggregators import Aggregator
 
+MAX_QUEUE_BYTES = 2**30
+"""The most memory the chunk queues of a run may take: 1 GiB (:func:`queue_bytes`). A chunk length or env count
+past it is a mistake (10**8 actions per chunk), refused before anything is allocated."""
+
+
+def queue_bytes(num_envs: int, chunk_length: int, action_dim: int = 1) -> int:
+    """Bytes the queues of ``num_envs`` envs take for chunks of ``chunk_length`` actions of ``action_dim`` numbers:
+    N x H x (4 A + 8), the float32 actions and an int64 count per planned action."""
+    return num_envs * chunk_length * (4 * action_dim + 8)
+
+
+def check_queue_memory(num_envs: int, chunk_length: int, action_dim: int = 1) -> None:
+    """Raise a one-line ``ValueError`` if the queues (:func:`queue_bytes`) would pass :data:`MAX_QUEUE_BYTES`;
+    ``action_dim`` 1 (the least) where the env is not built yet."""
+    needed = queue_bytes(num_envs, chunk_length, action_dim)
+    if needed > MAX_QUEUE_BYTES:
+        raise ValueError(
+            f"chunk_length {chunk_length} on {num_envs} envs with {action_dim} action"
+            f" dim{'s' if action_dim != 1 else ''} needs {needed / 2**30:.1f} GiB of chunk queues (num_envs x"
+            f" chunk_length x (4 x action_dim + 8) bytes), over the {MAX_QUEUE_BYTES / 2**30:g} GiB bound: use a"
+            " shorter chunk or fewer envs."
+        )
+
 
 class ChunkQueues:
     """The action chunk of every env, a cursor into it, and a host-side mirror of the earliest refill.
@@ -24,9 +47,15 @@ class ChunkQueues:
         refill_at: An env requests a new chunk once at most this many actions are left in its queue
             (0: when it is empty). Read only by :meth:`requests`.
         device: Torch device of the env.
+
+    Raises:
+        ValueError: If the queues would take more than
+            :data:`~isaaclab_suspend.chunking.chunk_queues.MAX_QUEUE_BYTES`
+            (:func:`~isaaclab_suspend.chunking.chunk_queues.check_queue_memory`).
     """
 
     def __init__(self, num_envs: int, chunk_length: int, action_dim: int, refill_at: int, device: str):
+        check_queue_memory(num_envs, chunk_length, action_dim)
         self.num_envs = num_envs
         """Number of envs N."""
         self.chunk_length = chunk_length

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -20,7 +21,7 @@ from .chunk_queues import ChunkQueues
 from .stats import ChunkingStats, stats_table
 from .model import ChunkModel, accepts_prefix, virtual_seconds
 from .provenance import ChunkProvenance
-from .schedules import FULL_BATCH, SchedulePlan, make_schedule
+from .schedules import FULL_BATCH, ChunkScheduleCfg, RtcScheduleCfg, SchedulePlan, schedule_cfg
 
 if TYPE_CHECKING:
     from torch.utils.tensorboard import SummaryWriter
@@ -98,11 +99,11 @@ class ActionChunkingPolicy:
             raise ValueError(f"action_bound must be a positive number (or None), got {cfg.action_bound!r}.")
         if cfg.log_interval <= 0:
             raise ValueError(f"log_interval must be a positive number of steps, got {cfg.log_interval}.")
-        self.schedule = make_schedule(cfg.schedule)
+        self.schedule = _schedule_cfg(cfg).build()
         """The schedule deciding when and on which envs the model runs."""
         if self.schedule.suspends and not env.suspend_cfg.enabled:
             raise ValueError(
-                f"Schedule '{cfg.schedule}' suspends envs, but the env has suspension disabled: set"
+                f"Schedule '{self.schedule.name}' suspends envs, but the env has suspension disabled: set"
                 " env_cfg.suspend.enabled = True (every '-Suspendable' task does), or use 'hold', 'any' or"
                 " 'partial_batch'."
             )
@@ -177,7 +178,7 @@ class ActionChunkingPolicy:
 
     def summary(self) -> PrettyTable:
         """The figures of the run so far as a table (one device sync)."""
-        return stats_table({self.cfg.schedule: self.stats})
+        return stats_table({self.schedule.name: self.stats})
 
     def act(self, obs: Mapping[str, torch.Tensor | Mapping]) -> torch.Tensor:
         """The actions for the next ``env.step``, running the model first if the schedule says so.
@@ -454,6 +455,20 @@ def check_action_values(actions: torch.Tensor, bound: float | None, env_ids: tor
     )
 
 
+def _schedule_cfg(cfg: ActionChunkingPolicyCfg) -> ChunkScheduleCfg:
+    """The schedule's cfg, with the 0.3 ``delay_steps``/``overlap_steps`` of the policy cfg moved onto ``rtc``'s."""
+    schedule = schedule_cfg(cfg.schedule)
+    if cfg.delay_steps is None and cfg.overlap_steps == 0:
+        return schedule
+    warnings.warn("ActionChunkingPolicyCfg.delay_steps and .overlap_steps moved to RtcScheduleCfg in 0.4.0 and go in"
+                  " 0.5.0: set schedule=RtcScheduleCfg(delay_steps=..., overlap_steps=...).", DeprecationWarning,
+                  stacklevel=4)
+    if cfg.schedule != "rtc":
+        raise ValueError("delay_steps and overlap_steps are parameters of the 'rtc' schedule: set"
+                         f" schedule=RtcScheduleCfg(delay_steps=..., overlap_steps=...), not {cfg.schedule!r}.")
+    return RtcScheduleCfg(delay_steps=cfg.delay_steps, overlap_steps=cfg.overlap_steps)
+
+
 def _with_overrides(cfg: ActionChunkingPolicyCfg, overrides: dict) -> ActionChunkingPolicyCfg:
     unknown = sorted(set(overrides) - set(cfg.to_dict()))
     if unknown:
@@ -470,10 +485,11 @@ class ActionChunkingPolicyCfg:
     chunk_length: int | None = 16
     """Actions per chunk H (the model must return (B, H, action_dim)). None in a run's cfg: the run sets the
     model source's H (:func:`isaaclab_suspend.runs.make_chunking_policy` refuses any other)."""
-    schedule: str | None = "global_clock"
-    """Schedule name: ``any``, ``hold``, ``partial_batch``, ``global_clock``, ``auto``, ``async`` or ``rtc`` (see
-    :mod:`~isaaclab_suspend.chunking.schedules`). None in an evaluation's cfg: the run sets each of its
-    schedules."""
+    schedule: str | ChunkScheduleCfg | None = "global_clock"
+    """The schedule: its cfg (:class:`~.schedules.GlobalClockScheduleCfg`, :class:`~.schedules.RtcScheduleCfg`, ...)
+    or its name, ``any``, ``hold``, ``partial_batch``, ``global_clock``, ``auto``, ``async`` or ``rtc``, for its
+    default cfg (see :mod:`~isaaclab_suspend.chunking.schedules`). None in an evaluation's cfg: the run sets each
+    of its schedules."""
     aggregator: str | Callable = "replace"
     """How a new chunk is merged with leftover actions: ``replace``, ``blend``, ``temporal_ensemble``, ``soft_mask``,
     or a callable ``fn(old, new, count) -> (merged, merged_count)`` (see
@@ -487,13 +503,9 @@ class ActionChunkingPolicyCfg:
     per step): a model returning more (3e38 passes a finite check and turns the physics state to NaN) fails with
     an error naming the envs and the value. None: only NaN and inf are refused."""
     delay_steps: int | None = None
-    """``rtc``: the inference delay d in env steps (the chunk lands d steps after its observation); None: estimated
-    online as ``ceil(latency / step time)`` from the measured full-batch latency and step time."""
+    """Deprecated (removed in 0.5.0): :attr:`~.schedules.RtcScheduleCfg.delay_steps`."""
     overlap_steps: int = 0
-    """``rtc``: leftover actions W of the running chunk that a new chunk meets when it lands, after the d committed
-    ones (RTC's soft-masked region), merged by the aggregator (``soft_mask`` moves from the old plan to the new one
-    over them); 0: a chunk lands when the queues run out, and there is nothing to merge. Launches come every
-    H - d - W steps. Other schedules ignore it."""
+    """Deprecated (removed in 0.5.0): :attr:`~.schedules.RtcScheduleCfg.overlap_steps`."""
     log_dir: str | None = None
     """TensorBoard log directory (None: no TensorBoard)."""
     log_interval: int = 100

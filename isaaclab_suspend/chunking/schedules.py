@@ -26,18 +26,23 @@ name                      runs the model                                        
                           chunk lands (real-time chunking)
 ========================  =====================================================  ===============================
 
+Each schedule has a cfg class beside it (:class:`GlobalClockScheduleCfg`, :class:`RtcScheduleCfg`, ...) holding its
+own parameters; a cfg builds its schedule through ``class_type``, and a schedule's name stands for its default cfg
+(:func:`schedule_cfg`).
+
 The schedules read the device only on steps where a host-side mirror says something may have to happen
 (a clock tick, a reset in the last step, or the earliest chunk running out), never on the other steps.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import MISSING, dataclass
 from typing import Any, ClassVar
 
-import math
-
 import torch
+
+from isaaclab.utils import configclass
 
 from .chunk_queues import ChunkQueues
 from .cost_model import InferenceCostModel
@@ -73,13 +78,17 @@ class ChunkSchedule:
     passes_prefix: ClassVar[bool] = False
     """Whether a launch passes the model the actions that run before its chunk lands (to a model accepting it)."""
 
-    def configure(self, cfg: Any, chunk_length: int) -> None:
-        """Take this schedule's parameters from the policy's ``cfg`` (an
+    def __init__(self, cfg: ChunkScheduleCfg | None = None):
+        self.cfg = cfg if cfg is not None else schedule_cfg(self.name)
+        """The schedule's parameters."""
+
+    def configure(self, policy_cfg: Any, chunk_length: int) -> None:
+        """Check this schedule's parameters (:attr:`cfg`) against the policy's cfg (an
         :class:`~.chunking_policy.ActionChunkingPolicyCfg`, not imported: it imports this module) for chunks of
         ``chunk_length`` actions.
 
         Raises:
-            ValueError: If a parameter does not suit the schedule.
+            ValueError: If a parameter does not suit the schedule or the policy.
         """
 
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
@@ -180,13 +189,15 @@ class AutoSchedule(ChunkSchedule):
     serves like ``partial_batch``, without the per-step calls of ``partial_batch`` when few envs wait.
 
     Args:
+        cfg: The schedule's cfg (defaults if None).
         cost_model: The cost model (a fresh :class:`InferenceCostModel` if None).
     """
 
     name = "auto"
     suspends = True
 
-    def __init__(self, cost_model: InferenceCostModel | None = None):
+    def __init__(self, cfg: AutoScheduleCfg | None = None, cost_model: InferenceCostModel | None = None):
+        super().__init__(cfg)
         self.cost_model = cost_model or InferenceCostModel()
         """Fitted inference latency and step time."""
 
@@ -224,8 +235,9 @@ class AsyncClockSchedule(ChunkSchedule):
     background from the observation d steps before it, while every active env runs the last d actions of its
     chunk, so a latency of up to d env steps costs no waiting.
 
-    The lead d is ``floor(refill_threshold * H)`` (LeRobot's ``chunk_size_threshold``; H // 4 when the
-    threshold is 0) and at most H / 2. Ticks come every H - d steps: an env that ran during the lead takes the
+    The lead d is :attr:`AsyncScheduleCfg.lead_steps`, by default the policy's refill point
+    ``floor(refill_threshold * H)`` (LeRobot's ``chunk_size_threshold``; H // 4 when the threshold is 0), and at
+    most H / 2. Ticks come every H - d steps: an env that ran during the lead takes the
     new chunk from its action d on (the first d were meant for steps it has run already), an env that was
     suspended during the lead, whose time stood still, from action 0. An env reset during the lead is not
     served the chunk planned from its previous episode: it waits suspended for the next tick, as under
@@ -247,27 +259,31 @@ class AsyncClockSchedule(ChunkSchedule):
             return None
         return SchedulePlan(park=park, launch=launch, collect=collect, lead=lead)
 
-    def configure(self, cfg: Any, chunk_length: int) -> None:
-        """The lead from ``cfg.refill_threshold`` (at most H / 2); only ``replace`` suits the installs."""
-        self.lead(chunk_length, math.floor(cfg.refill_threshold * chunk_length))
-        if cfg.aggregator != "replace":
+    def configure(self, policy_cfg: Any, chunk_length: int) -> None:
+        """The lead (at most H / 2); only the ``replace`` aggregator suits the installs."""
+        d = self.cfg.lead_steps
+        if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 1):
+            raise ValueError(f"AsyncScheduleCfg.lead_steps must be None (from refill_threshold) or an int >= 1,"
+                             f" got {d!r}.")
+        self.lead(chunk_length, math.floor(policy_cfg.refill_threshold * chunk_length))
+        if policy_cfg.aggregator != "replace":
             raise ValueError(
                 "Schedule 'async' installs each chunk at the tick its leftovers run out, so no aggregator"
-                f" applies: use aggregator='replace', got {cfg.aggregator!r}."
+                f" applies: use aggregator='replace', got {policy_cfg.aggregator!r}."
             )
 
-    @staticmethod
-    def lead(chunk_length: int, refill_at: int) -> int:
-        """Steps d between launching an inference and installing its chunk.
+    def lead(self, chunk_length: int, refill_at: int) -> int:
+        """Steps d between launching an inference and installing its chunk: :attr:`AsyncScheduleCfg.lead_steps`,
+        else the queues' refill point ``refill_at``, else H // 4.
 
         Raises:
             ValueError: If d exceeds H / 2 (the next launch would come before the tick it follows).
         """
-        lead = refill_at or max(1, chunk_length // 4)
+        lead = self.cfg.lead_steps or refill_at or max(1, chunk_length // 4)
         if 2 * lead > chunk_length:
             raise ValueError(
                 f"Schedule 'async' runs the last d = {lead} actions of a chunk while the next one is computed and"
-                f" needs d <= H / 2 = {chunk_length / 2:g}: lower refill_threshold to at most 0.5."
+                f" needs d <= H / 2 = {chunk_length / 2:g}: lower lead_steps or refill_threshold (at most 0.5)."
             )
         return lead
 
@@ -295,18 +311,18 @@ class RealTimeChunkSchedule(ChunkSchedule):
     would leave no step between a landing and the next launch.
 
     Args:
-        delay_steps: The delay d in env steps (None: estimated online).
-        overlap_steps: Leftover actions W the new chunk meets when it lands.
+        cfg: The schedule's cfg: the delay d and the overlap W (defaults if None).
     """
 
     name = "rtc"
     suspends = True
     passes_prefix = True
 
-    def __init__(self, delay_steps: int | None = None, overlap_steps: int = 0):
-        self.delay_steps = delay_steps
+    def __init__(self, cfg: RtcScheduleCfg | None = None):
+        super().__init__(cfg)
+        self.delay_steps = self.cfg.delay_steps
         """The delay d in env steps; None: estimated online from the measured latency and step time."""
-        self.overlap_steps = overlap_steps
+        self.overlap_steps = self.cfg.overlap_steps
         """Leftover actions W of the running chunk that the new chunk meets when it lands (0: it lands when the
         queues run out)."""
         self.cost_model = InferenceCostModel()
@@ -319,15 +335,14 @@ class RealTimeChunkSchedule(ChunkSchedule):
         self._lead = 0
         """Host: lead of the inference in flight [steps]."""
 
-
-    def configure(self, cfg: Any, chunk_length: int) -> None:
-        """The delay d (``cfg.delay_steps``) and the overlap W (``cfg.overlap_steps``, in [0, H))."""
-        d, w = cfg.delay_steps, cfg.overlap_steps
+    def configure(self, policy_cfg: Any, chunk_length: int) -> None:
+        """Check the delay d and the overlap W (in [0, H))."""
+        d, w = self.delay_steps, self.overlap_steps
         if d is not None and (isinstance(d, bool) or not isinstance(d, int) or d < 0):
             raise ValueError(f"delay_steps must be None (estimated) or an int >= 0 (env steps), got {d!r}.")
         if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w < chunk_length:
             raise ValueError(f"overlap_steps must be an int in [0, chunk_length) = [0, {chunk_length}), got {w!r}.")
-        self.delay_steps, self.overlap_steps = d, w
+
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
         h = queues.chunk_length
         if step == 0:
@@ -374,20 +389,114 @@ class RealTimeChunkSchedule(ChunkSchedule):
         self.cost_model.record_step(seconds)
 
 
-SCHEDULES: dict[str, type[ChunkSchedule]] = {
-    cls.name: cls
-    for cls in (AnySchedule, HoldSchedule, PartialBatchSchedule, GlobalClockSchedule, AutoSchedule, AsyncClockSchedule,
-                RealTimeChunkSchedule)
+@configclass
+class ChunkScheduleCfg:
+    """Base cfg of a schedule: ``class_type`` builds it (:meth:`build`)."""
+
+    class_type: type[ChunkSchedule] = MISSING
+    """The schedule this cfg configures."""
+
+    def build(self) -> ChunkSchedule:
+        """A new schedule of this cfg."""
+        return self.class_type(self)
+
+
+@configclass
+class AnyScheduleCfg(ChunkScheduleCfg):
+    """Cfg of :class:`AnySchedule` (no parameters)."""
+
+    class_type: type[ChunkSchedule] = AnySchedule
+
+
+@configclass
+class HoldScheduleCfg(ChunkScheduleCfg):
+    """Cfg of :class:`HoldSchedule` (no parameters)."""
+
+    class_type: type[ChunkSchedule] = HoldSchedule
+
+
+@configclass
+class PartialBatchScheduleCfg(ChunkScheduleCfg):
+    """Cfg of :class:`PartialBatchSchedule` (no parameters)."""
+
+    class_type: type[ChunkSchedule] = PartialBatchSchedule
+
+
+@configclass
+class GlobalClockScheduleCfg(ChunkScheduleCfg):
+    """Cfg of :class:`GlobalClockSchedule` (no parameters)."""
+
+    class_type: type[ChunkSchedule] = GlobalClockSchedule
+
+
+@configclass
+class AutoScheduleCfg(ChunkScheduleCfg):
+    """Cfg of :class:`AutoSchedule` (its costs are fitted online)."""
+
+    class_type: type[ChunkSchedule] = AutoSchedule
+
+
+@configclass
+class AsyncScheduleCfg(ChunkScheduleCfg):
+    """Cfg of :class:`AsyncClockSchedule`."""
+
+    class_type: type[ChunkSchedule] = AsyncClockSchedule
+    lead_steps: int | None = None
+    """Lead d: steps between a launch and the tick that installs its chunk, at most H / 2. None: the policy's refill
+    point ``floor(refill_threshold * H)``, or H // 4 when that is 0."""
+
+
+@configclass
+class RtcScheduleCfg(ChunkScheduleCfg):
+    """Cfg of :class:`RealTimeChunkSchedule`."""
+
+    class_type: type[ChunkSchedule] = RealTimeChunkSchedule
+    delay_steps: int | None = None
+    """The inference delay d in env steps (the chunk lands d steps after its observation); None: estimated online as
+    ``ceil(latency / step time)`` from the measured full-batch latency and step time."""
+    overlap_steps: int = 0
+    """Leftover actions W of the running chunk that a new chunk meets when it lands, after the d committed ones
+    (RTC's soft-masked region), merged by the aggregator (``soft_mask`` moves from the old plan to the new one over
+    them); 0: a chunk lands when the queues run out, and there is nothing to merge. Launches come every H - d - W
+    steps."""
+
+
+SCHEDULE_CFGS: dict[str, type[ChunkScheduleCfg]] = {
+    cfg.class_type.name: cfg
+    for cfg in (AnyScheduleCfg, HoldScheduleCfg, PartialBatchScheduleCfg, GlobalClockScheduleCfg, AutoScheduleCfg,
+                AsyncScheduleCfg, RtcScheduleCfg)
 }
+"""Schedule cfg classes by schedule name."""
+
+SCHEDULES: dict[str, type[ChunkSchedule]] = {name: cfg.class_type for name, cfg in SCHEDULE_CFGS.items()}
 """Schedules by name."""
 
 
-def make_schedule(name: str) -> ChunkSchedule:
-    """A new schedule of the given name.
+def schedule_cfg(schedule: str | ChunkScheduleCfg) -> ChunkScheduleCfg:
+    """The cfg of a schedule given by name (its defaults) or by cfg (returned as is).
 
     Raises:
-        ValueError: If ``name`` is not in :data:`SCHEDULES`.
+        ValueError: If ``schedule`` is a name not in :data:`SCHEDULES`.
+        TypeError: If it is neither a name nor a :class:`ChunkScheduleCfg`.
     """
-    if name not in SCHEDULES:
-        raise ValueError(f"Unknown schedule '{name}'. Choose one of {sorted(SCHEDULES)}.")
-    return SCHEDULES[name]()
+    if isinstance(schedule, ChunkScheduleCfg):
+        return schedule
+    if not isinstance(schedule, str):
+        raise TypeError(f"A schedule is a name or a ChunkScheduleCfg, got {type(schedule).__name__}.")
+    if schedule not in SCHEDULE_CFGS:
+        raise ValueError(f"Unknown schedule '{schedule}'. Choose one of {sorted(SCHEDULE_CFGS)}.")
+    return SCHEDULE_CFGS[schedule]()
+
+
+def schedule_name(schedule: str | ChunkScheduleCfg) -> str:
+    """The name of a schedule given by name or by cfg."""
+    return schedule if isinstance(schedule, str) else schedule.class_type.name
+
+
+def make_schedule(schedule: str | ChunkScheduleCfg) -> ChunkSchedule:
+    """A new schedule, given by name (with its default cfg) or by cfg.
+
+    Raises:
+        ValueError: If ``schedule`` is a name not in :data:`SCHEDULES`.
+    """
+    return schedule_cfg(schedule).build()

@@ -15,7 +15,26 @@ import sys
 from collections.abc import Callable
 
 from ..cfg_overrides import Bound, check_form
+from ..devices import check_device
 from ..names import AGGREGATOR_NAMES, DEFAULT_TASK, DETERMINISM, MAX_SEED, MODEL_NAMES, SCHEDULE_NAMES
+
+class DefaultsHelpFormatter(argparse.HelpFormatter):
+    """``--help`` that shows every option's default: an option whose text does not state it gets ``(default: X)``
+    (a switch is off by default; an option unset by default says what that means in its own text)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        unset = action.default is None or action.default is argparse.SUPPRESS or action.default == []
+        if not action.option_strings or action.nargs == 0 or "default" in text or unset:
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+def script_parser(doc: str) -> argparse.ArgumentParser:
+    """A script's parser: its description the first line of ``doc`` (the script's docstring), every default shown in
+    ``--help``."""
+    return argparse.ArgumentParser(description=doc.split("\n")[0], formatter_class=DefaultsHelpFormatter)
+
 
 POLICIES = ("chunk", "bc", "remote", "checkpoint", "random")
 """The deprecated ``--policy`` choices (see :mod:`.policy`); ``random`` is for recording only."""
@@ -75,20 +94,12 @@ def existing_file(text: str) -> str:
 
 
 def device(text: str) -> str:
-    """An argparse type: a torch device this machine has (``cpu``, ``cuda``, ``cuda:1``)."""
-    if text == "cpu":  # the default: no torch import to build a parser
-        return text
-    import torch
-
+    """An argparse type: a device this machine has, ``cpu``, ``cuda`` or ``cuda:N``
+    (:func:`~isaaclab_suspend.devices.check_device`)."""
     try:
-        parsed = torch.device(text)
-    except RuntimeError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a torch device (e.g. cpu, cuda:0)") from None
-    if parsed.type not in ("cpu", "cuda"):
-        raise argparse.ArgumentTypeError(f"'{text}': only cpu and cuda devices are supported")
-    if parsed.type == "cuda" and (not torch.cuda.is_available() or (parsed.index or 0) >= torch.cuda.device_count()):
-        raise argparse.ArgumentTypeError(f"'{text}': this machine has {torch.cuda.device_count()} CUDA devices")
-    return text
+        return check_device(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _parsed_by(parse: Callable[[str], object], what: str, keep_text: bool = False) -> Callable[[str], object]:
@@ -228,7 +239,7 @@ def add_import_arg(parser: argparse.ArgumentParser) -> None:
 def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
     """``--quiet`` (only the result and errors) and ``--verbose`` (everything: Isaac Lab's configuration and
     manager tables, its info log, the suspension manager's report); by default what runs, progress and the
-    result, the set-up output dropped (:func:`~isaaclab_suspend.tasks.env_factory.set_quiet`)."""
+    result, the set-up output dropped (``verbose`` of :func:`~isaaclab_suspend.tasks.env_factory.open_env`)."""
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--quiet", action="store_true",
                        help="print only the result and errors: no set-up tables, info log or progress bars")
@@ -237,10 +248,12 @@ def add_quiet_arg(parser: argparse.ArgumentParser) -> None:
                             " the suspension manager's report of what it freezes")
 
 
-def add_model_args(parser: argparse.ArgumentParser, random: bool = False) -> None:
+def add_model_args(parser: argparse.ArgumentParser, random: bool = False, arms: bool = False) -> None:
     """``--model NAME`` with its cfg's fields as ``--model.FIELD VALUE`` flags, and the shorthands ``--checkpoint
     PATH`` and ``--remote ADDRESS`` that infer the model (``random``: ``--model random``, uniform actions); the
-    flags of 0.3 parse too, each with a deprecation line (:func:`.policy.resolve_policy` reads them all).
+    flags of 0.3 parse too, each with a deprecation line (:func:`.policy.resolve_policy` reads them all). With
+    ``arms`` (``eval.py``) several models are compared: ``--models NAME[:FIELD=VALUE...],...`` and repeated
+    ``--checkpoint`` / ``--remote`` (:func:`.policy.resolve_arms` reads them).
 
     The fields are read when the model is opened (the registry of sources imports Isaac Lab), so ``--help`` stays
     light: ``parse_args`` collects each ``--model.FIELD VALUE`` (or ``--model.FIELD=VALUE``, repeatable for a list
@@ -251,13 +264,22 @@ def add_model_args(parser: argparse.ArgumentParser, random: bool = False) -> Non
                              " (default: the source of --remote or --checkpoint, else 'embedded', the task's"
                              " planner); its cfg fields are flags: --model.FIELD VALUE, e.g. --model.chunk_length 8,"
                              " --model.planner_overrides grasp_noise=0.015, --model.keys observation/state=policy")
-    parser.add_argument("--checkpoint", default=None,
+    repeat = {"action": "append"} if arms else {}
+    again = " (repeat it to compare several)" if arms else ""
+    parser.add_argument("--checkpoint", default=None, **repeat,
                         help="a file or directory the model is inferred from: a chunk policy of"
                              " scripts/train_chunk_policy.py, a LeRobot pretrained_model directory or an rsl_rl /"
-                             " skrl actor (its --model.path)")
-    parser.add_argument("--remote", default=None, type=address, metavar="ADDRESS",
+                             f" skrl actor (its --model.path){again}")
+    parser.add_argument("--remote", default=None, type=address, metavar="ADDRESS", **repeat,
                         help="a served policy, its wire inferred: HOST:PORT or tcp://HOST:PORT"
-                             " (scripts/serve_policy.py), openpi://HOST:PORT, gr00t://HOST:PORT")
+                             f" (scripts/serve_policy.py), openpi://HOST:PORT, gr00t://HOST:PORT{again}")
+    if arms:
+        parser.add_argument("--models", default=None, metavar="NAME[:FIELD=VALUE...],...",
+                            help="compare several models (arms A, B, ... in this order, after those of --checkpoint"
+                                 " and --remote) on the same (env, episode) grid, each under every schedule, e.g."
+                                 " 'embedded,embedded:action_scale=0.6'; --model.FIELD flags apply to every arm;"
+                                 " without --steps each env scores --episodes_per_env episodes (default 2), which"
+                                 " pairs the arms' episodes for the verdict (default: one model)")
     hidden = argparse.SUPPRESS  # the 0.3 flags: parsed, with a deprecation line, until 0.5.0
     parser.add_argument("--policy", default=None, choices=POLICIES if random else POLICIES[:-1], help=hidden)
     parser.add_argument("--chunk", type=positive_int, default=None, help=hidden)
@@ -299,12 +321,14 @@ def _model_fields(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[lis
     return rest, fields
 
 
-def add_policy_args(parser: argparse.ArgumentParser, random: bool = False, latency_args: bool = False) -> None:
-    """The model (:func:`add_model_args`), ``--schedule --aggregator --refill_threshold --overlap_steps`` (and, if
-    ``latency_args``, ``--latency --virtual_latency``)."""
-    add_model_args(parser, random)
+def add_policy_args(parser: argparse.ArgumentParser, random: bool = False, latency_args: bool = False,
+                    arms: bool = False) -> None:
+    """The model (:func:`add_model_args`, several with ``arms``), ``--schedule --aggregator --refill_threshold
+    --overlap_steps`` (and, if ``latency_args``, ``--latency --virtual_latency``)."""
+    add_model_args(parser, random, arms)
     parser.add_argument("--schedule", default="global_clock", choices=SCHEDULE_NAMES, help="chunk schedule")
-    parser.add_argument("--aggregator", default="replace", choices=AGGREGATOR_NAMES)
+    parser.add_argument("--aggregator", default="replace", choices=AGGREGATOR_NAMES,
+                        help="how a new chunk is merged with leftover actions")
     parser.add_argument("--refill_threshold", type=fraction, default=0.0,
                         help="any/partial_batch: request a chunk at <= g*H actions left, g in [0, 1]")
     parser.add_argument("--overlap_steps", type=non_negative_int, default=0,
@@ -325,17 +349,23 @@ def add_episode_args(parser: argparse.ArgumentParser) -> None:
                              " figures over num_envs x K episodes, not over the first to finish")
     parser.add_argument("--episode_log", default=None, metavar="PATH",
                         help="JSON lines file, one record per counted episode: env_id, episode (index within the"
-                             " env), seed, success, length, suspended_steps, calls and, when recording, demo")
+                             " env), seed, success, length, suspended_steps, calls, return (the sum of its rewards)"
+                             " and, when recording, demo")
 
 
 def add_report_args(parser: argparse.ArgumentParser) -> None:
-    """``--timeline --timeline_envs --report``: the figures of an evaluation beside its table."""
-    parser.add_argument("--timeline", default="outputs/chunking/timeline.png", help="PNG path ('' for none)")
+    """``--output --timeline --timeline_envs --report``: the folder of an evaluation and the figures it holds
+    beside the printed table (resolved by :func:`~.reports.apply_output_args`)."""
+    parser.add_argument("--output", default=None, metavar="DIR",
+                        help="the run's folder: report.html (one self-contained page of the run), episodes.jsonl (the"
+                             " run log it is made from, scripts/report.py), timeline.png and results.json (default: a"
+                             " new outputs/eval/<date>_<task>_<n>); files of an earlier run are replaced only with"
+                             " --overwrite")
+    parser.add_argument("--timeline", default=None, help="PNG path (default: timeline.png in the run's folder; '' for"
+                                                         " none)")
     parser.add_argument("--timeline_envs", type=positive_int, default=16, help="envs shown in the timeline")
-    parser.add_argument("--report", default="outputs/chunking/report", metavar="DIR",
-                        help="write DIR/report.html, one self-contained page of the run (headline, fairness, timeline,"
-                             " provenance), and DIR/episodes.jsonl, the run log it is made from (scripts/report.py);"
-                             " '' for none")
+    parser.add_argument("--report", default=None, metavar="DIR",
+                        help="'' for no report page and run log; a DIR is the deprecated spelling of --output DIR")
 
 
 def add_shard_args(parser: argparse.ArgumentParser, results: bool = False) -> None:

@@ -7,13 +7,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from .. import runs
 from ..runs import EpisodeLedger
+from ..runs.outputs import check_output, check_writable, new_file
 from ..chunking.stats import format_figure
 from .envs import env_cfg
-from .outputs import check_writable
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
@@ -33,17 +34,28 @@ def apply_episode_args(parser: argparse.ArgumentParser, args: argparse.Namespace
             parser.error(str(err))
 
 
+def check_episode_logs(parser: argparse.ArgumentParser, args: argparse.Namespace, suffixes: Sequence[str] = ("",)
+                       ) -> None:
+    """Stop the script with ``parser.error`` unless each file of ``--episode_log`` (one per suffix, as
+    :func:`write_episode_log` names it; the shard's once sharded) is new or ``--overwrite`` is given."""
+    try:
+        for suffix in suffixes if args.episode_log else ():
+            check_output(episode_log_path(args.episode_log, suffix), args.overwrite, "--episode_log", "--overwrite")
+    except ValueError as err:
+        parser.error(str(err))
+
+
 def make_ledger(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv, policy, total: int | None = None,
                 export: str | None = None) -> EpisodeLedger:
     """:func:`~isaaclab_suspend.runs.make_ledger` of the env arguments and ``--episodes_per_env``."""
     return runs.make_ledger(env_cfg(args), env, policy, per_env=args.episodes_per_env, total=total, export=export)
 
 
-def log_episodes(path: str | None, records: list[dict], suffix: str = "") -> None:
+def log_episodes(path: str | None, records: list[dict], suffix: str = "", overwrite: bool = False) -> None:
     """Write ``records`` to the ``--episode_log`` ``path`` (with ``suffix``, see :func:`write_episode_log`) if
     given, and say where."""
     if path:
-        print(f"Episode log: {write_episode_log(path, records, suffix)}")
+        print(f"Episode log: {write_episode_log(path, records, suffix, overwrite)}")
 
 
 def describe_scoring(args: argparse.Namespace, finished: bool = True) -> str:
@@ -61,12 +73,17 @@ def describe_scoring(args: argparse.Namespace, finished: bool = True) -> str:
     return f"those that started and ended in the run{first}"
 
 
-def write_episode_log(path: str, records: list[dict], suffix: str = "") -> str:
-    """Write ``records`` as JSON lines to ``path`` (``<stem><suffix><ext>`` with a ``suffix``); returns the path."""
+def episode_log_path(path: str, suffix: str = "") -> str:
+    """The episode log ``path`` of a run's part (``<stem><suffix><ext>`` with a ``suffix``), absolute."""
     stem, ext = os.path.splitext(os.path.abspath(path))
-    path = f"{stem}{suffix}{ext}"
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as file:
+    return f"{stem}{suffix}{ext}"
+
+
+def write_episode_log(path: str, records: list[dict], suffix: str = "", overwrite: bool = False) -> str:
+    """Write ``records`` as JSON lines to ``path`` (``<stem><suffix><ext>`` with a ``suffix``), whole, replacing a
+    file there only with ``overwrite`` (:func:`~isaaclab_suspend.runs.outputs.new_file`); returns the path."""
+    path = episode_log_path(path, suffix)
+    with new_file(path, overwrite, "--episode_log") as file:
         file.writelines(json.dumps(record) + "\n" for record in records)
     return path
 

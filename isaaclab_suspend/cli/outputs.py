@@ -1,5 +1,5 @@
-"""Output paths of the scripts: checked for writability before any env is built, new dataset files, the
-datasets' table."""
+"""Output paths of the scripts: checked for writability before any env is built (the rules:
+:mod:`isaaclab_suspend.runs.outputs`), new dataset files, the datasets' table."""
 
 from __future__ import annotations
 
@@ -11,34 +11,16 @@ import h5py
 from prettytable import PrettyTable
 
 from ..recording.recorder_manager import dataset_file_paths
+from ..runs.outputs import check_output, check_writable
 from .distributed import merged_path
 
 if TYPE_CHECKING:
     from isaaclab.managers import RecorderManagerBaseCfg
 
 
-def check_writable(path: str, what: str) -> str:
-    """``path`` made absolute, after checking that it (a file or folder to write) can be created there.
-
-    Missing folders are fine (the writer creates them) as long as the nearest existing one is a writable folder.
-
-    Raises:
-        ValueError: Naming ``what`` (e.g. ``"--timeline"``), the path and the reason.
-    """
-    path = os.path.abspath(path)
-    parent = os.path.dirname(path)
-    while not os.path.exists(parent):
-        parent = os.path.dirname(parent)
-    if not os.path.isdir(parent):
-        raise ValueError(f"{what} '{path}': '{parent}' is a file, not a folder.")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"{what} '{path}': the folder '{parent}' is not writable; choose another path.")
-    return path
-
-
 def check_output_args(parser: argparse.ArgumentParser, args: argparse.Namespace, *names: str) -> None:
     """Stop the script with ``parser.error`` unless each output argument ``--<name>`` that is given is a path
-    this process can write (see :func:`check_writable`)."""
+    this process can write (see :func:`~isaaclab_suspend.runs.outputs.check_writable`)."""
     try:
         for name in names:
             if getattr(args, name):
@@ -56,7 +38,8 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
     now rather than after it.
 
     Raises:
-        ValueError: If a path is not writable, is a folder, or exists and ``overwrite`` is False.
+        ValueError: If a path is not writable, is a folder or a symbolic link, or exists and ``overwrite`` is False
+            (:func:`~isaaclab_suspend.runs.outputs.check_output`).
     """
     paths = dataset_file_paths(cfg)
     for path in paths:
@@ -65,15 +48,11 @@ def check_new_datasets(cfg: RecorderManagerBaseCfg, overwrite: bool, what: str =
             raise ValueError(f"{what}: '{merged}', where the ranks' files are merged, exists: pass --overwrite to"
                              " replace it.")
     for path in paths:
-        check_writable(path, what)
+        check_output(path, overwrite, what, "--overwrite")
         try:
             os.makedirs(os.path.dirname(path), exist_ok=True)
         except OSError as err:
             raise ValueError(f"{what} '{path}': cannot create its folder: {err.strerror}.") from None
-        if os.path.isdir(path):
-            raise ValueError(f"{what}: '{path}' is a directory.")
-        if os.path.exists(path) and not overwrite:
-            raise ValueError(f"{what}: '{path}' exists: pass --overwrite to replace it.")
     return paths
 
 

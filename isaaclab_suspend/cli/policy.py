@@ -17,7 +17,7 @@ import sys
 import typing
 from typing import TYPE_CHECKING
 
-from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
+from ..chunking import ActionChunkingPolicyCfg, LatencyCfg, RtcScheduleCfg
 from ..chunking.sources import SOURCES, ChunkModelCfg
 from ..names import DEFAULT_CHUNK, DEFAULT_TASK
 from ..runs import ChunkLengthError, ChunkModelSource
@@ -35,6 +35,63 @@ OLD_FLAGS = {"chunk": "chunk_length", "planner_cfg": "planner_overrides", "openp
 """Each 0.3 flag and the model cfg field it set (``--model.FIELD``)."""
 OLD_POLICIES = {"chunk": "embedded", "checkpoint": "rl_actor", "random": "random"}
 """Each 0.3 ``--policy`` and the ``--model`` it is (``bc`` and ``remote``: inferred from the file or address)."""
+ARM_NAMES = "ABCDEFGH"
+"""The names of the arms of a comparison, in the order they are given (at most this many)."""
+
+
+def arm_specs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[dict]:
+    """``eval.py``'s models to compare, in order: each ``--checkpoint``, each ``--remote``, then each item
+    ``NAME[:FIELD=VALUE...]`` of ``--models``; each as ``{model, checkpoint, remote, fields}`` (``fields``: its own
+    ``(FIELD, VALUE)`` pairs). ``parser.error`` on a malformed item or too many arms."""
+    specs = [{"model": args.model, "checkpoint": path, "remote": None, "fields": []} for path in args.checkpoint or []]
+    specs += [{"model": args.model, "checkpoint": None, "remote": a, "fields": []} for a in args.remote or []]
+    for item in (args.models.split(",") if args.models else []):
+        name, *pairs = item.strip().split(":")
+        fields = [pair.partition("=")[::2] for pair in pairs]
+        if not name or any(not f.isidentifier() or not v for f, v in fields):
+            parser.error(f"--models item '{item}': expected NAME or NAME:FIELD=VALUE[:FIELD=VALUE...]")
+        specs.append({"model": name, "checkpoint": None, "remote": None, "fields": fields})
+    if args.models and args.model:
+        parser.error("--models names each arm's model: leave --model out")
+    if len(specs) > len(ARM_NAMES):
+        parser.error(f"{len(specs)} models to compare: at most {len(ARM_NAMES)}")
+    return specs
+
+
+def arm_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The names of ``eval.py``'s arms (``arm_specs``), none for a single model."""
+    specs = arm_specs(parser, args)
+    return list(ARM_NAMES[: len(specs)]) if len(specs) > 1 else []
+
+
+def resolve_arms(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """:func:`resolve_policy` for each of ``eval.py``'s models (``arm_specs``): sets ``args.sources`` (each
+    arm's opened source by name, ``{}`` for one model) and, from the first arm, what :func:`resolve_policy` sets.
+    ``parser.error`` if an arm is ``random`` or the arms run on different tasks."""
+    specs = arm_specs(parser, args)
+    if len(specs) <= 1:
+        spec = specs[0] if specs else {"model": args.model, "checkpoint": None, "remote": None, "fields": []}
+        args.model, args.checkpoint, args.remote = spec["model"], spec["checkpoint"], spec["remote"]
+        args.model_fields = [*getattr(args, "model_fields", []), *spec["fields"]]
+        args.sources = {}
+        resolve_policy(parser, args)
+        return
+    args.sources = {}
+    for name, spec in zip(ARM_NAMES, specs):
+        arm = argparse.Namespace(**{**vars(args), "model": spec["model"], "checkpoint": spec["checkpoint"],
+                                    "remote": spec["remote"],
+                                    "model_fields": [*getattr(args, "model_fields", []), *spec["fields"]]})
+        resolve_policy(parser, arm)
+        if arm.source is None:
+            parser.error(f"arm {name}: --model random has no chunk model to compare")
+        args.sources[name] = arm.source
+    tasks = {source.task for source in args.sources.values()}
+    if len(tasks) > 1:
+        parser.error(f"the models to compare run on different tasks ({', '.join(sorted(tasks))}): give --task")
+    first = args.sources[ARM_NAMES[0]]
+    args.source, args.model, args.task, args.chunk = first, first.model, first.task, first.chunk_length
+    args.checkpoint = [s["checkpoint"] for s in specs if s["checkpoint"]] or None  # what the script reads of them
+    args.remote = [s["remote"] for s in specs if s["remote"]] or None
 
 
 def resolve_policy(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -169,11 +226,17 @@ def deprecated(old: str, new: str) -> None:
     warn(f"{old} is deprecated and goes in 0.5.0: use {new}")
 
 
+def schedule_arg(args: argparse.Namespace, name: str) -> str | RtcScheduleCfg:
+    """The schedule ``name`` with the schedule flags (``--overlap_steps`` for ``rtc``); a name stands for its
+    defaults."""
+    return RtcScheduleCfg(overlap_steps=args.overlap_steps) if name == "rtc" else name
+
+
 def chunking_cfg(args: argparse.Namespace) -> ActionChunkingPolicyCfg:
     """The chunking policy's cfg of the policy arguments (``--schedule --aggregator --refill_threshold
     --overlap_steps``, ``--log_dir`` where the script has it)."""
-    return ActionChunkingPolicyCfg(chunk_length=None, schedule=args.schedule, aggregator=args.aggregator,
-                                   refill_threshold=args.refill_threshold, overlap_steps=args.overlap_steps,
+    return ActionChunkingPolicyCfg(chunk_length=None, schedule=schedule_arg(args, args.schedule),
+                                   aggregator=args.aggregator, refill_threshold=args.refill_threshold,
                                    log_dir=getattr(args, "log_dir", None))
 
 
@@ -203,7 +266,10 @@ def make_chunk_model(args: argparse.Namespace, env: SuspendableManagerBasedRLEnv
 
 
 def describe_policy(args: argparse.Namespace) -> str:
-    """The policy of the resolved ``args`` in a few words, for the scripts' reports."""
+    """The policy of the resolved ``args`` (each arm's, when several are compared) in a few words, for the
+    scripts' reports."""
+    if getattr(args, "sources", None):
+        return "; ".join(f"{name}: {source.describe()}" for name, source in args.sources.items())
     return "random actions" if args.source is None else args.source.describe()
 
 

@@ -127,7 +127,7 @@ def make_server(args: argparse.Namespace) -> TcpPolicyServer | OpenpiPolicyServe
     if args.max_message_mb is not None:
         cfg.limits.max_message_bytes = max(1, int(args.max_message_mb * 2**20))
     cfg.token, cfg.insecure_no_token = args.token, args.insecure_no_token
-    return make_policy_server(args.source, cfg)
+    return make_policy_server(args.source, cfg, verbose=getattr(args, "verbose", False))
 
 
 def describe_server(args: argparse.Namespace, server: TcpPolicyServer | OpenpiPolicyServer | Gr00tPolicyServer

@@ -14,6 +14,7 @@ import os
 
 from ..datasets.shards import Shard
 from ..names import MAX_SEED
+from ..runs.outputs import new_file
 from .distributed import apply_launch
 
 
@@ -45,10 +46,10 @@ def describe_shard(args: argparse.Namespace) -> str:
     return f", shard {args.shard.index}/{args.shard.count}" if args.shard.count > 1 else ""
 
 
-def write_results(path: str, header: str, results: dict) -> str:
-    """Write ``{"header": header, "schedules": results}`` as JSON to ``path``; returns its absolute path."""
-    path = os.path.abspath(path)
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as file:
+def write_results(path: str, header: str, results: dict, overwrite: bool = False) -> str:
+    """Write ``{"header": header, "schedules": results}`` as JSON to ``path``, whole
+    (:func:`~isaaclab_suspend.runs.outputs.new_file`: an existing file only with ``overwrite``); returns its
+    absolute path."""
+    with new_file(path, overwrite, "--results") as file:
         json.dump({"header": header, "schedules": results}, file, indent=1)
-    return path
+    return os.path.abspath(path)

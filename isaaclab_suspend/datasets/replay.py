@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_random: bool = True,
-                        overrides: Sequence[str] = (), deterministic: str = "auto"):
+                        overrides: Sequence[str] = (), deterministic: str = "auto", verbose: bool = False):
     """The cfg of ``task`` for replay: no terminations, no rewards, no recorders and no interval events; per-env random streams
     (:attr:`~isaaclab_suspend.suspension.SuspendCfg.per_env_random`) where the task has a suspend cfg, unless not
     ``per_env_random``; ``overrides`` are the Hydra overrides the recording's cfg was made with
@@ -32,14 +32,15 @@ def make_replay_env_cfg(task: str, num_envs: int, device: str = "cpu", per_env_r
     a boolean the task's cfg has, within range (:mod:`isaaclab_suspend.cfg_overrides`; a ``ValueError`` otherwise).
     ``deterministic``: Isaac Lab's reproducible physics, by default on a CUDA device, where a contact task's
     physics differs from run to run without it
-    (:func:`~isaaclab_suspend.tasks.env_factory.deterministic_physics`).
+    (:func:`~isaaclab_suspend.tasks.env_factory.deterministic_physics`). Parsed quietly unless ``verbose``.
 
     The replay decides when episodes end (when their actions run out), and interval events would draw new
     random pushes; the recorded ones are re-applied from the dataset's pre-step states instead. Rewards go too:
     the replay compares states, and a reward of a termination term (Isaac Lab's ``is_terminated_term``) cannot be
     built without the terms.
     """
-    cfg = make_env_cfg(task, num_envs, device, overrides, overrides_are_data=True, deterministic=deterministic)
+    cfg = make_env_cfg(task, num_envs, device, overrides, overrides_are_data=True, deterministic=deterministic,
+                       verbose=verbose)
     if hasattr(cfg, "suspend"):
         cfg.suspend.per_env_random = per_env_random
     cfg.terminations = {}

@@ -67,7 +67,10 @@ class EpisodeWriterCfg:
     more episodes than one process writes, several share them on cores of their own
     (:class:`~isaaclab_suspend.recording.ShardedEpisodeWriter`), each into its own part file beside the dataset,
     and the parts are merged into the dataset file at close, which then waits for the merge (about 0.5-0.9 ms per
-    demo copied). 1: the one process writes the dataset file itself."""
+    demo copied). 1: the one process writes the dataset file itself. A run
+    (:class:`~isaaclab_suspend.runs.RecordingCfg`) takes at most
+    :func:`~isaaclab_suspend.recording.episode_writer.max_writers` (one per core: more only add memory, some 70 MiB
+    each)."""
 
     flush_interval_s: float = 0.1
     """The writer process flushes the file(s) at most this often while episodes keep coming, and as soon as it
@@ -469,6 +472,19 @@ class EpisodeWriter:
                           f"Could not write episodes to {self.paths}: {err.strerror or err}.{advice}") from err
         raise RuntimeError(f"The episode writer of {self.paths} stopped: {err}. The episodes exported before are"
                            " in the file.") from err
+
+
+def max_writers() -> int:
+    """The most writer processes a run records with: the cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def check_writer_count(name: str, value: object) -> None:
+    """Raise a clear error unless ``value`` (writer processes) is an integer in [1, :func:`max_writers`]."""
+    check_setting(name, value, 1)
+    if value > max_writers():
+        raise ValueError(f"{name} is {value}, more than the {max_writers()} cores this process may run on: at most one"
+                         " writer process per core (each adds some 70 MiB and no speed past that).")
 
 
 def check_setting(name: str, value: object, minimum: float, integer: bool = True) -> None:

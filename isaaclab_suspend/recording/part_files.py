@@ -60,11 +60,12 @@ def merge_parts(parts: Sequence[str], output: str) -> int:
 
 @contextlib.contextmanager
 def whole_file(path: str) -> Iterator[str]:
-    """A temporary path beside ``path`` (a hidden ``.partial.hdf5`` name) for the block to write a file at, renamed
-    to ``path`` once the block completes: a failure, Ctrl-C or SIGTERM (raised as ``KeyboardInterrupt`` meanwhile)
-    removes it instead, and leaves an existing ``path`` untouched. The block closes the file it wrote."""
+    """A temporary path beside ``path`` (a hidden ``.partial`` name with its extension, e.g. ``.partial.hdf5``) for
+    the block to write a file at, renamed to ``path`` once the block completes: a failure, Ctrl-C or SIGTERM (raised
+    as ``KeyboardInterrupt`` meanwhile) removes it instead, and leaves an existing ``path`` untouched. The block
+    closes the file it wrote."""
     directory, name = os.path.split(os.path.abspath(path))
-    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.partial.hdf5")
+    temporary = os.path.join(directory, f".{name}.{uuid.uuid4().hex[:12]}.partial{os.path.splitext(name)[1]}")
     with terminated_as_interrupt():
         try:
             yield temporary

@@ -32,8 +32,8 @@ class ShardedEpisodeWriter:
 
     A writer's failure is raised on the caller's thread as with one writer, and so is a merge that fails; then no
     part is removed, and the error names the part files and the ``scripts/merge_shards.py`` command that merges
-    them. An interrupt (Ctrl-C) during the merge leaves them too, and so does a killed process: the parts of a
-    dataset are valid files, each of the demos it flushed.
+    them. An interrupt (Ctrl-C, SIGTERM) during the merge leaves them too, and says so in its message, and so does a
+    killed process: the parts of a dataset are valid files, each of the demos it flushed.
 
     Args:
         cfg: The writers' configuration (:attr:`EpisodeWriterCfg.num_writers` of them).
@@ -135,8 +135,11 @@ class ShardedEpisodeWriter:
 
     def close(self) -> None:
         """Close the writers (each writes everything handed over), then merge the parts of each dataset file into
-        it and remove them. Raises a writer's error if no call raised it yet, or the merge's, the parts kept; an
-        interrupt meanwhile says where the parts are (a note)."""
+        it and remove them. Raises a writer's error if no call raised it yet, or the merge's, the parts kept.
+
+        Raises:
+            KeyboardInterrupt: On Ctrl-C or SIGTERM before the merge ends, whose message says which dataset files
+                were not written, where their episodes are (the part files) and the command that merges them."""
         if self._closed:
             return
         self._closed = True
@@ -160,8 +163,9 @@ class ShardedEpisodeWriter:
                 self._remove_parts(parts)
             self.merge_s = time.perf_counter() - start
         except KeyboardInterrupt as interrupt:
-            interrupt.add_note(f"The episodes written are in the part files {self._left()}.")
-            raise
+            unmerged = [path for path, parts in self.parts.items() if any(map(os.path.lexists, parts))]
+            raise KeyboardInterrupt(f"Interrupted before the part files were merged: {unmerged} not written; the"
+                                    f" episodes written are in the part files {self._left()}.") from interrupt
 
     """
     Internals.

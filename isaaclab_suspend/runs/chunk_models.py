@@ -25,7 +25,9 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..chunking import ActionChunkingPolicy, ActionChunkingPolicyCfg, LatencyCfg, LatencyEmulator
+from ..chunking import (ActionChunkingPolicy, ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, LatencyEmulator,
+                        schedule_name)
+from ..chunking.chunk_queues import check_queue_memory
 from ..chunking.sources import OPENERS, SOURCES, ChunkModelCfg, source_name
 from ..learning import ChunkPolicyModelCfg
 from ..lerobot.policy import LeRobotModelCfg
@@ -160,23 +162,28 @@ class ChunkModelSource:
         return self.opener.describe()
 
 
-def make_chunking_policy(cfg: ActionChunkingPolicyCfg, source: ChunkModelSource, env, schedule: str
-                         ) -> ActionChunkingPolicy:
+def make_chunking_policy(cfg: ActionChunkingPolicyCfg, source: ChunkModelSource, env,
+                         schedule: str | ChunkScheduleCfg) -> ActionChunkingPolicy:
     """An :class:`~isaaclab_suspend.chunking.ActionChunkingPolicy` of ``source``'s model on ``env`` under ``schedule`` (TensorBoard logs in
-    ``<cfg.log_dir>/<schedule>`` where ``cfg`` has a log directory). H is the source's and the schedule the run's:
-    a ``cfg`` asking for others is refused, never overwritten.
+    ``<cfg.log_dir>/<schedule>`` where ``cfg`` has a log directory). H is the source's and the schedule the run's
+    (a name or a cfg; a name that ``cfg.schedule`` also names takes ``cfg.schedule``'s parameters): a ``cfg`` asking
+    for others is refused, never overwritten.
 
     Raises:
         ValueError: If ``cfg.chunk_length`` or ``cfg.schedule`` is set and differs from the source's H or from
-            ``schedule``.
+            ``schedule``, or the chunk queues would pass their memory bound (checked before the model is made).
     """
     if cfg.chunk_length not in (None, source.chunk_length):
         raise ValueError(f"ActionChunkingPolicyCfg.chunk_length is {cfg.chunk_length} but the {source.name} source"
                          f" executes H = {source.chunk_length}: set H on the source cfg (chunk_length), not here.")
-    if cfg.schedule not in (None, schedule):
-        raise ValueError(f"ActionChunkingPolicyCfg.schedule is '{cfg.schedule}' but the run's schedule is"
-                         f" '{schedule}': name schedules in EvaluationCfg.schedules (leave chunking.schedule None).")
-    log_dir = os.path.join(cfg.log_dir, schedule) if cfg.log_dir else None
+    name = schedule_name(schedule)
+    if cfg.schedule is not None and schedule_name(cfg.schedule) != name:
+        raise ValueError(f"ActionChunkingPolicyCfg.schedule is '{schedule_name(cfg.schedule)}' but the run's schedule"
+                         f" is '{name}': name schedules in EvaluationCfg.schedules (leave chunking.schedule None).")
+    if isinstance(schedule, str) and cfg.schedule is not None:
+        schedule = cfg.schedule
+    check_queue_memory(env.num_envs, source.chunk_length, env.action_manager.total_action_dim)
+    log_dir = os.path.join(cfg.log_dir, name) if cfg.log_dir else None
     return ActionChunkingPolicy(source.make(env), env, cfg.replace(schedule=schedule,
                                                                   chunk_length=source.chunk_length, log_dir=log_dir))
 

@@ -63,6 +63,8 @@ class EpisodeLedger:
         """Steps each env waited suspended in its open episode. Shape: (N,)."""
         self.calls = torch.zeros(n, dtype=torch.long, device=device)
         """Model calls that served each env's open episode. Shape: (N,)."""
+        self.returns = torch.zeros(n, dtype=torch.float32, device=device)
+        """Sum of the rewards of each env's open episode (its suspended steps add nothing). Shape: (N,)."""
         self.counted = np.zeros(n, dtype=bool)
         """Host: whether each env's open episode counts."""
         self.ended = np.zeros(n, dtype=np.int64)
@@ -73,6 +75,7 @@ class EpisodeLedger:
         self._demos = [0, 0]  # demos written to the dataset file and to the failed-episode file
         self._host: list[dict] = []
         self._rows: list[torch.Tensor] = []  # device (3, B) per reset step: length, suspended steps, calls
+        self._returns: list[torch.Tensor] = []  # device (B,) per reset step
         self._resets_seen = env.reset_count
         self._steps = 0  # steps accounted (host)
         if count_first:
@@ -99,6 +102,7 @@ class EpisodeLedger:
         self.suspended_steps += suspended
         if served is not None:
             self.calls += served
+        self.returns += self.env.reward_buf.masked_fill(suspended, 0.0)
         if self.env.reset_count == self._resets_seen:
             return
         self._resets_seen = self.env.reset_count
@@ -108,13 +112,14 @@ class EpisodeLedger:
         if ended.size:
             self._rows.append(torch.stack((self.length, self.suspended_steps, self.calls))[
                 :, torch.as_tensor(ended, device=self.length.device)])
+            self._returns.append(self.returns[torch.as_tensor(ended, device=self.length.device)])
             for env_id in ended.tolist():
                 succeeded = bool(success[env_id]) if success is not None else False
                 self._host.append({"env_id": env_id, "episode": int(self.ended[env_id]), "seed": self.seed,
                                    "success": succeeded, "end_step": self._steps - 1, **self._demo(succeeded)})
                 self._ended_total += succeeded or not self.only_successes
             self.ended[ended] += 1
-        for counter in (self.length, self.suspended_steps, self.calls):
+        for counter in (self.length, self.suspended_steps, self.calls, self.returns):
             counter.masked_fill_(dones, 0)
         self.counted &= ~done
         if not self.finished:
@@ -124,13 +129,14 @@ class EpisodeLedger:
     def records(self) -> list[dict]:
         """One dict per counted episode that ended, in the order they ended (one device read): ``env_id``,
         ``episode`` (its index within the env), ``seed``, ``success``, ``end_step`` (the run's step it ended in,
-        from 0), ``length`` (env steps simulated), ``suspended_steps``, ``calls`` (model calls that served it) and,
-        when recording, ``demo``."""
+        from 0), ``length`` (env steps simulated), ``suspended_steps``, ``calls`` (model calls that served it),
+        ``return`` (the sum of its rewards) and, when recording, ``demo``."""
         if not self._rows:
             return []
         rows = torch.cat(self._rows, dim=1).cpu().tolist()
-        return [{**record, "length": length, "suspended_steps": suspended, "calls": calls}
-                for record, length, suspended, calls in zip(self._host, *rows)]
+        returns = torch.cat(self._returns).cpu().tolist()
+        return [{**record, "length": length, "suspended_steps": suspended, "calls": calls, "return": round(ret, 6)}
+                for record, length, suspended, calls, ret in zip(self._host, *rows, returns)]
 
     def as_dict(self, records: list[dict] | None = None) -> dict[str, float | int]:
         """``episodes_scored``, ``mean_episode_length`` and ``success_rate`` (NaN without episodes or without a

@@ -1,18 +1,26 @@
-"""An evaluation: a chunk model run under one or several chunk schedules, each on a fresh env with the same seed,
-with its figures, the records of the episodes it counted, the timeline of the first envs and, on a camera task,
-frames of a few episodes; optionally each schedule's episodes recorded to HDF5 and the run's HTML report.
+"""An evaluation: one or several chunk models (arms) run under one or several chunk schedules, each pair on a fresh
+env with the same seed, with its figures, the records of the episodes it counted, the timeline of the first envs
+and, on a camera task, frames of a few episodes; optionally each run's episodes recorded to HDF5 and the run's HTML
+report. Every two runs get a verdict (:mod:`.paired`): which is better, by how much, how sure.
 
 Example::
 
-    from isaaclab_suspend.runs import EmbeddedModelCfg, EvaluationCfg, RunEnvCfg, evaluate
+    from isaaclab_suspend.runs import EmbeddedModelCfg, EvaluationCfg, RunEnvCfg, evaluate, verdicts
 
     runs = evaluate(EvaluationCfg(env=RunEnvCfg(task="Isaac-Cartpole-Suspendable", num_envs=32, desync=True),
                                   model=EmbeddedModelCfg(chunk_length=16), schedules=["any", "global_clock"]))
     print(runs["global_clock"].figures["inference_calls"])
+
+    # two policies on the same (env, episode) grid: the planner and the planner at 0.6x its actions
+    runs = evaluate(EvaluationCfg(env=RunEnvCfg(task="Isaac-PushCube-Suspendable", num_envs=8, desync=True),
+                                  models={"A": EmbeddedModelCfg(), "B": EmbeddedModelCfg(action_scale=0.6)},
+                                  steps=None, episodes_per_env=2))
+    print(verdicts(runs)[0]["sentence"])
 """
 
 from __future__ import annotations
 
+import datetime
 import math
 import os
 from collections.abc import Callable, Sequence
@@ -22,16 +30,21 @@ from tqdm import tqdm
 
 from isaaclab.utils import configclass
 
-from ..chunking import ActionChunkingPolicyCfg, LatencyCfg
+from ..chunking import ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, schedule_name
+from ..chunking.schedules import SCHEDULES
 from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, run_provenance, write_report,
                      write_run_log)
 from .chunk_models import ChunkModelSource, EmbeddedModelCfg, ModelCfg, make_chunking_policy
-from .recording import dataset_recorder_cfg
+from .outputs import check_output, new_file
+from .paired import compare_all
+from .recording import check_chunks, check_datasets, dataset_recorder_cfg
 from .rollout import rollout, start_episodes
-from .run_env import RunEnvCfg, make_ledger, open_run_env
+from .run_env import RunEnvCfg, check_int, make_ledger, open_run_env
 
 REPORT_LOG = "episodes.jsonl"
 """The run log's name in a report folder."""
+REPORT_PAGE = "report.html"
+"""The page's name in a report folder."""
 FRAME_ENVS = 4
 """Envs whose camera frames a report keeps (the first ones)."""
 FRAMES_PER_EPISODE = 12
@@ -45,13 +58,19 @@ class EvaluationCfg:
     env: RunEnvCfg = RunEnvCfg()
     """The env each schedule runs on (a fresh one each)."""
     model: ModelCfg = EmbeddedModelCfg()
-    """Where the chunk model comes from (:data:`~.chunk_models.CHUNK_MODELS`)."""
+    """Where the chunk model comes from (:data:`~.chunk_models.CHUNK_MODELS`); unused when :attr:`models` names
+    arms."""
+    models: dict[str, ModelCfg] = {}
+    """Arms compared on the same (env, episode) grid, by name (e.g. ``{"A": ..., "B": ...}``), each run under every
+    schedule on the same task; empty: :attr:`model` alone. Give ``episodes_per_env`` (and ``steps`` None) to
+    score the same episodes in every arm, which the verdict needs to pair them."""
     chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg(chunk_length=None, schedule=None)
     """The chunking policy around the model (aggregator, refill threshold, RTC overlap, TensorBoard directory:
     one sub-directory per schedule); its ``schedule`` is each of :attr:`schedules` and its ``chunk_length`` the
     model's: others are refused."""
-    schedules: list[str] = ["global_clock"]
-    """Chunk schedules, run one after the other."""
+    schedules: list[str | ChunkScheduleCfg] = ["global_clock"]
+    """Chunk schedules, run one after the other: names (each schedule's default cfg) or cfgs
+    (:mod:`~isaaclab_suspend.chunking.schedules`)."""
     latency: str | None = None
     """Emulated inference latency (``"0.2"``, ``"0.05+0.002n"``, ``"gr1"``, ``"droid"``; None: none)."""
     virtual_latency: bool = False
@@ -68,12 +87,42 @@ class EvaluationCfg:
     frames: bool = False
     """On a camera task, keep frames of the first envs' episodes (for the report's strips)."""
     show_progress: bool = True
-    """A progress bar per schedule."""
+    """A progress bar per run."""
+    overwrite: bool = False
+    """Replace files that exist: the ``record`` datasets, and the report and timeline written for the run
+    (:func:`write_evaluation_report`, :func:`write_timeline`); else they are refused."""
+
+    def validate_config(self) -> None:
+        """Check every field before any env is built; Isaac Lab's ``validate()`` calls it after the env's
+        (:meth:`~.run_env.RunEnvCfg.validate_config`), and :func:`evaluate` calls that first: known ``schedules``,
+        one of ``steps`` and ``episodes_per_env`` (each >= 1), ``timeline_envs`` >= 1, the ``latency``, the chunk
+        queues' memory where a model cfg sets H (:func:`~isaaclab_suspend.runs.recording.check_chunks`) and the
+        ``record`` datasets.
+
+        Raises:
+            ValueError: One line naming the field, its value and what it must be.
+        """
+        names = [schedule_name(s) for s in self.schedules] if isinstance(self.schedules, list) else []
+        if not names or any(name not in SCHEDULES for name in names):
+            raise ValueError(f"EvaluationCfg.schedules must be a non-empty list of {sorted(SCHEDULES)} (names or"
+                             f" their cfgs), got {self.schedules!r}.")
+        if (self.steps is None) == (self.episodes_per_env is None):
+            raise ValueError("EvaluationCfg: give one of steps and episodes_per_env (the other None).")
+        check_int("EvaluationCfg.steps" if self.steps is not None else "EvaluationCfg.episodes_per_env",
+                  self.steps if self.steps is not None else self.episodes_per_env, 1)
+        check_int("EvaluationCfg.timeline_envs", self.timeline_envs, 1)
+        if self.latency is not None:
+            LatencyCfg.parse(self.latency)
+        for model in self.models.values() if self.models else [self.model]:
+            check_chunks(getattr(model, "chunk_length", None), self.env.num_envs)
+        if self.record:
+            for suffix in schedule_suffixes(list(run_names(list(self.models), names))).values():
+                check_datasets(self.record, self.overwrite, "EvaluationCfg.record", suffix)
 
 
 @dataclass
 class ScheduleRun:
-    """What an evaluation keeps of one schedule."""
+    """What an evaluation keeps of one run: one arm (model) under one schedule."""
 
     figures: dict
     """The chunking policy's figures and those of the counted episodes (success rate, lengths, ...)."""
@@ -83,42 +132,84 @@ class ScheduleRun:
     """What the first envs did at each step."""
     frames: EpisodeFrames | None
     """Frames of the first envs' episodes (camera tasks with ``frames``), else None."""
+    schedule: str = ""
+    """The chunk schedule it ran under."""
+    policy: str = ""
+    """Its model in a few words (:meth:`~.chunk_models.ChunkModelSource.describe`)."""
 
     def strips(self) -> list[dict]:
         """Frame strips of a few episodes (none without frames)."""
         return self.frames.strips(self.episodes) if self.frames is not None else []
 
 
-def schedule_suffixes(schedules: Sequence[str]) -> dict[str, str]:
-    """The suffix of each schedule's files: ``_<schedule>`` when there are several, else none."""
-    return {s: f"_{s}" if len(schedules) > 1 else "" for s in schedules}
+def schedule_suffixes(names: Sequence[str]) -> dict[str, str]:
+    """The suffix of each run's files (its name, :func:`run_names`): ``_<name>`` when there are several, else
+    none."""
+    return {s: f"_{s}" if len(names) > 1 else "" for s in names}
 
 
-def evaluate(cfg: EvaluationCfg, source: ChunkModelSource | None = None,
+def run_names(arms: Sequence[str], schedules: Sequence[str]) -> dict[str, tuple[str | None, str]]:
+    """The name of each run of ``arms`` (empty: one model) crossed with ``schedules``, and its ``(arm,
+    schedule)``: the schedule alone with one model, the arm alone with one schedule, else ``<arm>_<schedule>``."""
+    if not arms:
+        return {s: (None, s) for s in schedules}
+    if len(schedules) == 1:
+        return {a: (a, schedules[0]) for a in arms}
+    return {f"{a}_{s}": (a, s) for a in arms for s in schedules}
+
+
+def evaluate(cfg: EvaluationCfg, source: ChunkModelSource | dict[str, ChunkModelSource] | None = None,
              open_env: Callable = open_run_env) -> dict[str, ScheduleRun]:
-    """Run ``cfg``'s model under each of its schedules; the runs by schedule name.
+    """Run each of ``cfg``'s models under each of its schedules; the runs by name (:func:`run_names`).
 
     Args:
-        source: ``cfg.model`` already opened (a script opens it while parsing); None: opened here.
+        source: ``cfg.model`` already opened, or with :attr:`EvaluationCfg.models` each arm's by name (a script
+            opens them while parsing); None: opened here.
         open_env: Opens a :class:`~.run_env.RunEnvCfg`'s env as a context manager (a script's adds its error lines).
 
     Raises:
-        ValueError: If the model does not fit the env (see :meth:`~.chunk_models.ChunkModelSource.make`).
+        ValueError: If ``cfg`` is refused (:meth:`EvaluationCfg.validate_config`, before any env is built), a model
+            does not fit the env (see :meth:`~.chunk_models.ChunkModelSource.make`) or the arms run on different
+            tasks.
     """
-    source = source or open_source(cfg)
-    env_cfg = cfg.env.replace(task=source.task)
-    suffixes = schedule_suffixes(cfg.schedules)
-    return {s: _run_schedule(cfg, env_cfg, source, s, suffixes[s], open_env) for s in cfg.schedules}
+    cfg.validate()
+    sources = source if isinstance(source, dict) else open_sources(cfg) if source is None else {None: source}
+    for opened in sources.values():
+        check_chunks(opened.chunk_length, cfg.env.num_envs)
+    tasks = {s.task for s in sources.values()}
+    if len(tasks) > 1:
+        raise ValueError(f"The arms of an evaluation run on one task; these run on {sorted(tasks)}.")
+    env_cfg = cfg.env.replace(task=tasks.pop())
+    schedules = {schedule_name(s): s for s in cfg.schedules}
+    names = run_names([a for a in sources if a is not None], list(schedules))
+    suffixes = schedule_suffixes(list(names))
+    return {name: _run_schedule(cfg, env_cfg, sources[arm], schedules[schedule], suffixes[name], open_env)
+            for name, (arm, schedule) in names.items()}
 
 
-def open_source(cfg: EvaluationCfg) -> ChunkModelSource:
-    """``cfg.model`` opened for ``cfg.env.task`` with ``cfg``'s latency."""
+def open_source(cfg: EvaluationCfg, model: ModelCfg | None = None) -> ChunkModelSource:
+    """``model`` (default ``cfg.model``) opened for ``cfg.env.task`` with ``cfg``'s latency."""
     latency = LatencyCfg.parse(cfg.latency, virtual=cfg.virtual_latency) if cfg.latency else None
-    return ChunkModelSource(cfg.model, cfg.env.task, cfg.env.device, latency)
+    return ChunkModelSource(model or cfg.model, cfg.env.task, cfg.env.device, latency)
 
 
-def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str, suffix: str,
-                  open_env: Callable) -> ScheduleRun:
+def open_sources(cfg: EvaluationCfg) -> dict[str | None, ChunkModelSource]:
+    """Each arm of :attr:`EvaluationCfg.models` opened, by name; ``{None: cfg.model opened}`` without arms."""
+    if not cfg.models:
+        return {None: open_source(cfg)}
+    return {name: open_source(cfg, model) for name, model in cfg.models.items()}
+
+
+def verdicts(runs: dict[str, ScheduleRun]) -> list[dict]:
+    """The verdict on every two of ``runs`` that differ in their policy or in their schedule, not both
+    (``paired.compare_all``, the later against the earlier)."""
+    has_success = any(not math.isnan(run.figures.get("success_rate", math.nan)) for run in runs.values())
+    return compare_all({name: (run.episodes, run.figures) for name, run in runs.items()}, has_success,
+                       {name: (run.policy, run.schedule) for name, run in runs.items()})
+
+
+def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str | ChunkScheduleCfg,
+                  suffix: str, open_env: Callable) -> ScheduleRun:
     with open_env(env_cfg) as env:
         policy = make_chunking_policy(cfg.chunking, source, env, schedule)  # does not fit: before any file
         if cfg.record:
@@ -130,7 +221,8 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
         frames = EpisodeFrames(next(iter(images)), min(FRAME_ENVS, env.num_envs), stride) if images else None
         ledger = make_ledger(env_cfg, env, policy, per_env=cfg.episodes_per_env,
                              export="all" if cfg.record else None)
-        with tqdm(total=cfg.steps, desc=f"{schedule:>13}", unit="step", disable=not cfg.show_progress) as bar:
+        name = f"{suffix[1:] or policy.schedule.name:>13}"
+        with tqdm(total=cfg.steps, desc=name, unit="step", disable=not cfg.show_progress) as bar:
             for t in rollout(env, policy, obs, cfg.steps, ledger):
                 timeline.record(policy.last_step, t.dones)
                 if frames is not None:
@@ -138,26 +230,45 @@ def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSour
                 bar.update()
                 if t.step % 20 == 0:
                     bar.set_postfix(calls=policy.stats_counters.inference_calls)
-        policy.close()
+            policy.close()
+            figures = policy.stats
+            bar.total = bar.n  # a quota met before the last step ends the bar full, with the table's call count
+            bar.set_postfix(calls=figures["inference_calls"])
         records = ledger.records()
-        return ScheduleRun({**policy.stats, **ledger.as_dict(records)}, records, timeline, frames)
+        return ScheduleRun({**figures, **ledger.as_dict(records)}, records, timeline, frames, policy.schedule.name,
+                           source.describe())
 
 
-def write_timeline(runs: dict[str, ScheduleRun], path: str, title: str) -> str:
-    """Plot the runs' timelines side by side into the PNG ``path``; returns it."""
-    plot_timelines({name: run.timeline for name, run in runs.items()}, path, title=title)
-    return path
+def write_timeline(runs: dict[str, ScheduleRun], path: str, title: str, overwrite: bool = False) -> str:
+    """Plot the runs' timelines side by side into the PNG ``path``, written whole
+    (:func:`~isaaclab_suspend.runs.outputs.new_file`); returns its absolute path.
+
+    Raises:
+        ValueError: If ``path`` exists and not ``overwrite``, or is a symbolic link or a folder.
+    """
+    with new_file(path, overwrite, "timeline", mode="wb") as file:
+        plot_timelines({name: run.timeline for name, run in runs.items()}, file, title=title)
+    return os.path.abspath(path)
 
 
 def write_evaluation_report(cfg: EvaluationCfg, runs: dict[str, ScheduleRun], folder: str, header: str,
                             scoring: str, policy: str) -> str:
     """Write the run log of ``runs`` (``folder/episodes.jsonl``) and the HTML report made from it
-    (``folder/report.html``); returns the page's path. ``header``, ``scoring`` (which episodes were counted) and
-    ``policy`` are the run's words for the page."""
+    (``folder/report.html``), each written whole; returns the page's path. ``header``, ``scoring`` (which episodes
+    were counted) and ``policy`` are the run's words for the page.
+
+    Raises:
+        ValueError: If either file exists and not ``cfg.overwrite``, or is a symbolic link or a folder (nothing
+            is written then).
+    """
+    for name in (REPORT_LOG, REPORT_PAGE):
+        check_output(os.path.join(folder, name), cfg.overwrite, "report")
     has_success = any(not math.isnan(run.figures.get("success_rate", math.nan)) for run in runs.values())
-    schedules = {name: (run.figures, run.episodes, run.timeline, run.strips()) for name, run in runs.items()}
+    schedules = {name: (run.figures, run.episodes, run.timeline, run.strips(),
+                        {"chunk_schedule": run.schedule, "policy": run.policy}) for name, run in runs.items()}
     run = {"header": header, "scoring": scoring, "per_env": cfg.episodes_per_env, "num_envs": cfg.env.num_envs,
-           "has_success": has_success,
+           "has_success": has_success, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "latency": cfg.latency, "virtual_latency": cfg.virtual_latency,
            "provenance": run_provenance(cfg.env.task, cfg.env.overrides, cfg.env.seed, cfg.env.device, policy)}
     log = write_run_log(os.path.join(folder, REPORT_LOG), run, schedules)
-    return write_report(EvalReportCfg(log_path=log))
+    return write_report(EvalReportCfg(log_path=log, overwrite=True))  # checked above

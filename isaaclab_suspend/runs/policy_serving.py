@@ -22,17 +22,17 @@ if TYPE_CHECKING:
     from ..serving import ServerCfg
 
 
-def make_policy_server(source: ChunkModelSource, cfg: ServerCfg):
+def make_policy_server(source: ChunkModelSource, cfg: ServerCfg, verbose: bool = False):
     """The server of ``cfg``'s wire (``cfg.class_type``) serving ``source``'s model, with the emulated latency of
     the source if any, under a copy of ``cfg`` whose task, H, action dim and device are the source's (what the
     server's metadata tells its clients); ``cfg`` itself is left as it was. A model built on its env (an RL actor)
-    is built on a one-env instance of its task, on the source's device.
+    is built on a one-env instance of its task, on the source's device (quietly unless ``verbose``).
 
     Raises:
         ValueError, OSError: If the model cannot be built, the cfg is invalid or the address cannot be bound.
     """
     if source.opener.needs_env:
-        with open_env(source.task, 1, source.device) as env:
+        with open_env(source.task, 1, source.device, verbose=verbose) as env:
             model = source.make(env)
             task, action_dim = source.opener.served_identity(model, env)
     else:

@@ -26,12 +26,17 @@ from isaaclab.managers import DatasetExportMode
 from isaaclab.utils import configclass
 
 from ..chunking import ActionChunkingPolicyCfg
+from ..chunking.chunk_queues import check_queue_memory
 from ..recording import DatasetRecorderManagerCfg, EpisodeWriterCfg, SuspendableRecorderManager
+from ..recording.episode_writer import check_writer_count
+from ..recording.part_files import part_paths
+from ..recording.recorder_manager import dataset_file_paths
 from ..tasks.env_factory import StopAfterStep
 from .baselines import RandomPolicy
 from .chunk_models import ChunkModelSource, ModelCfg, make_chunking_policy
+from .outputs import check_output
 from .rollout import rollout, start_episodes
-from .run_env import RunEnvCfg, make_ledger, open_run_env
+from .run_env import RunEnvCfg, check_int, make_ledger, open_run_env
 
 EXPORT_MODES = {
     "all": DatasetExportMode.EXPORT_ALL,
@@ -50,6 +55,30 @@ def dataset_recorder_cfg(path: str, suffix: str = "", export: str = "all", write
     return DatasetRecorderManagerCfg(dataset_export_dir_path=directory, dataset_filename=name.removesuffix(".hdf5")
                                      + suffix, dataset_export_mode=EXPORT_MODES[export],
                                      writer=EpisodeWriterCfg(num_writers=writers))
+
+
+def check_datasets(path: str, overwrite: bool, what: str, suffix: str = "", export: str = "all", writers: int = 1,
+                   flag: str = "overwrite=True") -> list[str]:
+    """The dataset files a recording into ``path`` writes (:func:`dataset_recorder_cfg`), after checking that each
+    may be written (:func:`~isaaclab_suspend.runs.outputs.check_output`: new unless ``overwrite``, no symbolic link
+    or folder), that ``path`` is no folder (whose ``<folder>.hdf5`` beside it would be written) and that no part
+    file of an earlier recording with ``writers`` processes is in the way (they are a killed run's episodes: merged
+    or removed by hand, never overwritten). A dataset is written in place, so that a killed run keeps what it
+    flushed; with ``overwrite`` the recording replaces the file there.
+
+    Raises:
+        ValueError: One line naming ``what`` (a cfg field or a flag), the path and what to do.
+    """
+    if os.path.isdir(path) or os.path.islink(path):
+        check_output(path, overwrite, what, flag)  # says which
+    paths = dataset_file_paths(dataset_recorder_cfg(path, suffix, export, writers))
+    for file in paths:
+        check_output(file, overwrite, what, flag)
+        parts = [part for part in part_paths(file, writers) if os.path.lexists(part)] if writers > 1 else []
+        if parts:
+            raise ValueError(f"{what}: part files of an earlier recording are in the way: {parts}; merge them"
+                             f" (scripts/merge_shards.py --datasets {' '.join(parts)} --output {file}) or remove them.")
+    return paths
 
 
 @configclass
@@ -77,6 +106,43 @@ class RecordingCfg:
     """Writer processes that share the episodes; their part files are merged into ``output`` at close."""
     show_progress: bool = True
     """A progress bar of the episodes written."""
+    overwrite: bool = False
+    """Replace dataset files that exist (else they are refused before any env is built)."""
+
+    def validate_config(self) -> None:
+        """Check every field before any env is built; Isaac Lab's ``validate()`` calls it after the env's
+        (:meth:`~.run_env.RunEnvCfg.validate_config`), and :func:`record` calls that first: one of ``episodes``
+        and ``episodes_per_env`` (each >= 1), ``max_steps`` >= 1, ``export`` one of :data:`EXPORT_MODES`,
+        ``writers`` in [1, cores], the chunk queues' memory where the model cfg sets H
+        (:func:`~isaaclab_suspend.runs.recording.check_chunks`) and the dataset files
+        (:func:`~isaaclab_suspend.runs.recording.check_datasets`).
+
+        Raises:
+            ValueError: One line naming the field, its value and what it must be.
+        """
+        if (self.episodes is None) == (self.episodes_per_env is None):
+            raise ValueError("RecordingCfg: give one of episodes and episodes_per_env (the other None).")
+        check_int("RecordingCfg.episodes" if self.episodes is not None else "RecordingCfg.episodes_per_env",
+                  self.episodes if self.episodes is not None else self.episodes_per_env, 1)
+        check_int("RecordingCfg.max_steps", self.max_steps, 1)
+        if self.export not in EXPORT_MODES:
+            raise ValueError(f"RecordingCfg.export must be one of {list(EXPORT_MODES)}, got {self.export!r}.")
+        check_writer_count("RecordingCfg.writers", self.writers)
+        check_chunks(getattr(self.model, "chunk_length", None), self.env.num_envs)
+        check_datasets(self.output, self.overwrite, "RecordingCfg.output", export=self.export, writers=self.writers)
+
+
+def check_chunks(chunk_length: int | None, num_envs: int) -> None:
+    """Check a run's chunk length H (None: the model's own, checked once the model is open) and the memory of its
+    chunk queues on ``num_envs`` envs, with at least one action dim
+    (:func:`~isaaclab_suspend.chunking.chunk_queues.check_queue_memory`): before any env is built.
+
+    Raises:
+        ValueError: If H is not an integer >= 1 or the queues would pass their bound.
+    """
+    if chunk_length is not None:
+        check_int("chunk_length", chunk_length, 1)
+        check_queue_memory(num_envs, chunk_length)
 
 
 @dataclass
@@ -142,14 +208,15 @@ def record(cfg: RecordingCfg, source: ChunkModelSource | None = None,
         open_env: Opens a :class:`~.run_env.RunEnvCfg`'s env as a context manager (a script's adds its error lines).
 
     Raises:
-        ValueError: If the model does not fit the env, or neither or both of ``episodes`` and
-            ``episodes_per_env`` are given.
+        ValueError: If ``cfg`` is refused (:meth:`RecordingCfg.validate_config`, before any env is built) or the model
+            does not fit the env.
         OSError: If the episodes may not fit on the disk.
     """
-    if (cfg.episodes is None) == (cfg.episodes_per_env is None):
-        raise ValueError("RecordingCfg: give one of episodes and episodes_per_env.")
+    cfg.validate()
     if source is None and cfg.model is not None:
         source = ChunkModelSource(cfg.model, cfg.env.task, cfg.env.device)
+    if source is not None:
+        check_chunks(source.chunk_length, cfg.env.num_envs)
     env_cfg = cfg.env.replace(task=source.task if source is not None else cfg.env.task)
     start, steps = time.perf_counter(), 0
     with open_env(env_cfg) as env:
@@ -161,7 +228,7 @@ def record(cfg: RecordingCfg, source: ChunkModelSource | None = None,
             policy = make_chunking_policy(cfg.chunking, source, env, cfg.chunking.schedule)  # before any file
         manager = env.start_recording(dataset_recorder_cfg(cfg.output, export=cfg.export, writers=cfg.writers))
         if source is not None:  # the file says how its chunks were scheduled (the LeRobot export reads it)
-            manager.writer.add_env_args({"schedule": cfg.chunking.schedule, "chunk_length": source.chunk_length})
+            manager.writer.add_env_args({"schedule": policy.schedule.name, "chunk_length": source.chunk_length})
         obs = start_episodes(env, env_cfg.seed, env_cfg.desync, generator)
         ledger = make_ledger(env_cfg, env, policy, per_env=cfg.episodes_per_env, total=cfg.episodes,
                              export=cfg.export)

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING
 from isaaclab.utils import configclass
 
 from .episode_ledger import EpisodeLedger
-from ..tasks.env_factory import open_env, set_quiet
+from ..devices import check_device
+from ..names import DETERMINISM, MAX_SEED
+from ..tasks.env_factory import make_env_cfg, open_env
 
 if TYPE_CHECKING:
     from ..envs import SuspendableManagerBasedRLEnv
@@ -40,18 +42,43 @@ class RunEnvCfg:
     verbose: bool = False
     """Print Isaac Lab's set-up tables and the suspension manager's report."""
 
+    def validate_config(self) -> None:
+        """Check the fields' types and ranges, before any env is built: Isaac Lab's ``validate()`` of this cfg, or
+        of a run cfg holding it, calls this (a run calls it first).
+
+        Raises:
+            ValueError: One line naming the field, its value and what it must be.
+        """
+        check_int("RunEnvCfg.num_envs", self.num_envs, 1)
+        if self.seed is not None:  # None is the task cfg's seed; no negative seed means "random"
+            check_int("RunEnvCfg.seed", self.seed, 0, MAX_SEED)
+        check_device(self.device)
+        if self.deterministic not in DETERMINISM:
+            raise ValueError(f"RunEnvCfg.deterministic must be one of {list(DETERMINISM)}, got {self.deterministic!r}.")
+        if self.task is not None and not isinstance(self.task, str):
+            raise ValueError(f"RunEnvCfg.task must be a registered gym id or None, got {self.task!r}.")
+        if not isinstance(self.overrides, (list, tuple)) or not all(isinstance(o, str) for o in self.overrides):
+            raise ValueError(f"RunEnvCfg.overrides must be a list of 'env.KEY=VALUE' texts, got {self.overrides!r}.")
+
+
+def check_int(name: str, value: object, low: int, high: int | None = None) -> None:
+    """Raise a one-line ``ValueError`` unless ``value`` is an int (not a bool) in ``[low, high]``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+        bound = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise ValueError(f"{name} must be an integer {bound}, got {value!r}.")
+
 
 @contextlib.contextmanager
 def open_run_env(cfg: RunEnvCfg, **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
     """Open ``cfg``'s env (``cfg.task`` must be set) and close it on exit; ``attrs`` set more fields of the task
     cfg (``__`` for nesting, as :func:`~isaaclab_suspend.tasks.env_factory.make_env_cfg` takes them)."""
-    set_quiet(not cfg.verbose)
-    attrs["deterministic"] = cfg.deterministic
+    env_cfg = make_env_cfg(cfg.task, cfg.num_envs, cfg.device, cfg.overrides, deterministic=cfg.deterministic,
+                           verbose=cfg.verbose, **attrs)
     if cfg.seed is not None:
-        attrs["seed"] = cfg.seed
+        env_cfg.seed = cfg.seed
     if cfg.per_env_random:
-        attrs["suspend__per_env_random"] = True
-    with open_env(cfg.task, cfg.num_envs, cfg.device, cfg.overrides, **attrs) as env:
+        env_cfg.suspend.per_env_random = True
+    with open_env(cfg.task, cfg=env_cfg, verbose=cfg.verbose) as env:
         yield env
 
 

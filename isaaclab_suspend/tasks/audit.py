@@ -60,6 +60,8 @@ class SuspensionAuditCfg:
     deterministic: str = "auto"
     """Isaac Lab's reproducible physics (:func:`~isaaclab_suspend.tasks.env_factory.deterministic_physics`): by
     default on a CUDA device, where two runs of a contact task differ without it and no resume could match."""
+    verbose: bool = False
+    """Print Isaac Lab's set-up tables and the suspension manager's report of each env it builds."""
 
     def check(self) -> None:
         """Raise a ``ValueError`` saying which setting is out of range."""
@@ -231,7 +233,7 @@ def _rollout(args: SuspensionAuditCfg, suspend: bool, actions: ActionFn | None
     attrs["suspend__per_env_random"] = args.per_env_random
     _clear_task_caches()
     with open_env(args.task, args.num_envs, args.device, list(args.overrides), suspendable=True,
-                  deterministic=args.deterministic, **attrs) as env:
+                  deterministic=args.deterministic, verbose=args.verbose, **attrs) as env:
         obs, _ = env.reset()
         drawn: dict[str, int] = {}
         drawn_per_env: dict[str, int] = {}

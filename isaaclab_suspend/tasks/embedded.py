@@ -59,14 +59,20 @@ class EmbeddedOpener(ChunkModelOpener):
         super().bind(task, chunk_length)
         if task not in tasks_with_chunk_model():
             raise ValueError(f"task '{task}' has no embedded chunk model; tasks with one: {tasks_with_chunk_model()}")
+        scale = self.cfg.action_scale
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+            raise ValueError(f"action_scale {scale!r}: expected a positive finite number")
         make_default_model(task, chunk_length or DEFAULT_CHUNK, self.cfg.planner_overrides)  # does the override fit?
 
     def make(self, env, chunk_length: int) -> ChunkModel:
-        return make_default_model(self.task, chunk_length, self.cfg.planner_overrides)
+        model = make_default_model(self.task, chunk_length, self.cfg.planner_overrides)
+        return ScaledChunkModel(model, self.cfg.action_scale) if self.cfg.action_scale != 1.0 else model
 
     def describe(self) -> str:
-        overrides = self.cfg.planner_overrides
-        return f"embedded model with {', '.join(overrides)}" if overrides else "embedded model"
+        parts = [*self.cfg.planner_overrides]
+        if self.cfg.action_scale != 1.0:
+            parts.append(f"actions x{self.cfg.action_scale:g}")
+        return f"embedded model with {', '.join(parts)}" if parts else "embedded model"
 
     def served_identity(self, model: ChunkModel, env) -> tuple[str | None, int | None]:
         return self.task, None
@@ -81,6 +87,29 @@ class EmbeddedModelCfg(ChunkModelCfg):
     """The opener of this source."""
     planner_overrides: list[str] = []
     """``KEY=VALUE`` overrides of the planner's cfg fields."""
+    action_scale: float = 1.0
+    """Factor on every planned action (below 1: a weaker planner, e.g. a degraded arm of a comparison)."""
+
+
+class ScaledChunkModel:
+    """A chunk model whose planned actions are multiplied by ``scale`` (a committed prefix is handed to the inner
+    model unscaled, so the prefix part of the plan stays the prefix)."""
+
+    def __init__(self, model: ChunkModel, scale: float):
+        self.model, self.scale = model, scale
+        self.accepts_prefix = getattr(model, "accepts_prefix", False)
+
+    def __call__(self, obs_rows: dict, env_ids: torch.Tensor, prefix: torch.Tensor | None = None,
+                 delay: torch.Tensor | None = None) -> torch.Tensor:
+        """Shape: (B, H, action_dim), the inner model's plan times ``scale``."""
+        if prefix is None:
+            return self.model(obs_rows, env_ids) * self.scale
+        return self.model(obs_rows, env_ids, prefix / self.scale, delay) * self.scale
+
+    def __getattr__(self, name: str):  # the inner model's other attributes (chunk_length, check_env, ...)
+        if name == "model":
+            raise AttributeError(name)
+        return getattr(self.model, name)
 
 
 def _override(cfg, override: str) -> None:

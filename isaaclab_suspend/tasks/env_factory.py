@@ -40,25 +40,18 @@ if TYPE_CHECKING:
     from isaaclab.envs import ManagerBasedRLEnvCfg
 
 
-_QUIET = False
-"""Whether :func:`set_quiet` silenced the set-up output."""
-
-
 def set_quiet(quiet: bool = True) -> None:
-    """A script's ``--quiet``: silence what building an env prints (Isaac Lab's configuration and manager tables,
-    its info and warning log and Python warnings of the set-up, the suspension manager's report of what it
-    freezes) and MuJoCo-Warp's per-step linesearch notice, said once instead when the env closes
-    (:mod:`isaaclab_suspend.solver_notices`). Errors still reach stderr; the script itself drops its progress
-    bars."""
-    global _QUIET
-    _QUIET = quiet
+    """Deprecated (removed in 0.5.0): building an env is quiet unless asked, ``open_env(..., verbose=True)``."""
+    warnings.warn("set_quiet() is deprecated and has no effect since 0.4.0; it goes in 0.5.0: envs are built quietly"
+                  " unless asked, open_env(..., verbose=True) or RunEnvCfg(verbose=True).", DeprecationWarning,
+                  stacklevel=2)
 
 
 @contextlib.contextmanager
-def quieted() -> Iterator[None]:
-    """Stdout, logging below error and Python warnings of the block dropped after :func:`set_quiet` (what building
-    an env, loading an agent cfg or a library's training loop prints)."""
-    if not _QUIET:
+def quieted(quiet: bool = True) -> Iterator[None]:
+    """Stdout, logging below error and Python warnings of the block dropped if ``quiet`` (what building an env,
+    loading an agent cfg or a library's training loop prints). Errors still reach stderr."""
+    if not quiet:
         yield
         return
     previous = logging.root.manager.disable
@@ -86,7 +79,7 @@ def _parse_env_cfg(task: str, device: str, overrides: list[str]):
 
 def make_env_cfg(
     task: str, num_envs: int, device: str = "cpu", overrides: Sequence[str] = (), suspendable: bool = False,
-    overrides_are_data: bool = False, deterministic: str = "off", **attrs
+    overrides_are_data: bool = False, deterministic: str = "off", verbose: bool = False, **attrs
 ):
     """``parse_env_cfg`` for ``task`` with ``num_envs`` envs, made to open kitless; ``attrs`` set dotted cfg fields
     (e.g. ``seed=3``). A total contact buffer the cfg sizes for its own number of envs is scaled to ``num_envs``
@@ -96,7 +89,8 @@ def make_env_cfg(
     must make sense (supported forms, finite numbers, durations and sizes in range); with ``overrides_are_data``
     (a file's, e.g. a dataset's ``env_args.cfg_overrides``) each may also only set a number or a boolean the task's
     cfg (with the file's presets) has. ``deterministic`` (``auto``, ``on``, ``off``) turns on Isaac Lab 3.0's
-    reproducible physics where :func:`deterministic_physics` says so.
+    reproducible physics where :func:`deterministic_physics` says so. What parsing the cfg prints is dropped unless
+    ``verbose``.
 
     Kitless: a task whose default physics is PhysX gets :data:`KITLESS_PHYSICS_PRESET` (unless ``overrides`` pick a
     preset), and the scene's assets on NVIDIA's asset server are pointed at their local files
@@ -115,7 +109,7 @@ def make_env_cfg(
     try:
         for override in given:
             check_form(override, overrides_are_data)
-        with quieted():
+        with quieted(not verbose):
             base = _parse_env_cfg(task, device, selectors)  # the task's cfg with the presets the overrides pick
             kitless = []
             if not selectors and not isinstance(base.sim.physics, NewtonCfg):  # PhysX needs Isaac Sim
@@ -275,6 +269,7 @@ def open_env(
     overrides: Sequence[str] = (),
     suspendable: bool = False,
     cfg: ManagerBasedRLEnvCfg | None = None,
+    verbose: bool = False,
     **attrs,
 ):
     """Create ``task`` inside ``launch_simulation`` and close it on exit. Yields the unwrapped env.
@@ -288,25 +283,29 @@ def open_env(
     :func:`~isaaclab_suspend.tasks.deterministic.check_deterministic_contacts`). An exception
     of the block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback:
     a script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
+
+    Quiet unless ``verbose``: Isaac Lab's configuration and manager tables, its info and warning log and the Python
+    warnings of the set-up, and the suspension manager's report of what it freezes are dropped, and MuJoCo-Warp's
+    per-step linesearch notice is said once when the env closes (:mod:`isaaclab_suspend.solver_notices`).
     """
     task = resolve_task_id(task)
     if cfg is None:
-        cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, **attrs)
+        cfg = make_env_cfg(task, num_envs, device, overrides, suspendable, verbose=verbose, **attrs)
     elif num_envs is not None or overrides or attrs:
         raise TypeError("open_env takes either a ready cfg or num_envs, overrides and attrs to make one, not both.")
     check_local_assets(cfg, task)
     check_suspension_settings(cfg, task)
     check_deterministic_contacts(cfg, task)
     error = None
-    with launch_simulation(cfg, {}), without_linesearch_notice() if _QUIET else contextlib.nullcontext():
-        with quieted():
+    with launch_simulation(cfg, {}), contextlib.nullcontext() if verbose else without_linesearch_notice():
+        with quieted(not verbose):
             env = SuspendableManagerBasedRLEnv(cfg) if suspendable else gym.make(task, cfg=cfg).unwrapped
         try:
             yield env
         except Exception as err:  # re-raised below, unchanged
             error = err
         finally:
-            if _QUIET:
+            if not verbose:
                 say_linesearch_notice_once()
             env.close()
     if error is not None:

@@ -27,7 +27,7 @@ from isaaclab.sensors import Camera
 
 from isaaclab_suspend import cli
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
-from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
+from isaaclab_suspend.tasks.env_factory import open_env
 
 CONFIGS = (
     ("stock, task's interval", False, None, 0.0, False),
@@ -75,7 +75,6 @@ def main() -> None:
     parser.add_argument("--record", action="store_true", help="also time the suspendable env recording")
     parser.add_argument("--camera_task", default=None, help="the same arm with cameras, timed and recorded too")
     args = parser.parse_args()
-    set_quiet()
     runs = [(args.task, c) for c in CONFIGS + ((RECORDING,) if args.record else ())]
     runs += [(args.camera_task, c) for c in CAMERAS] if args.camera_task else []
     table = PrettyTable(["envs", "configuration", "env-steps/s", "physics steps/s", "camera frames/s", "vs stock"])

@@ -34,9 +34,8 @@ def main(argv: list[str] | None = None) -> None:
     from isaaclab_suspend.chunking import ActionChunkingPolicy
     from isaaclab_suspend.tasks.embedded import make_default_model
     from isaaclab_suspend.chunking.stats import format_figure
-    from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
+    from isaaclab_suspend.tasks.env_factory import open_env
 
-    set_quiet()
     table = PrettyTable(["policy", "episodes scored", "success rate", "mean episode length", "wall time (s)"])
     with open_env(TASK, args.num_envs) as env:
         policies = {

@@ -31,9 +31,8 @@ def worker(task: str, num_envs: int, per_env_random: bool, device: str, pipe) ->
     for 0, send the top-level torch ops of one step; stop on None."""
     import torch
 
-    from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
+    from isaaclab_suspend.tasks.env_factory import open_env
 
-    set_quiet(True)
     with open_env(task, num_envs, device, suspend__per_env_random=per_env_random, episode_length_s=1e6) as env:
         env.reset()
         gen, width = torch.Generator().manual_seed(0), env.action_manager.total_action_dim

@@ -26,7 +26,7 @@ from prettytable import PrettyTable
 
 from isaaclab_suspend import cli, runs
 from isaaclab_suspend.lerobot import so101
-from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
+from isaaclab_suspend.tasks.env_factory import open_env
 
 TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
 CAMERA_TASK = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable"
@@ -91,7 +91,6 @@ def baselines(args: argparse.Namespace, path: str) -> dict[str, dict]:
     if os.path.exists(path):
         with open(path) as f:
             return json.load(f)
-    set_quiet()
     rows = {}
     with open_env(JOINT_TASK, args.eval_envs) as env:
         steps = int(env.max_episode_length) * args.episodes_per_env

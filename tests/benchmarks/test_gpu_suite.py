@@ -1,6 +1,7 @@
 """scripts/benchmarks/gpu_suite.py at its CPU size (``--device cpu --small``), end to end: every part runs in its
 own process, the JSON holds each part's figures and the goals, and bad input exits 2 in one line."""
 
+import hashlib
 import json
 import os
 import subprocess
@@ -17,8 +18,9 @@ SUITE = [sys.executable, os.path.join(ROOT, "scripts", "benchmarks", "gpu_suite.
 
 def test_small_suite_runs_every_part_on_the_cpu(tmp_path):
     out = tmp_path / "suite.json"
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state")}  # this machine's record of the caches saved
     result = subprocess.run([*SUITE, "--device", "cpu", "--small", "--out", str(out)], capture_output=True, text=True,
-                            cwd=ROOT, timeout=600)
+                            cwd=ROOT, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     figures = json.loads(out.read_text())
     assert figures["parts"] == {"syncs": "ok", "timing": "ok", "recording": "ok", "determinism": "ok", "tests": "ok"}
@@ -67,8 +69,15 @@ def test_small_suite_runs_every_part_on_the_cpu(tmp_path):
     assert e2e["episodes_written"] == e2e["episodes_to_write"]
     assert figures["tests"]["passed"] and not figures["tests"]["failed"]
     assert list(figures["tests"]["files"].values()) == ["exit 0"]  # each file (here one node id) in its process
-    # the compiled kernels beside the JSON, which a second run unpacks into Warp's cache
-    assert (tmp_path / "warp_cache.tar.xz").stat().st_size > 0 and "Compiled kernels:" in result.stdout
+    # the compiled kernels beside the JSON, with their hash in it and in this machine's record (which lets a
+    # second run restore them); none was there to restore
+    archive = tmp_path / "warp_cache.tar.xz"
+    digest = hashlib.sha256(archive.read_bytes()).hexdigest()
+    assert figures["kernel_cache"] == {"restored": f"no kernel cache at {archive}: kernels compile on first use",
+                                       "archive": str(archive), "sha256": digest}
+    assert f"Compiled kernels: {archive} (" in result.stdout and f"sha256 {digest}" in result.stdout
+    assert json.loads((tmp_path / "state" / "isaaclab_suspend" / "kernel_caches.json").read_text()) == {
+        "sha256": [digest]}
     assert figures["goals"] and all(figures["goals"].values())
     assert "goal met: 0 syncs per quiet act+observe" in result.stdout
     assert figures["goals"]["no episode lost: every ended episode to write is in the file after close"]
@@ -132,22 +141,3 @@ def test_a_row_without_time_left_is_skipped_with_the_reason():
     assert [s["what"] for s in figures["skipped"]] == [f"determinism {task} at 4 envs" for task in DETERMINISM_TASKS]
     assert all("left before the part's time-out" in s["reason"] for s in figures["skipped"])
     assert linear_estimate({1024: 10.0, 64: 1.0}, 4096) == 40.0 and linear_estimate({}, 4096) == 0.0
-
-
-def test_a_damaged_kernel_cache_is_skipped_in_one_line(tmp_path, monkeypatch):
-    """The kernel cache of an earlier run is untrusted data: a damaged archive is named and skipped (the kernels
-    compile), a good one is unpacked into Warp's cache."""
-    from isaaclab_suspend.benchmarks import gpu_suite
-
-    cache = tmp_path / "cache"
-    (cache / "mod").mkdir(parents=True)
-    (cache / "mod" / "kernel.o").write_bytes(b"\x7fELF")
-    monkeypatch.setattr(gpu_suite, "kernel_cache_dir", lambda: str(cache))
-    archive = tmp_path / "warp_cache.tar.xz"
-    assert gpu_suite.save_kernel_cache(str(archive)) > 0
-    (cache / "mod" / "kernel.o").unlink()
-    assert "unpacked" in gpu_suite.restore_kernel_cache(str(archive))
-    assert (cache / "mod" / "kernel.o").read_bytes() == b"\x7fELF"
-    archive.write_bytes(b"not an archive")
-    assert "not used" in gpu_suite.restore_kernel_cache(str(archive))
-    assert "no kernel cache" in gpu_suite.restore_kernel_cache(str(tmp_path / "missing.tar.xz"))

@@ -23,7 +23,7 @@ from isaaclab_suspend.chunking import (
     temporal_ensemble,
 )
 from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
-from isaaclab_suspend.chunking.schedules import FULL_BATCH, AutoSchedule
+from isaaclab_suspend.chunking.schedules import FULL_BATCH, AsyncScheduleCfg, AutoSchedule
 
 from aggregator_reference import REFERENCES, act_temporal_ensemble
 
@@ -184,6 +184,11 @@ def test_async_launches_d_steps_before_each_tick_of_period_h_minus_d():
     assert schedule.lead(16, 0) == 4
     with pytest.raises(ValueError, match="needs d <= H / 2"):
         schedule.plan(ChunkQueues(3, 8, 1, 5, "cpu"), 1, resets_pending=False)
+    # the lead on the schedule's own cfg wins over the refill point
+    own = make_schedule(AsyncScheduleCfg(lead_steps=3))
+    assert own.lead(16, 2) == 3
+    collects = [t for t in range(1, 20) if (plan := own.plan(q, t, resets_pending=False)) and plan.collect]
+    assert collects == [5, 10, 15]  # H = 8, d = 3 (not the queues' 2): period 5
 
 
 def test_any_infers_the_full_batch_for_the_requesting_envs():

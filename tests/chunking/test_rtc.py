@@ -12,6 +12,7 @@ import torch
 
 from isaaclab_suspend.chunking import (
     ActionChunkingPolicy,
+    RtcScheduleCfg,
     ChunkQueues,
     LatencyCfg,
     LatencyEmulator,
@@ -48,7 +49,7 @@ def _steps(plans, what):
 
 def test_rtc_launches_when_the_queues_hold_d_actions_and_ticks_when_they_run_out():
     """H = 8, d = 2: step 0 synchronous, launch at 6 (2 actions left), tick at 8, then every H - d = 6 steps."""
-    plans = _plans(RealTimeChunkSchedule(delay_steps=2), 27)
+    plans = _plans(RealTimeChunkSchedule(RtcScheduleCfg(delay_steps=2)), 27)
     assert plans[0].infer and not plans[0].launch
     assert _steps(plans, "launch") == [6, 12, 18, 24]
     assert _steps(plans, "collect") == [8, 14, 20, 26]
@@ -59,10 +60,10 @@ def test_rtc_launches_when_the_queues_hold_d_actions_and_ticks_when_they_run_out
 def test_rtc_with_a_delay_over_h_half_launches_at_each_tick_and_without_delay_ticks_like_the_clock():
     """d = 5 > H / 2: the lead is H // 2 = 4, each tick also launches the next (the loop waits for the rest); d = 0:
     every H steps a synchronous call."""
-    plans = _plans(RealTimeChunkSchedule(delay_steps=5), 21)
+    plans = _plans(RealTimeChunkSchedule(RtcScheduleCfg(delay_steps=5)), 21)
     assert _steps(plans, "launch") == [4, 8, 12, 16, 20] and _steps(plans, "collect") == [8, 12, 16, 20]
     assert all(p.lead == 4 for p in plans.values() if p is not None and p.launch)
-    plans = _plans(RealTimeChunkSchedule(delay_steps=0), 17)
+    plans = _plans(RealTimeChunkSchedule(RtcScheduleCfg(delay_steps=0)), 17)
     assert _steps(plans, "infer") == [0, 8, 16] and not _steps(plans, "launch")
 
 
@@ -83,12 +84,12 @@ def test_rtc_with_an_overlap_lands_each_chunk_while_the_queues_hold_w_actions():
     """H = 8, d = 2, W = 2: the first chunk lands at 0 and runs out at 8, so the next lands at 6 (2 actions left),
     launched at 4; a chunk installed from index 2 runs out 6 steps later: landings every H - d - W = 4 steps. An
     overlap that leaves no step between a landing and the next launch is cut."""
-    plans = _plans(RealTimeChunkSchedule(delay_steps=2, overlap_steps=2), 23)
+    plans = _plans(RealTimeChunkSchedule(RtcScheduleCfg(delay_steps=2, overlap_steps=2)), 23)
     assert _steps(plans, "launch") == [4, 8, 12, 16, 20] and _steps(plans, "collect") == [6, 10, 14, 18, 22]
-    plans = _plans(RealTimeChunkSchedule(delay_steps=2, overlap_steps=7), 15)
+    plans = _plans(RealTimeChunkSchedule(RtcScheduleCfg(delay_steps=2, overlap_steps=7)), 15)
     assert _steps(plans, "collect") == [3, 5, 7, 9, 11, 13]  # W = 5 after the synchronous tick, then 4
     assert _steps(plans, "launch") == [1, 3, 5, 7, 9, 11, 13]  # each launch at the landing before
-    plans = _plans(RealTimeChunkSchedule(delay_steps=0, overlap_steps=3), 12)
+    plans = _plans(RealTimeChunkSchedule(RtcScheduleCfg(delay_steps=0, overlap_steps=3)), 12)
     assert _steps(plans, "infer") == [0, 5, 10] and not _steps(plans, "launch")  # synchronous: every H - W steps
 
 
@@ -250,7 +251,7 @@ def test_rtc_on_cartpole_passes_the_queued_actions_and_keeps_the_first_d(env):
     get delay 0 and start it at index 0; no pole falls and the calls are exactly as planned."""
     model = PrefixRecorder()
     latency = LatencyEmulator(model, LatencyCfg(fixed_s=0.05, virtual=True))
-    policy = ActionChunkingPolicy(latency, env, chunk_length=H, schedule="rtc", delay_steps=2)
+    policy = ActionChunkingPolicy(latency, env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2))
     steps = 120
     actions, history = _run(env, policy, steps, START)
     launches = list(range(6, steps, 6))
@@ -300,7 +301,14 @@ def test_rtc_with_an_estimated_delay_and_a_model_without_prefix(env):
     assert sum(int(h[2].sum()) for h in history) == 0 and len(calls) > 60 // H
     policy.close()
     with pytest.raises(ValueError, match="delay_steps must be None"):
-        ActionChunkingPolicy(lqr, env, chunk_length=H, schedule="rtc", delay_steps=-1)
+        ActionChunkingPolicy(lqr, env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=-1))
+    # the 0.3 fields on the policy cfg still work for rtc, with a deprecation warning; elsewhere they are refused
+    with pytest.warns(DeprecationWarning, match="RtcScheduleCfg"):
+        old = ActionChunkingPolicy(lqr, env, chunk_length=H, schedule="rtc", delay_steps=3, overlap_steps=1)
+    assert (old.schedule.delay_steps, old.schedule.overlap_steps) == (3, 1)
+    old.close()
+    with pytest.warns(DeprecationWarning), pytest.raises(ValueError, match="parameters of the 'rtc' schedule"):
+        ActionChunkingPolicy(lqr, env, chunk_length=H, schedule="global_clock", delay_steps=3)
 
 
 # -- the remote protocol
@@ -350,7 +358,7 @@ def test_remote_protocol_carries_the_prefix_bit_for_bit(env):
         remote = TcpChunkModel(TcpChunkModelCfg(port=server.address[1]))
         runs = []
         for chunk_model in (remote, local):
-            policy = ActionChunkingPolicy(chunk_model, env, chunk_length=H, schedule="rtc", delay_steps=2)
+            policy = ActionChunkingPolicy(chunk_model, env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2))
             runs.append(_run(env, policy, 40, START)[0])
             policy.close()
         remote.close()

@@ -5,6 +5,7 @@ cases run as a user runs them, to check the whole output is the usage and one er
 run-time failure (a dead server, an unknown task) is one stderr line and no usage. Every script takes ``--quiet``.
 """
 
+import argparse
 import importlib.util
 import os
 import socket
@@ -13,6 +14,8 @@ import sys
 
 import pytest
 
+from isaaclab_suspend import cli
+from isaaclab_suspend.cli import arguments as cli_arguments
 from isaaclab_suspend.learning import ChunkPolicyCfg, ChunkPolicyNet, save_chunk_policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -67,8 +70,13 @@ CASES = [
     ("eval", ["--policy", "remote"], "--policy remote needs --remote ADDRESS"),
     ("eval", ["--remote", "openpi://gpu-box"], "openpi server's address must be 'openpi://host:port'"),
     ("eval", ["--model.keys", "observation/state=policy"],
-     "not a field of the embedded source (EmbeddedModelCfg); its fields are chunk_length, planner_overrides; it is a"
-     " field of the gr00t and openpi sources"),
+     "not a field of the embedded source (EmbeddedModelCfg); its fields are chunk_length, planner_overrides,"
+     " action_scale; it is a field of the gr00t and openpi sources"),
+    ("eval", ["--models", "embedded,nope"], "--model nope: no such chunk-model source"),
+    ("eval", ["--models", "embedded,embedded:action_scale"], "expected NAME or NAME:FIELD=VALUE"),
+    ("eval", ["--models", "embedded,embedded:action_scale=-1"], "action_scale -1.0: expected a positive finite"),
+    ("eval", ["--models", "embedded,embedded", "--model", "embedded"], "leave --model out"),
+    ("eval", ["--models", "embedded,random"], "arm B: --model random has no chunk model to compare"),
     ("eval", ["--remote", "127.0.0.1:1", "--model.prompt", "p"], "--model.prompt: not a field of the tcp source"),
     ("eval", ["--openpi_keys", "policy"], "argument --openpi_keys: 'policy' is not KEY=PATH"),
     ("eval", ["--gr00t_keys", "state.x=policy"], "--model.keys: not a field of the embedded source"),
@@ -101,8 +109,10 @@ CASES = [
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--output", "{under_file}/p.pt"], "is a file, not a folder"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--output", "{checkpoint}"], "exists: pass --overwrite to replace it"),
     ("train_chunk_policy", ["--dataset", "d.hdf5", "--camera", "c", "--arch", "transformer"], "MLP chunk head only"),
-    ("train_chunk_policy", ["--dataset", "d.hdf5", "--device", "gpu"], "argument --device: 'gpu' is not a torch device"),
+    ("train_chunk_policy", ["--dataset", "d.hdf5", "--device", "gpu"],
+     "argument --device: 'gpu' is not a device this package runs on: give cpu, cuda or cuda:N"),
     ("eval", ["--device", "cuda:7"], "argument --device: 'cuda:7': this machine has"),
+    ("record", ["--device", "cpu:7"], "argument --device: 'cpu:7' is not a device this package runs on"),
     ("eval", ["episode_length_s"], "'episode_length_s' is not a cfg override KEY=VALUE"),
     ("merge_shards", ["--datasets", "a.hdf5", "b.hdf5", "--output", "b"], "--output 'b.hdf5' is one of the --datasets"),
     ("demo_suspend", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
@@ -176,6 +186,21 @@ def test_every_script_takes_quiet_and_every_task_script_takes_import(monkeypatch
         assert exit_info.value.code == 0 and "--quiet" in usage, (name, usage)
         if "--task TASK" in usage and name != "export_lerobot":  # export_lerobot's --task is the frames' text
             assert "--import MODULE" in usage, (name, usage)
+
+
+def test_help_shows_every_default(monkeypatch, capsys):
+    """Every option of eval.py that has a default states it in ``--help`` (a switch is off; an unset one says what
+    that means in its own text)."""
+    built = []
+    monkeypatch.setattr(cli, "script_parser", lambda doc: built.append(cli_arguments.script_parser(doc)) or built[-1])
+    with pytest.raises(SystemExit):
+        _script("eval").parse_args(["--help"])
+    usage = " ".join(capsys.readouterr().out.split())
+    for action in built[0]._actions:
+        if action.option_strings and action.nargs != 0 and action.default not in (None, [], argparse.SUPPRESS):
+            help_text = " ".join(built[0].formatter_class("eval")._get_help_string(action).split())
+            assert "default" in help_text and help_text % vars(action) in usage, action.option_strings
+    assert "(default: 16)" in usage and "(default: global_clock)" in usage and "(default: 0.0)" in usage
 
 
 HEAVY = ("torch", "warp", "newton", "isaaclab", "lerobot", "h5py")

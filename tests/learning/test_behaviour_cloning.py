@@ -23,7 +23,7 @@ from isaaclab_suspend.learning import (
     save_chunk_policy,
     train_bc,
 )
-from isaaclab_suspend.chunking import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy, RtcScheduleCfg
 from isaaclab_suspend.tasks.embedded import make_default_model
 from isaaclab_suspend.tasks.env_factory import open_env
 
@@ -204,7 +204,7 @@ def test_prefix_conditioned_training_round_trip(tmp_path, dataset):
 
     spy.accepts_prefix = True
     with open_env(TASK, N, seed=5) as env:
-        policy = ActionChunkingPolicy(spy, env, chunk_length=H, schedule="rtc", delay_steps=2)
+        policy = ActionChunkingPolicy(spy, env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2))
         obs, _ = env.reset(seed=5)
         executed = []
         for _ in range(3 * H):

@@ -568,7 +568,7 @@ def test_lerobot_eval_refuses_the_checkpoints_eval_py_refuses(checkpoint, export
 
 
 def test_lerobot_eval_settings_are_checked_in_one_line(checkpoint, capsys):
-    """``--env.device`` this machine lacks and ``--env.video_size`` out of 1..1024 (60000: past 3 GiB of frames;
+    """``--env.device`` this machine lacks or in a form Warp refuses (``cpu:7``), and ``--env.video_size`` out of 1..1024 (60000: past 3 GiB of frames;
     -3: a traceback before the line): one line, exit status 2, before any env is built."""
     import torch
 
@@ -576,6 +576,7 @@ def test_lerobot_eval_settings_are_checked_in_one_line(checkpoint, capsys):
 
     missing = f"cuda:{torch.cuda.device_count() + 7}"
     for settings, message in (({"device": missing}, f"--env.device '{missing}': this machine has"),
+                              ({"device": "cpu:7"}, "--env.device 'cpu:7' is not a device this package runs on"),
                               ({"video_size": 60000}, "--env.video_size must be an integer from 1 to 1024 [px], got"
                                                       " 60000."),
                               ({"video_size": -3}, "--env.video_size must be an integer from 1 to 1024 [px], got -3.")):

@@ -514,8 +514,8 @@ def test_a_merge_that_cannot_run_keeps_the_parts_and_a_new_recording_does_not_ov
 
 
 def test_an_interrupted_merge_keeps_the_parts_and_says_where_they_are(tmp_path, monkeypatch):
-    """Ctrl-C (or SIGTERM) while the parts merge: the interrupt goes on, with a note naming the part files left and
-    the command that merges them (``cli.run`` prints it)."""
+    """Ctrl-C (or SIGTERM) while the parts merge: the interrupt goes on, its message naming the dataset not
+    written, the part files left and the command that merges them (``cli.run`` prints it)."""
     path = tmp_path / "run.hdf5"
     writer = open_episode_writer(EpisodeWriterCfg(num_writers=2), [str(path)], DatasetExportMode.EXPORT_ALL)
     for batch in _synthetic_batches()[:2]:
@@ -528,6 +528,7 @@ def test_an_interrupted_merge_keeps_the_parts_and_says_where_they_are(tmp_path, 
     with pytest.raises(KeyboardInterrupt) as info:
         writer.close()
     parts = [str(tmp_path / f"run-writer{i}of2.hdf5") for i in range(2)]
-    assert info.value.__notes__ == [f"The episodes written are in the part files {parts} (scripts/merge_shards.py"
-                                    f" --datasets {' '.join(parts)} --output {path} merges them)."]
+    assert str(info.value) == (f"Interrupted before the part files were merged: {[str(path)]} not written; the"
+                               f" episodes written are in the part files {parts} (scripts/merge_shards.py"
+                               f" --datasets {' '.join(parts)} --output {path} merges them).")
     assert sorted(os.listdir(tmp_path)) == sorted(map(os.path.basename, parts))

@@ -185,7 +185,8 @@ def test_async_provenance_ages_by_the_lead():
 
 
 def test_no_host_read_on_steps_without_a_reset():
-    """The ledger's step and the provenance term read nothing from the device unless the env reset some env."""
+    """The ledger's step and the provenance term read nothing from the device unless the env reset some env; each
+    record's ``return`` is the sum of the rewards of its episode's active steps."""
     args = _args(desync=False, episodes_per_env=1)
     with cli.open_env(args) as env:
         policy = ActionChunkingPolicy(make_default_model(args.task, 8), env, chunk_length=8, schedule="global_clock")
@@ -193,6 +194,7 @@ def test_no_host_read_on_steps_without_a_reset():
         obs = runs.start_episodes(env, args.seed, args.desync)
         ledger = cli.make_ledger(args, env, policy)
         quiet = steps = 0
+        running, returns = torch.zeros(env.num_envs), {}
         while not ledger.finished:
             resets, steps = env.reset_count, steps + 1
             obs, _, terminated, truncated, _ = env.step(policy.act(obs))
@@ -202,7 +204,13 @@ def test_no_host_read_on_steps_without_a_reset():
                 ledger.update(terminated | truncated, status.suspended, status.served)
                 key, value = term.record_pre_step()
             quiet += env.reset_count == resets
+            running += torch.where(status.suspended, 0.0, env.reward_buf).cpu()
+            for i in (terminated | truncated).nonzero().flatten().tolist():
+                returns.setdefault(i, float(running[i]))
+                running[i] = 0.0
         assert key == "chunk" and value is policy.provenance.current
+        assert {r["env_id"]: r["return"] for r in ledger.records()} == pytest.approx(returns, abs=1e-4)
+        assert len(set(returns.values())) > 1, "episodes of different returns"
         assert 100 < quiet < steps and ledger.ended.tolist() == [1, 1, 1, 1]
 
 

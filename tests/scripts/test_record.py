@@ -6,9 +6,11 @@ import re
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import h5py
 import pytest
+from h5py import h5o
 from helpers import check_usage_errors, load_script
 
 from isaaclab.utils.datasets import HDF5DatasetFileHandler
@@ -89,6 +91,31 @@ def test_stopped_run_leaves_a_valid_file(tmp_path, sig):
     else:
         assert proc.returncode == -signal.SIGKILL
     assert len(_demos(output)) >= 3
+
+
+def test_sigterm_while_the_parts_merge_names_them_and_the_merge_command(tmp_path, monkeypatch, capsys):
+    """SIGTERM while ``--writers 2`` merges its part files (sent by the merge itself as it copies a demo, so that it
+    lands there every time): exit status 130 and one line saying that the dataset file was not written and naming the
+    part files and the merge command, which then merges them."""
+    from isaaclab_suspend.recording import part_files
+
+    def terminated(*args):  # the merge's copy of a demo from the second part into the first
+        os.kill(os.getpid(), signal.SIGTERM)
+        h5o.copy(*args)
+
+    monkeypatch.setattr(part_files, "h5o", SimpleNamespace(copy=terminated))
+    output = tmp_path / "out.hdf5"
+    command = _command(output, "--policy", "random", "--episodes", "5", "--writers", "2")[2:]
+    status = load_script("record").main(command)
+    out = capsys.readouterr().out
+    parts = [str(tmp_path / f"out-writer{i}of2.hdf5") for i in range(2)]
+    merge = f"scripts/merge_shards.py --datasets {' '.join(parts)} --output {output}"
+    [line] = [line for line in out.splitlines() if line.startswith("Interrupted")]
+    assert status == 130 and line == (f"Interrupted before the part files were merged: {[str(output)]} not written;"
+                                      f" the episodes written are in the part files {parts} ({merge} merges them)."), out
+    assert sorted(os.listdir(tmp_path)) == sorted(map(os.path.basename, parts))
+    assert load_script("merge_shards").main(merge.split()[1:]) == 0
+    assert len(_demos(output)) >= 5
 
 
 def test_first_ctrl_c_requests_a_stop_and_the_second_interrupts():

@@ -1,5 +1,5 @@
 """What a newcomer reads: by default a script leaves Isaac Lab's set-up tables to ``--verbose``, ``--quiet`` keeps only
-its result, ``set_quiet()`` drops the set-up output in Python, where the project's tasks need no import of their own; Cartpole's success is one definition
+its result, ``open_env`` is quiet by default in Python, where the project's tasks need no import of their own; Cartpole's success is one definition
 everywhere (the episode reached its time-out); a figure a run does not define reads ``n/a``."""
 
 import os
@@ -42,11 +42,10 @@ def test_verbose_eval_brings_back_the_set_up_tables_the_default_leaves_out():
     assert len(default.stdout.splitlines()) < 35 < len(verbose.stdout.splitlines()), default.stdout
 
 
-def test_python_api_finds_the_project_tasks_itself_and_set_quiet_drops_the_manager_tables():
+def test_python_api_finds_the_project_tasks_itself_and_is_quiet_by_default():
     code = ("from isaaclab_suspend.tasks.embedded import make_default_model\n"
             "print(repr(make_default_model('Isaac-Cartpole-Suspendable', 16)).split(',')[0])\n"
-            "from isaaclab_suspend.tasks.env_factory import open_env, set_quiet\n"
-            "set_quiet()\n"
+            "from isaaclab_suspend.tasks.env_factory import open_env\n"
             "with open_env('Isaac-Cartpole-Suspendable', 2) as env:\n"
             "    env.reset()\n"
             "print('opened')\n")

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from isaaclab_suspend.chunking import ActionChunkingPolicy
+from isaaclab_suspend.chunking import ActionChunkingPolicy, RtcScheduleCfg
 from isaaclab_suspend.tasks.cartpole.chunk_model import CartpoleLQRCfg, CartpoleLQRChunkModel
 from isaaclab_suspend.serving import (
     BatchingCfg,
@@ -44,7 +44,7 @@ def test_rtc_through_the_gr00t_server_equals_the_local_model(env):
     served = PrefixRecorder()
     steps = 60
     env.reset(seed=0)  # the first reset of a new env draws differently from the later ones
-    policy = ActionChunkingPolicy(local, env, chunk_length=H, schedule="rtc", delay_steps=2)
+    policy = ActionChunkingPolicy(local, env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2))
     local_actions = _run(env, policy, steps, START)[0]
     policy.close()
     with Gr00tPolicyServer(served, _server_cfg()) as server:
@@ -53,7 +53,7 @@ def test_rtc_through_the_gr00t_server_equals_the_local_model(env):
             remote = Gr00tChunkModel(Gr00tChunkModelCfg(port=server.address[1], keys=KEYS, form=form,
                                                         rtc_options=True))
             assert remote.accepts_prefix
-            policy = ActionChunkingPolicy(remote, env, chunk_length=H, schedule="rtc", delay_steps=2)
+            policy = ActionChunkingPolicy(remote, env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2))
             remote_actions = _run(env, policy, steps, START)[0]
             policy.close()
             remote.close()
@@ -67,7 +67,7 @@ def test_rtc_through_the_gr00t_server_equals_the_local_model(env):
     with Gr00tPolicyServer(served, _server_cfg()) as server:
         plain = Gr00tChunkModel(Gr00tChunkModelCfg(port=server.address[1], keys=KEYS))
         assert not plain.accepts_prefix
-        policy = ActionChunkingPolicy(plain, env, chunk_length=H, schedule="rtc", delay_steps=2)
+        policy = ActionChunkingPolicy(plain, env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2))
         assert not torch.equal(_run(env, policy, steps, START)[0], local_actions)
         policy.close()
         with pytest.raises(ValueError, match="sends no prefix: set Gr00tChunkModelCfg.rtc_options"):

@@ -12,6 +12,7 @@ import torch
 from isaaclab_suspend.chunking import (
     SCHEDULES,
     ActionChunkingPolicy,
+    RtcScheduleCfg,
     LatencyCfg,
     LatencyEmulator,
 )
@@ -96,8 +97,7 @@ def test_schedule_pushes_cubes_to_their_targets(env, schedule):
     action, so each correction lands a few steps later than under the clock. It gets one time-out's worth of steps,
     in which no time-out means every env's first episode ended in success."""
     rtc = schedule == "rtc"
-    policy = ActionChunkingPolicy(make_default_model(TASK, H), env, chunk_length=H, schedule=schedule,
-                                  delay_steps=2 if rtc else None)
+    policy = ActionChunkingPolicy(make_default_model(TASK, H), env, chunk_length=H, schedule=RtcScheduleCfg(delay_steps=2) if rtc else schedule)
     _, _, dones, ends = _run(env, policy, steps=EPISODE_STEPS if rtc else STEPS)
     off_tick_resets = sum(bool(d.any()) and (t + 1) % H != 0 for t, d in enumerate(dones))
     assert off_tick_resets >= 2, "the test needs asynchronous terminations"
@@ -188,8 +188,23 @@ def test_rtc_on_push_cube_continues_each_chunk_smoothly_and_pushes_the_cubes_hom
     (the first episodes start at different points, some too late to be pushed home in time)."""
     _, clock_success = _push(env, make_default_model(TASK, 16), schedule="global_clock")
     abrupt = PushCubeChunkModel(PushCubeChunkCfg(chunk_length=16, prefix_ease_steps=0))
-    for model, cfg in ((make_default_model(TASK, 16), {}),
-                       (abrupt, {"aggregator": "soft_mask", "overlap_steps": 4})):
-        stats, success = _push(env, model, schedule="rtc", delay_steps=6, **cfg)
+    for model, cfg in ((make_default_model(TASK, 16), {"schedule": RtcScheduleCfg(delay_steps=6)}),
+                       (abrupt, {"aggregator": "soft_mask", "schedule": RtcScheduleCfg(delay_steps=6, overlap_steps=4)})):
+        stats, success = _push(env, model, **cfg)
         assert stats["boundary_roughness"] <= 1.5 * stats["within_chunk_roughness"], (cfg, stats)
         assert success >= clock_success >= 0.75, (cfg, success, clock_success)
+
+
+def test_a_scaled_planner_plans_scaled_actions_and_keeps_a_committed_prefix():
+    """``EmbeddedModelCfg.action_scale`` (a degraded arm of a comparison): every planned action times the scale,
+    and a committed prefix still starts the plan as it is (pure: the planner on two observations)."""
+    from isaaclab_suspend.tasks.embedded import ScaledChunkModel
+
+    model, scaled = make_default_model(TASK, 8), ScaledChunkModel(make_default_model(TASK, 8), 0.6)
+    obs = {"policy": torch.tensor([[0.0, 0.0, 0.2, 0.0, 0.3], [0.1, 0.1, 0.3, 0.0, -0.1]])}
+    ids = torch.arange(2)
+    assert scaled.accepts_prefix and torch.equal(scaled(obs, ids), model(obs, ids) * 0.6)
+    prefix, delay = torch.full((2, 3, 1), 0.5), torch.tensor([3, 2])
+    plan = scaled(obs, ids, prefix, delay)
+    assert torch.allclose(plan[0, :3], prefix[0]) and torch.allclose(plan[1, :2], prefix[1, :2])
+    assert not torch.allclose(plan[0, 3:], model(obs, ids, prefix, delay)[0, 3:])

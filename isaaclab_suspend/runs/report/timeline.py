@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
 ACTIVE, HELD, SUSPENDED = 0, 1, 2
 """Status codes of an env in a step."""
+CALL_COLOR = "#1f4e99"
+"""The colour of the model-call ticks of a timeline plot."""
 
 
 class ChunkTimeline:
@@ -77,14 +79,15 @@ class ChunkTimeline:
 
 def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str | IO[bytes], title: str = "") -> None:
     """Save a PNG (to a path or a binary file) with one panel per run: envs (rows) by step (columns), coloured by
-    status, with a dot where an env received a chunk, a cross where it was reset, and a tick mark on top for every
-    model call."""
+    status, with a dot where an env received a chunk, a cross where it was reset, and a tick in a band above the rows
+    for every model call (the legend names each mark)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
+    from matplotlib.ticker import MaxNLocator
 
     colors = ["#4c9f50", "#f2b134", "#b8b8b8"]  # active, held, suspended
     rows = max(t.num_envs for t in timelines.values())
@@ -97,15 +100,17 @@ def plot_timelines(timelines: Mapping[str, ChunkTimeline], path: str | IO[bytes]
         ax.scatter(step.numpy(), env.numpy(), s=6, c="black", marker="o", label="chunk received")
         env, step = reset.nonzero(as_tuple=True)
         ax.scatter(step.numpy(), env.numpy(), s=14, c="#c0392b", marker="x", label="reset")
-        for tick in timeline.inference_steps:
-            ax.axvline(tick - 0.5, ymax=1.0, color="#1f4e99", linewidth=0.4, alpha=0.35)
+        calls = timeline.inference_steps  # a band of solid ticks above the rows: visible over any status colour
+        ax.scatter(calls, [-1.3] * len(calls), s=40, c=CALL_COLOR, marker="|", linewidths=1.2, label="model call")
+        ax.set_ylim(timeline.num_envs - 0.5, -2.0)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylabel("env")
-        ax.set_title(f"{name}: {len(timeline.inference_steps)} model calls (blue lines)", fontsize=9, loc="left")
+        ax.set_title(f"{name[:80]}: {len(calls)} model calls (blue ticks above the rows)", fontsize=9, loc="left")
     axes[-1, 0].set_xlabel("env step")
     handles = [Patch(color=c, label=label) for c, label in zip(colors, ("active", "holding", "suspended"))]
     handles += axes[0, 0].get_legend_handles_labels()[0]
-    fig.legend(handles=handles, loc="lower center", ncol=5, fontsize=8)
-    lines = textwrap.wrap(title, 150)  # a long header (a checkpoint's path) wraps instead of running off the page
+    fig.legend(handles=handles, loc="lower center", ncol=6, fontsize=8)
+    lines = textwrap.wrap(title[:600], 150)  # a long header (a checkpoint's path) wraps instead of running off the page
     if lines:
         fig.suptitle("\n".join(lines), x=0.01, ha="left", fontsize=10)
     fig.tight_layout(rect=(0, 0.04, 1, 1 - 0.2 * max(len(lines), 1) / fig.get_figheight()))

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import sys
-from argparse import ArgumentTypeError
 from dataclasses import dataclass
 
 from lerobot.configs import parser
@@ -76,7 +75,7 @@ class IsaacLabSuspendEnv(EnvConfig):
         they step together in this process). A bad setting, task or policy (the checkpoint checks of ``eval.py
         --checkpoint``), or actions the env refuses while stepping (NaN, inf, beyond its bound), end the command
         with one line, exit status 2."""
-        from isaaclab_suspend.cli.arguments import device
+        from isaaclab_suspend.devices import check_device
         from isaaclab_suspend.lerobot.env import LeRobotVectorEnv
 
         policy_path = self.policy_path or parser.get_path_arg("policy") or ""
@@ -84,8 +83,8 @@ class IsaacLabSuspendEnv(EnvConfig):
             if not self.task:
                 raise ValueError("give --env.task=<a -Suspendable task>")
             try:
-                device(self.device)
-            except ArgumentTypeError as err:
+                check_device(self.device)
+            except ValueError as err:
                 raise ValueError(f"--env.device {err}") from None
             env = LeRobotVectorEnv.from_checkpoint(self.task, n_envs, policy_path, device=self.device,
                                                    video_camera=self.video_camera, video_size=self.video_size,
