@@ -98,9 +98,8 @@ def evaluate(args: argparse.Namespace) -> None:
     header = cli.describe_run(args, args.steps)
     if not args.quiet:
         print(f"{header}\nSchedules: {', '.join(args.schedules)}, a fresh env each (set-up tables: --verbose)")
-    errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; recorded episodes stay in the file
-    results = runs.evaluate(cli.evaluation_cfg(args), args.sources or args.source,
-                            cli.env_opener(*errors, quiet=args.quiet))
+    opener = cli.env_opener(*((RuntimeError,) if args.remote else ()), quiet=args.quiet)  # a lost server: one line
+    results = runs.evaluate(cli.evaluation_cfg(args), args.sources or args.source, opener)
     for schedule, run in results.items():
         cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule], args.overwrite)
     written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges
