@@ -68,9 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     args.schedules = args.compare or [args.schedule]
     cli.take_report_alias(parser, args)
-    arms = cli.arm_names(parser, args)
-    if arms and args.episodes_per_env is None and args.steps is None:
-        args.episodes_per_env = 2  # the arms score the same (env, episode) grid: paired episodes
+    arms = cli.arm_names(parser, args)  # with arms: 2 episodes per env by default, paired
     cli.apply_episode_args(parser, args, "steps", 600)
     cli.apply_shard(parser, args, files=("record", "results", "timeline", "episode_log", "output"))
     cli.check_output_args(parser, args, "timeline", "log_dir", "record", "results", "output")
@@ -98,8 +96,8 @@ def evaluate(args: argparse.Namespace) -> None:
     header = cli.describe_run(args, args.steps)
     if not args.quiet:
         print(f"{header}\nSchedules: {', '.join(args.schedules)}, a fresh env each (set-up tables: --verbose)")
-    errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; recorded episodes stay in the file
-    results = runs.evaluate(cli.evaluation_cfg(args), args.sources or args.source, cli.env_opener(*errors))
+    opener = cli.env_opener(*((RuntimeError,) if args.remote else ()), quiet=args.quiet)  # a lost server: one line
+    results = runs.evaluate(cli.evaluation_cfg(args), args.sources or args.source, opener)
     for schedule, run in results.items():
         cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule], args.overwrite)
     written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges

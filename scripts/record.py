@@ -30,6 +30,10 @@ Examples::
     tools/run.sh python scripts/record.py --remote openpi://127.0.0.1:8000 --model.chunk_length 16 --episodes 64
     tools/run.sh python scripts/record.py --remote gr00t://127.0.0.1:5555 --model.keys state.cartpole=policy
 
+    # on a GPU, a dataset that replay.py retraces state for state: reproducible physics, at its cost (docs/gpu.rst)
+    tools/run.sh python scripts/record.py --task Isaac-PushCube-Suspendable --model embedded --device cuda:0 \
+        --num_envs 1024 --episodes 1024 --deterministic on
+
     # shard 1 of 4: 16 of the 64 episodes, seed + 1, datasets/cartpole-shard1of4.hdf5 (scripts/merge_shards.py)
     tools/run.sh python scripts/record.py --episodes 64 --shard 1/4 --output datasets/cartpole.hdf5
 """
@@ -45,7 +49,7 @@ from isaaclab_suspend import cli  # light: torch and Isaac Lab are imported afte
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = cli.script_parser(__doc__)
-    cli.add_env_args(parser, per_env_random=True, deterministic="auto")
+    cli.add_env_args(parser, per_env_random=True, deterministic="off")
     cli.add_quiet_arg(parser)
     cli.add_policy_args(parser, random=True)
     cli.add_shard_args(parser)
@@ -82,7 +86,7 @@ def record(args: argparse.Namespace) -> None:
     from isaaclab_suspend import runs
 
     errors = (RuntimeError,) if args.remote else ()  # a lost server: one line; exported episodes stay in the file
-    result = runs.record(cli.recording_cfg(args), args.source, cli.env_opener(*errors))
+    result = runs.record(cli.recording_cfg(args), args.source, cli.env_opener(*errors, quiet=args.quiet))
     if result.interrupted:
         raise KeyboardInterrupt
     cli.log_episodes(args.episode_log, result.episodes, overwrite=args.overwrite)

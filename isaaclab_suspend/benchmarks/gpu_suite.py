@@ -36,7 +36,8 @@ from prettytable import PrettyTable
 from isaaclab.envs import ManagerBasedRLEnv
 
 from ..tasks.embedded import make_default_model
-from ..tasks.env_factory import open_env
+from ..tasks.deterministic import check_deterministic_contacts
+from ..tasks.env_factory import make_env_cfg, open_env
 from .host_syncs import SyncCount, count_syncs, fire_interval_events, run_chunk_loop
 from .recording_timing import measure_recorded_throughput, measure_recording
 from .step_timing import measure_overhead, measure_policy, stock_step_ms
@@ -282,8 +283,19 @@ def part_determinism(device: str, size: dict, root: str) -> dict:
                 continue
             seconds[task][num_envs] = time.monotonic() - start
             rows.append({"task": task, "num_envs": num_envs, "off_ms": ms["off"], "on_ms": ms["on"],
-                         "on_over_off": ms["on"] / ms["off"], "note": note})
+                         "on_over_off": ms["on"] / ms["off"], "self_check": _self_check(task, num_envs, device),
+                         "note": note})
     return {"determinism": rows, "skipped": skips}
+
+
+def _self_check(task: str, num_envs: int, device: str) -> str:
+    """The contact self-check's verdict for ``task`` with the mode on (kept from the env's opening, which refuses
+    a failing one: a row of ``skipped`` then), as ``contacts on / off, rest height on - off``."""
+    probe = check_deterministic_contacts(make_env_cfg(task, num_envs, device, deterministic="on"), task)
+    if probe is None:
+        return "not probed"
+    return (f"passed: {probe.contacts_on}/{probe.contacts_off} contacts,"
+            f" rest height {probe.height_on - probe.height_off:+.1e} m")
 
 
 def _stock_ms(task: str, num_envs: int, device: str, size: dict, deterministic: str) -> float:
@@ -412,7 +424,7 @@ def table(figures: dict) -> str:
         ("recording", ["task", "num_envs", "manager", "hooks_ms", "ends_ms", "write_ms", "total_ms"]),
         ("recording_e2e", ["task", "num_envs", "unrecorded_env_steps_per_s", "recorded_env_steps_per_s", "close_s",
                            "recorded_over_unrecorded", "episodes_ended", "episodes_to_write", "episodes_written"]),
-        ("determinism", ["task", "num_envs", "off_ms", "on_ms", "on_over_off", "note"]),
+        ("determinism", ["task", "num_envs", "off_ms", "on_ms", "on_over_off", "self_check", "note"]),
     ]
     for key, columns in specs:
         if figures.get(key):

@@ -224,7 +224,9 @@ def add_deterministic_arg(parser: argparse.ArgumentParser, default: str) -> None
     parser.add_argument("--deterministic", choices=DETERMINISM, default=default,
                         help="Isaac Lab's reproducible physics (PhysicsCfg.deterministic): auto turns it on for a"
                              " CUDA device, where contact physics is not reproducible without it, so that a resumed"
-                             f" env retraces the run that never suspended it (default: {default})")
+                             " env retraces the run that never suspended it; on a GPU it may cost several times the"
+                             " step time (the start-up line says its cost; an env whose contacts it loses is"
+                             f" refused) (default: {default})")
 
 
 def add_import_arg(parser: argparse.ArgumentParser) -> None:

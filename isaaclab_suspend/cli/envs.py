@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from ..recording import SuspendableRecorderManager
 from ..runs import RunEnvCfg, open_run_env
+from ..tasks.deterministic import cost_line
 from .arguments import env_overrides
 from .errors import user_errors
 
@@ -27,16 +28,18 @@ def env_cfg(args: argparse.Namespace) -> RunEnvCfg:
                      verbose=verbose)
 
 
-def env_opener(*errors: type[BaseException]) -> Callable:
+def env_opener(*errors: type[BaseException], quiet: bool = False) -> Callable:
     """:func:`open_env` of a :class:`~isaaclab_suspend.runs.RunEnvCfg`, for the library's runs (``open_env=``)."""
-    return lambda cfg: open_env(cfg, *errors)
+    return lambda cfg: open_env(cfg, *errors, quiet=quiet)
 
 
 @contextlib.contextmanager
-def open_env(args: argparse.Namespace | RunEnvCfg, *errors: type[BaseException], **attrs
-             ) -> Iterator[SuspendableManagerBasedRLEnv]:
+def open_env(args: argparse.Namespace | RunEnvCfg, *errors: type[BaseException], quiet: bool | None = None,
+             **attrs) -> Iterator[SuspendableManagerBasedRLEnv]:
     """:func:`~isaaclab_suspend.runs.open_run_env` of the env arguments (:func:`env_cfg`) or of a cfg; ``attrs``
-    set more fields of the task cfg.
+    set more fields of the task cfg. Unless ``quiet`` (default: ``args.quiet``), an env with deterministic physics
+    on prints one line with its contact self-check and its cost
+    (:func:`~isaaclab_suspend.tasks.deterministic.cost_line`).
 
     User errors (and ``errors``) raised in the block end the script with one line and exit status 2, without the
     traceback that ``launch_simulation`` would print. Once the env records (a dataset recorder, e.g. attached by
@@ -45,7 +48,10 @@ def open_env(args: argparse.Namespace | RunEnvCfg, *errors: type[BaseException],
     file).
     """
     cfg = args if isinstance(args, RunEnvCfg) else env_cfg(args)
+    quiet = getattr(args, "quiet", False) if quiet is None else quiet
     with open_run_env(cfg, **attrs) as env:
+        if not quiet and (line := cost_line(env.cfg)) is not None:
+            print(line)
         with user_errors(*errors, note=lambda: _kept_note(env)):
             yield env
 

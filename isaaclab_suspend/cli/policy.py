@@ -59,8 +59,11 @@ def arm_specs(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list
 
 
 def arm_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """The names of ``eval.py``'s arms (``arm_specs``), none for a single model."""
+    """The names of ``eval.py``'s arms (``arm_specs``), none for a single model. With arms and neither ``--steps``
+    nor ``--episodes_per_env``, every env scores 2 episodes: the arms score the same (env, episode) grid, paired."""
     specs = arm_specs(parser, args)
+    if len(specs) > 1 and args.episodes_per_env is None and args.steps is None:
+        args.episodes_per_env = 2
     return list(ARM_NAMES[: len(specs)]) if len(specs) > 1 else []
 
 

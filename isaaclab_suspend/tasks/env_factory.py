@@ -31,6 +31,7 @@ from isaaclab_suspend.names import CFG_OVERRIDES_ATTR, DETERMINISM
 from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_linesearch_notice
 from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
+from isaaclab_suspend.tasks.deterministic import check_deterministic_contacts
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
 from isaaclab_suspend.tasks.registration import KITLESS_PHYSICS_PRESET, SUSPENDABLE_ENTRY_POINT
 from isaaclab_tasks.utils import parse_env_cfg
@@ -277,8 +278,9 @@ def open_env(
     ``suspend__enabled=False``), or ``cfg`` as it is (then give no other cfg argument). With ``suspendable`` the
     cfg runs in a :class:`~isaaclab_suspend.envs.SuspendableManagerBasedRLEnv` with suspension enabled, whatever
     the task's registered entry point (any ``ManagerBasedRLEnvCfg`` task, also of another package). Assets that
-    cannot be opened here and settings that suspension cannot honour raise first (:func:`check_local_assets`,
-    :func:`check_suspension_settings`). An exception
+    cannot be opened here, settings that suspension cannot honour and deterministic physics that loses contacts
+    raise first (:func:`check_local_assets`, :func:`check_suspension_settings`,
+    :func:`~isaaclab_suspend.tasks.deterministic.check_deterministic_contacts`). An exception
     of the block is re-raised after ``launch_simulation`` has closed, which would otherwise print its traceback:
     a script that handles it (a lost policy server: exit status 2 and the reason) prints no traceback.
 
@@ -293,6 +295,7 @@ def open_env(
         raise TypeError("open_env takes either a ready cfg or num_envs, overrides and attrs to make one, not both.")
     check_local_assets(cfg, task)
     check_suspension_settings(cfg, task)
+    check_deterministic_contacts(cfg, task)
     error = None
     with launch_simulation(cfg, {}), contextlib.nullcontext() if verbose else without_linesearch_notice():
         with quieted(not verbose):

@@ -57,6 +57,7 @@ def test_small_suite_runs_every_part_on_the_cpu(tmp_path):
         assert row["num_envs"] == 4 and row["off_ms"] > 0 and row["on_ms"] > 0
         assert "CPU: measures nothing" in row["note"]
         assert abs(row["on_over_off"] - row["on_ms"] / row["off_ms"]) < 1e-9
+        assert row["self_check"].startswith("passed: 4/4 contacts")  # the contact self-check with the mode on
     assert "on_over_off" in result.stdout and "CPU: measures nothing" in result.stdout
     assert {r["manager"] for r in figures["recording"]} == {"Isaac Lab RecorderManager", "SuspendableRecorderManager"}
     # push-cube recorded end to end: episodes of 12 steps, every env's first (cut short) dropped, the rest written

@@ -1,7 +1,8 @@
 """Reproducible physics where it is needed: Isaac Lab 3.0's ``PhysicsCfg.deterministic`` is turned on for a CUDA device
-by the audit, replay and recording (``--deterministic auto``), on request elsewhere; the start-up report says which
-guarantee holds; and a suspension freezes an env's rows bit for bit whether the physics is reproducible or not
-(marked ``cuda``: on a GPU in scripts/benchmarks/gpu_suite.py, where the physics is not, without the switch)."""
+by the audit and replay (``--deterministic auto``), on request elsewhere (recording and evaluation, for its cost);
+the start-up report says which guarantee holds; and a suspension freezes an env's rows bit for bit whether the
+physics is reproducible or not (marked ``cuda``: on a GPU in scripts/benchmarks/gpu_suite.py, where the physics is
+not, without the switch)."""
 
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def test_the_cfgs_a_cuda_device_gets():
     assert SuspensionAuditCfg().deterministic == "auto"
 
 
-@pytest.mark.parametrize("script, default", [("eval", "off"), ("record", "auto"), ("replay", "auto"),
+@pytest.mark.parametrize("script, default", [("eval", "off"), ("record", "off"), ("replay", "auto"),
                                              ("audit_suspension", "auto")])
 def test_each_script_says_its_default(script, default):
     out = subprocess.run([sys.executable, f"{ROOT}/scripts/{script}.py", "--help"], capture_output=True, text=True)

@@ -108,7 +108,7 @@ def test_a_report_or_timeline_that_exists_is_kept_and_a_log_is_never_its_own_pag
         write_timeline({}, str(files / "folder"), "title", overwrite=True)
     log = write_run_log(str(files / "episodes.jsonl"), {"header": "h"}, {})
     kept = open(log).read()
-    with pytest.raises(ValueError, match="is the file it is made from"):
+    with pytest.raises(ValueError, match="would replace its own run log"):
         write_report(EvalReportCfg(log_path=log, output_path=log))
     assert open(log).read() == kept and (files / "old.hdf5").read_bytes() == b"earlier episodes"
 

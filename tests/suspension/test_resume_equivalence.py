@@ -73,9 +73,11 @@ OBS_WITH_MEMORY = {
         ("Isaac-PushCube-Suspendable", "newton_mjwarp", {}),
         ("Isaac-Cartpole-Suspendable", "newton_featherstone", OBS_WITH_MEMORY),
         ("Isaac-PushCube-Suspendable", "newton_featherstone", {}),
+        # an odd number of physics steps per captured graph (newton #4098; docs/gpu.rst, exactness hazards)
+        pytest.param("Isaac-Cartpole-Suspendable", "newton_featherstone", {"decimation": 3}, marks=pytest.mark.slow),
     ],
     ids=["cartpole", "cartpole-history-delay", "push-cube", "cartpole-history-delay-featherstone",
-         "push-cube-featherstone"],
+         "push-cube-featherstone", "cartpole-odd-decimation-featherstone"],
 )
 def test_resume_continues_bit_exactly(task, preset, attrs, device):
     reference = _rollout(task, preset, suspend=False, device=device, **attrs)
