@@ -15,7 +15,8 @@ from .policy import chunking_cfg
 def evaluation_cfg(args: argparse.Namespace) -> EvaluationCfg:
     """``eval.py``'s resolved arguments as an evaluation (the model: ``args.source``'s cfg)."""
     return EvaluationCfg(env=env_cfg(args), model=args.source.cfg,
-                         chunking=chunking_cfg(args).replace(schedule=None), schedules=list(args.schedules), latency=args.latency, virtual_latency=args.virtual_latency,
+                         chunking=chunking_cfg(args).replace(schedule=None, observation_demand=True),
+                         schedules=list(args.schedules), latency=args.latency, virtual_latency=args.virtual_latency,
                          steps=args.steps, episodes_per_env=args.episodes_per_env, record=args.record,
                          timeline_envs=args.timeline_envs, frames=bool(args.report),
                          show_progress=not (args.quiet or is_other_rank()))
