@@ -175,9 +175,12 @@ LOOP_PHASES = ("act", "model", "env.step", "observe")
 """The phases of a chunking loop step that :func:`measure_policy` splits (``act`` holds the model's calls)."""
 
 
-def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, split: bool = False) -> dict:
+def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, split: bool = False,
+                   observation_demand: bool = False) -> dict:
     """The chunking loop (``act``, ``env.step``, ``observe``) for ``steps`` steps after one chunk of warm-up:
-    loop steps, env-steps and model calls (ticks) per second.
+    loop steps, env-steps, active (not suspended) env-steps and model calls (ticks) per second; with
+    ``observation_demand``, the cameras render only for the model's calls
+    (:attr:`~isaaclab_suspend.chunking.ActionChunkingPolicyCfg.observation_demand`).
 
     With ``split`` (for a schedule that calls the model in ``act``, not in a worker thread), also where a loop
     step's time goes (:class:`PhaseClock`, no host sync added): ms per loop step in ``act`` without the model
@@ -185,12 +188,12 @@ def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, spl
     (the loop itself), on the host (``host``) and, on a CUDA device, on the device's timeline (``device``)."""
     clock = PhaseClock(env.device)
     policy = ActionChunkingPolicy(clock.timed(model) if split else model, env, chunk_length=chunk_length,
-                                  schedule=schedule)
+                                  schedule=schedule, observation_demand=observation_demand)
     phase = clock.phase if split else lambda name: contextlib.nullcontext()
     obs, _ = env.reset()
     for step in range(chunk_length + steps):
         if step == chunk_length:
-            calls = policy.stats["inference_calls"]  # a device sync: before the timed block
+            calls, active = policy.stats["inference_calls"], policy.stats["active_env_steps"]  # syncs: before
             synchronize(env.device)
             clock.clear()
             start = time.perf_counter()
@@ -202,11 +205,12 @@ def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, spl
             policy.observe(terminated | truncated)
     synchronize(env.device)
     seconds = time.perf_counter() - start
-    ticks = policy.stats["inference_calls"] - calls
+    stats = policy.stats
+    ticks, active = stats["inference_calls"] - calls, stats["active_env_steps"] - active
     policy.close()
     out = {"num_envs": env.num_envs, "schedule": schedule, "chunk_length": chunk_length,
            "steps_per_s": steps / seconds, "env_steps_per_s": steps * env.num_envs / seconds,
-           "ticks_per_s": ticks / seconds}
+           "active_env_steps_per_s": active / seconds, "ticks_per_s": ticks / seconds}
     if split:
         clocks = {"host": clock.host, **({"device": clock.device_seconds()} if clock.cuda else {})}
         out["split"] = {name: _split_ms(phases, seconds, steps) for name, phases in clocks.items()}

@@ -61,7 +61,6 @@ class DemandedObservationManager(ObservationManager):
         self._serve_resets = False
         """Whether a reset in the current step demands the observation (the reset envs are served at once)."""
         self._resets_at_demand = 0
-        self._said = False
 
     """
     Operations.
@@ -77,25 +76,20 @@ class DemandedObservationManager(ObservationManager):
         """
         self._wanted, self._serve_resets = needed, on_reset
         self._resets_at_demand = self._env.reset_count
-        if not self._said:
-            self._said = True
-            print(f"[INFO] Observation demand: {self.describe()}")
 
     def end_step(self) -> None:
         """Drop the demand of the step just taken (the env calls this at the end of each step)."""
         self._wanted = None
 
     def describe(self) -> str:
-        """One line: which groups are computed only when demanded and which every step, and why."""
-        parts = []
+        """One line, printed when the env is built: which camera groups are computed only when demanded, which
+        every step and why."""
+        parts = [f"{group} every step ({reason})" for group, reason in self.every_step.items()]
         if self.lazy_groups:
-            parts.append(f"{', '.join(self.lazy_groups)} computed at model calls only")
-        parts += [f"{group} every step ({reason})" for group, reason in self.every_step.items()]
-        if len(self._env.recorder_manager.active_terms) > 0:
-            parts.append("while a recorder is attached: every group every step")
-        if getattr(self._env.cfg, "compute_final_obs", False):
-            parts.append("every group every step (compute_final_obs)")
-        return "; ".join(parts) or "no camera group"
+            every = "with compute_final_obs, " if getattr(self._env.cfg, "compute_final_obs", False) else ""
+            parts.insert(0, f"{', '.join(self.lazy_groups)} only at the steps a chunking policy demands (every step"
+                            f" {every}while a recorder is attached, or without a demand)")
+        return "; ".join(parts)
 
     def compute(self, update_history: bool = False) -> dict[str, torch.Tensor | dict[str, torch.Tensor]]:
         """The parent's, except that a lazy group nobody demands keeps its last value (marked :attr:`stale`)."""

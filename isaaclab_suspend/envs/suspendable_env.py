@@ -96,7 +96,9 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         finally:
             self.cfg.observations, self.cfg.recorders = observations, recorders
         self.observation_manager = DemandedObservationManager(observations, self)
-        print("[INFO] Observation Manager (demanded camera groups): ", self.observation_manager)
+        print("[INFO] Observation Manager: ", self.observation_manager)
+        if self.observation_manager.lazy_groups or self.observation_manager.every_step:
+            print("[INFO] Observation demand:", self.observation_manager.describe())
         if own_recorder:
             self.recorder_manager = SuspendableRecorderManager(recorders, self)
             print("[INFO] Recorder Manager (records active envs only): ", self.recorder_manager)

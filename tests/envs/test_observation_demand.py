@@ -5,6 +5,8 @@ renders every step; with a recorder attached or a model that observes every step
 import pytest
 import torch
 
+from isaaclab.managers import SceneEntityCfg
+
 from isaaclab_suspend.chunking import ActionChunkingPolicy
 from isaaclab_suspend.runs import EpisodeLedger, rollout, start_episodes
 from isaaclab_suspend.runs.recording import dataset_recorder_cfg
@@ -19,20 +21,25 @@ COUNTS = ("inference_calls", "rows_inferred", "envs_served", "active_env_steps",
 ATTRS = {f"scene__{c}__{d}": 32 for c in CAMERAS for d in ("height", "width")} | {"episode_length_s": 1.0}
 
 
+def _count_renders(env) -> None:
+    """Count each camera's renders in ``env.renders`` (Isaac Lab's camera renders in ``_update_buffers_impl`` when
+    its data is read after an update)."""
+    env.renders = dict.fromkeys(CAMERAS, 0)
+    for name in CAMERAS:
+        camera = env.scene[name]
+        render = camera._update_buffers_impl
+
+        def counted(env_mask, name=name, render=render):
+            env.renders[name] += 1
+            return render(env_mask)
+
+        camera._update_buffers_impl = counted
+
+
 @pytest.fixture(scope="module")
 def env():
     with open_env(TASK, 4, **ATTRS) as env:
-        renders = dict.fromkeys(CAMERAS, 0)
-        for name in CAMERAS:  # count the renders: Isaac Lab's camera renders in _update_buffers_impl when read
-            camera = env.scene[name]
-            render = camera._update_buffers_impl
-
-            def counted(env_mask, name=name, render=render):
-                renders[name] += 1
-                return render(env_mask)
-
-            camera._update_buffers_impl = counted
-        env.renders = renders
+        _count_renders(env)
         yield env
 
 
@@ -96,9 +103,25 @@ def test_every_step_renders_for_a_model_that_observes_every_step(env):
 
 
 def test_every_step_renders_while_a_recorder_is_attached(env, tmp_path):
-    """A recorder records every step's images: with a recorder attached every step renders, and the start-up line
-    says so."""
+    """A recorder records every step's images: with a recorder attached every step renders."""
     env.start_recording(dataset_recorder_cfg(str(tmp_path / "demand.hdf5"), ""))
     calls, _, _, _, rendering_steps = _run(env, "global_clock", demand=True, steps=2 * H)
     assert len(calls) == 2 and rendering_steps == 2 * H
-    assert "while a recorder is attached: every group every step" in env.observation_manager.describe()
+
+
+@pytest.mark.slow  # a second env: the two cameras with a frame stack of 2
+def test_every_step_renders_with_a_frame_stack():
+    """A frame stack must see every frame: its group renders every step, whatever the demand, and the start-up
+    line says so."""
+    stacked = {f"observations__images__{c}__params": {"sensor_cfg": SceneEntityCfg(c), "data_type": "rgb",
+                                                       "normalize": False, "frame_stack": 2} for c in CAMERAS}
+    with open_env(TASK, 2, **ATTRS, **stacked) as env:
+        _count_renders(env)
+        assert env.observation_manager.describe() == "images every step ('scene_camera' stacks frames)"
+        calls, _, _, _, rendering_steps = _run(env, "global_clock", demand=True, steps=2 * H)
+    assert len(calls) == 2 and rendering_steps == 2 * H
+
+
+def test_the_start_up_line_names_the_groups_rendered_on_demand(env):
+    assert env.observation_manager.lazy_groups == ("images",) and not env.observation_manager.every_step
+    assert env.observation_manager.describe().startswith("images only at the steps a chunking policy demands")
