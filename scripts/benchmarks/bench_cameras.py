@@ -129,9 +129,8 @@ def recording_rows(args: argparse.Namespace) -> None:
         print(f"{TASKS[1]} ({args.sizes[0]}x{args.sizes[0]}, {args.record_envs} envs, {args.record_steps} steps):"
               f" {plain:.0f} env-steps/s without recording, {recorded:.0f} recording states, actions and images"
               f" (export and final flush included): {recorded / plain:.2f} of the un-recorded rate")
-        path = os.path.join(out_dir, "bench_cameras.hdf5")
         storage = PrettyTable(["image storage", "bytes / image sample", "write MB/s (raw)"])
-        for name, per_sample, rate in image_storage(path, out_dir):
+        for name, per_sample, rate in image_storage(os.path.join(out_dir, "bench_cameras.hdf5"), out_dir):
             storage.add_row([name, f"{per_sample:.0f}", "-" if rate != rate else f"{rate:.0f}"])
         print(storage)
 

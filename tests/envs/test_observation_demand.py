@@ -75,6 +75,19 @@ def _run(env, schedule: str, demand: bool, model: RecordingModel | None = None, 
     return model.calls, ledger.records(), policy.stats, renders, rendering_steps
 
 
+@pytest.mark.slow  # an env of its own, opened before the module's (one env at a time in a process)
+def test_every_step_renders_with_a_frame_stack():
+    """A frame stack must see every frame: its group renders every step, whatever the demand, and the start-up
+    line says so."""
+    stacked = {f"observations__images__{c}__params": {"sensor_cfg": SceneEntityCfg(c), "data_type": "rgb",
+                                                       "normalize": False, "frame_stack": 2} for c in CAMERAS}
+    with open_env(TASK, 2, **ATTRS, **stacked) as env:
+        _count_renders(env)
+        assert env.observation_manager.describe() == "images every step ('scene_camera' stacks frames)"
+        calls, _, _, _, rendering_steps = _run(env, "global_clock", demand=True, steps=2 * H)
+    assert len(calls) == 2 and rendering_steps == 2 * H
+
+
 @pytest.mark.slow  # four runs of 64 steps, two rendering every step
 @pytest.mark.parametrize("schedule", ["global_clock", "any"])
 def test_calls_see_the_same_images_with_and_without_demand(env, schedule):
@@ -106,19 +119,6 @@ def test_every_step_renders_while_a_recorder_is_attached(env, tmp_path):
     """A recorder records every step's images: with a recorder attached every step renders."""
     env.start_recording(dataset_recorder_cfg(str(tmp_path / "demand.hdf5"), ""))
     calls, _, _, _, rendering_steps = _run(env, "global_clock", demand=True, steps=2 * H)
-    assert len(calls) == 2 and rendering_steps == 2 * H
-
-
-@pytest.mark.slow  # a second env: the two cameras with a frame stack of 2
-def test_every_step_renders_with_a_frame_stack():
-    """A frame stack must see every frame: its group renders every step, whatever the demand, and the start-up
-    line says so."""
-    stacked = {f"observations__images__{c}__params": {"sensor_cfg": SceneEntityCfg(c), "data_type": "rgb",
-                                                       "normalize": False, "frame_stack": 2} for c in CAMERAS}
-    with open_env(TASK, 2, **ATTRS, **stacked) as env:
-        _count_renders(env)
-        assert env.observation_manager.describe() == "images every step ('scene_camera' stacks frames)"
-        calls, _, _, _, rendering_steps = _run(env, "global_clock", demand=True, steps=2 * H)
     assert len(calls) == 2 and rendering_steps == 2 * H
 
 
