@@ -28,12 +28,16 @@ def demand_rates(env, task: str, chunk_length: int, steps: int, rounds: int) -> 
 
 
 def rates_against(tasks: tuple[str, str], num_envs: int, chunk_length: int, steps: int, rounds: int,
-                  device: str = "cpu") -> tuple[list[float], list[float]]:
+                  device: str = "cpu") -> dict[str, tuple[list[float], list[float]]]:
     """Eval rates (demand on) of two tasks, e.g. a camera task and the same task without a camera, their envs opened
-    in turn ``rounds`` times in this process, so that both see the same load."""
-    out = ([], [])
+    in turn ``rounds`` times in this process: per wall second (``"s"``) and per CPU second (``"cpu_s"``), each a
+    list of rounds per task."""
+    out = {per: ([], []) for per in ("s", "cpu_s")}
     for _ in range(rounds):
-        for task, rates in zip(tasks, out):
+        for i, task in enumerate(tasks):
             with open_env(task, num_envs, device) as env:
-                rates.append(eval_rate(env, task, chunk_length, steps, demand=True))
+                loop = measure_policy(env, make_default_model(task, chunk_length), "global_clock", chunk_length,
+                                      steps, observation_demand=True)
+            for per, rates in out.items():
+                rates[i].append(loop[f"active_env_steps_per_{per}"])
     return out

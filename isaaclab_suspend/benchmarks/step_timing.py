@@ -178,7 +178,8 @@ LOOP_PHASES = ("act", "model", "env.step", "observe")
 def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, split: bool = False,
                    observation_demand: bool = False) -> dict:
     """The chunking loop (``act``, ``env.step``, ``observe``) for ``steps`` steps after one chunk of warm-up:
-    loop steps, env-steps, active (not suspended) env-steps and model calls (ticks) per second; with
+    loop steps, env-steps, active (not suspended) env-steps and model calls (ticks) per second (and active env-steps
+    per second of this process's CPU time, which other processes on a shared machine disturb less); with
     ``observation_demand``, the cameras render only for the model's calls
     (:attr:`~isaaclab_suspend.chunking.ActionChunkingPolicyCfg.observation_demand`).
 
@@ -196,7 +197,7 @@ def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, spl
             calls, active = policy.stats["inference_calls"], policy.stats["active_env_steps"]  # syncs: before
             synchronize(env.device)
             clock.clear()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
         with phase("act"):
             actions = policy.act(obs)
         with phase("env.step"):
@@ -204,13 +205,14 @@ def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, spl
         with phase("observe"):
             policy.observe(terminated | truncated)
     synchronize(env.device)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     stats = policy.stats
     ticks, active = stats["inference_calls"] - calls, stats["active_env_steps"] - active
     policy.close()
     out = {"num_envs": env.num_envs, "schedule": schedule, "chunk_length": chunk_length,
            "steps_per_s": steps / seconds, "env_steps_per_s": steps * env.num_envs / seconds,
-           "active_env_steps_per_s": active / seconds, "ticks_per_s": ticks / seconds}
+           "active_env_steps_per_s": active / seconds, "active_env_steps_per_cpu_s": active / cpu_seconds,
+           "ticks_per_s": ticks / seconds}
     if split:
         clocks = {"host": clock.host, **({"device": clock.device_seconds()} if clock.cuda else {})}
         out["split"] = {name: _split_ms(phases, seconds, steps) for name, phases in clocks.items()}

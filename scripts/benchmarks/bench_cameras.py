@@ -145,12 +145,12 @@ def demand_table(args: argparse.Namespace) -> None:
                     off, on = demand_rates(env, task, h, args.demand_steps, args.rounds)
                     table.add_row([task, num_envs, h, f"{off:.0f}", f"{on:.0f}", f"{on / off:.2f}"])
             print(table, flush=True)
-    camera, none = rates_against((TASKS[1], TASKS[0]), 16, 16, args.ratio_steps, args.rounds)
     print(f"{TASKS[1]} with the observation demand against {TASKS[0]}, global_clock, 16 envs, H = 16,"
-          f" {args.ratio_steps} steps, in turn: camera {[round(r) for r in camera]}, no camera"
-          f" {[round(r) for r in none]} active env-steps/s; camera / no camera per round"
-          f" {[round(c / n, 2) for c, n in zip(camera, none)]}, median"
-          f" {statistics.median(c / n for c, n in zip(camera, none)):.2f}")
+          f" {args.ratio_steps} steps, in turn:")
+    for per, (camera, none) in rates_against((TASKS[1], TASKS[0]), 16, 16, args.ratio_steps, args.rounds).items():
+        print(f"  active env-steps per {per}: camera {[round(r) for r in camera]}, no camera {[round(r) for r in none]};"
+              f" camera / no camera {[round(c / n, 2) for c, n in zip(camera, none)]}, median"
+              f" {statistics.median(c / n for c, n in zip(camera, none)):.2f}")
 
 
 PARTS = {"steps": step_table, "recording": recording_rows, "demand": demand_table}
