@@ -62,6 +62,8 @@ a part gets at most what is left of the suite's budget."""
 SYNC_TASKS = ("Isaac-Cartpole-Suspendable", "Isaac-PushCube-Suspendable")
 TIMING_TASK = "Isaac-PushCube-Suspendable"
 RECORDING_TASK = "Isaac-Cartpole-Suspendable"
+DEMAND_TASK = "Isaac-PushCube-Camera-Suspendable"
+"""The camera task of the observation-demand row (``global_clock``, H = :data:`CHUNK`, at the first size)."""
 E2E_TASK = "Isaac-PushCube-Suspendable"
 """The task recorded end to end (its episodes carry contacts and success, as a demo's do)."""
 DETERMINISM_TASKS = ("Isaac-PushCube-Suspendable", "IsaacContrib-Stack-Cube-SO101-Suspendable")
@@ -188,7 +190,8 @@ def _counted(device: str, total: SyncCount):
 
 def part_timing(device: str, size: dict, root: str) -> dict:
     """Stock and suspendable step time (none and half suspended) and the chunking loop's throughput per size, with
-    where a ``global_clock`` loop step's time goes (``loop_split``); then the step time at :data:`LARGE_ENVS`
+    where a ``global_clock`` loop step's time goes (``loop_split``), the camera task's loop with the observation
+    demand off and on at the first size (``observation_demand``); then the step time at :data:`LARGE_ENVS`
     envs, on a CUDA device with the memory and the time for it (else a row of ``skipped``)."""
     steps, policy, split, seconds, bytes_per_env = [], [], [], {}, []
     cuda = device.startswith("cuda")
@@ -207,6 +210,12 @@ def part_timing(device: str, size: dict, root: str) -> dict:
                 split += [{"task": TIMING_TASK, "num_envs": num_envs, "clock": clock, **ms}
                           for clock, ms in loop.pop("split", {}).items()]
                 policy.append({"task": TIMING_TASK, **loop})
+    with open_env(DEMAND_TASK, size["num_envs"][0], device) as env:  # cameras rendering at ticks only, or not
+        model = make_default_model(DEMAND_TASK, CHUNK)
+        off, on = (measure_policy(env, model, "global_clock", CHUNK, size["policy_steps"], observation_demand=on)
+                   ["active_env_steps_per_s"] for on in (False, True))
+        demand = [{"task": DEMAND_TASK, "num_envs": env.num_envs, "chunk_length": CHUNK, "off_env_steps_per_s": off,
+                   "on_env_steps_per_s": on, "on_over_off": on / off}]
     what = f"step_time at {LARGE_ENVS} envs"
     reason = _large_row_problem(device, max(bytes_per_env, default=0.0), size, seconds)
     if reason is None:
@@ -218,7 +227,7 @@ def part_timing(device: str, size: dict, root: str) -> dict:
             if not any(s in str(err).lower() for s in ("out of memory", "failed to allocate")):
                 raise
             reason = f"out of memory: {err}"
-    return {"step_time": steps, "policy": policy, "loop_split": split,
+    return {"step_time": steps, "policy": policy, "loop_split": split, "observation_demand": demand,
             "skipped": [] if reason is None else [skipped("timing", what, reason)]}
 
 
@@ -419,6 +428,8 @@ def table(figures: dict) -> str:
         ("first_open", ["task", "num_envs", "open_s"]),
         ("step_time", ["task", "num_envs", "suspended", "stock_ms", "suspendable_ms", "stock_over_ours"]),
         ("policy", ["task", "num_envs", "schedule", "steps_per_s", "env_steps_per_s", "ticks_per_s"]),
+        ("observation_demand", ["task", "num_envs", "chunk_length", "off_env_steps_per_s", "on_env_steps_per_s",
+                                "on_over_off"]),
         ("loop_split", ["task", "num_envs", "clock", "act_ms", "model_ms", "env_step_ms", "observe_ms", "rest_ms",
                         "loop_ms"]),
         ("recording", ["task", "num_envs", "manager", "hooks_ms", "ends_ms", "write_ms", "total_ms"]),

@@ -175,9 +175,13 @@ LOOP_PHASES = ("act", "model", "env.step", "observe")
 """The phases of a chunking loop step that :func:`measure_policy` splits (``act`` holds the model's calls)."""
 
 
-def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, split: bool = False) -> dict:
+def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, split: bool = False,
+                   observation_demand: bool = False) -> dict:
     """The chunking loop (``act``, ``env.step``, ``observe``) for ``steps`` steps after one chunk of warm-up:
-    loop steps, env-steps and model calls (ticks) per second.
+    loop steps, env-steps, active (not suspended) env-steps and model calls (ticks) per second (and active env-steps
+    per second of this process's CPU time, which other processes on a shared machine disturb less); with
+    ``observation_demand``, the cameras render only for the model's calls
+    (:attr:`~isaaclab_suspend.chunking.ActionChunkingPolicyCfg.observation_demand`).
 
     With ``split`` (for a schedule that calls the model in ``act``, not in a worker thread), also where a loop
     step's time goes (:class:`PhaseClock`, no host sync added): ms per loop step in ``act`` without the model
@@ -185,15 +189,15 @@ def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, spl
     (the loop itself), on the host (``host``) and, on a CUDA device, on the device's timeline (``device``)."""
     clock = PhaseClock(env.device)
     policy = ActionChunkingPolicy(clock.timed(model) if split else model, env, chunk_length=chunk_length,
-                                  schedule=schedule)
+                                  schedule=schedule, observation_demand=observation_demand)
     phase = clock.phase if split else lambda name: contextlib.nullcontext()
     obs, _ = env.reset()
     for step in range(chunk_length + steps):
         if step == chunk_length:
-            calls = policy.stats["inference_calls"]  # a device sync: before the timed block
+            calls, active = policy.stats["inference_calls"], policy.stats["active_env_steps"]  # syncs: before
             synchronize(env.device)
             clock.clear()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
         with phase("act"):
             actions = policy.act(obs)
         with phase("env.step"):
@@ -201,11 +205,13 @@ def measure_policy(env, model, schedule: str, chunk_length: int, steps: int, spl
         with phase("observe"):
             policy.observe(terminated | truncated)
     synchronize(env.device)
-    seconds = time.perf_counter() - start
-    ticks = policy.stats["inference_calls"] - calls
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
+    stats = policy.stats
+    ticks, active = stats["inference_calls"] - calls, stats["active_env_steps"] - active
     policy.close()
     out = {"num_envs": env.num_envs, "schedule": schedule, "chunk_length": chunk_length,
            "steps_per_s": steps / seconds, "env_steps_per_s": steps * env.num_envs / seconds,
+           "active_env_steps_per_s": active / seconds, "active_env_steps_per_cpu_s": active / cpu_seconds,
            "ticks_per_s": ticks / seconds}
     if split:
         clocks = {"host": clock.host, **({"device": clock.device_seconds()} if clock.cuda else {})}

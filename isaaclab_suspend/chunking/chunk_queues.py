@@ -114,6 +114,13 @@ class ChunkQueues:
             return None
         return mask
 
+    def may_request(self) -> bool:
+        """Whether :meth:`requests` may find an env at its next call without resets (host-side; True when unsure).
+        After a merge it reads the device once, the read :meth:`requests` would otherwise make next."""
+        if self._steps_to_refill is None:
+            self._refresh_mirror()
+        return self._steps_to_refill <= 0
+
     def drop(self, env_mask: torch.Tensor) -> None:
         """Empty the queues of the envs in ``env_mask`` (bool, shape (N,)): their leftovers are discarded."""
         self.cursor.masked_fill_(env_mask, self.chunk_length)

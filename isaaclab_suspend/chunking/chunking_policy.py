@@ -203,6 +203,9 @@ class ActionChunkingPolicy:
         plan = self.schedule.plan(self.queues, self._step, self._resets_pending)
         served = None
         if plan is not None:
+            reads = plan.infer or plan.launch or (plan.collect and self._worker.pending is None)
+            if reads and self.cfg.observation_demand:
+                obs = self.env.complete_observations(obs)  # a call the demand did not foresee: rendered now
             if plan.park is not None:
                 self._park(plan.park)
             if plan.collect:
@@ -221,6 +224,9 @@ class ActionChunkingPolicy:
                                         actions, served)
         self.last_step = StepStatus(executing, suspended, served)
         self._step += 1
+        if self.cfg.observation_demand:  # whether the next step's observation feeds a call: else no render
+            self.env.demand_observations(self._observe_step is not None or self.schedule.observes_at(
+                self.queues, self._step), on_reset=self.schedule.serves_resets)
         self._resets_pending = False
         self._resets_at_act = self.env.reset_count
         self._act_end = time.perf_counter()
@@ -506,6 +512,11 @@ class ActionChunkingPolicyCfg:
     """Deprecated (removed in 0.5.0): :attr:`~.schedules.RtcScheduleCfg.delay_steps`."""
     overlap_steps: int = 0
     """Deprecated (removed in 0.5.0): :attr:`~.schedules.RtcScheduleCfg.overlap_steps`."""
+    observation_demand: bool = False
+    """Tell the env before each step whether its observation feeds a model call, so that the camera groups render
+    only at those steps (:mod:`~isaaclab_suspend.envs.observation_demand`); the images a call sees are the same.
+    Groups that must see every step (frame stacks, histories, a recorder attached, a model's ``observe_step``)
+    still do. On in an evaluation (:class:`~isaaclab_suspend.runs.EvaluationCfg`)."""
     log_dir: str | None = None
     """TensorBoard log directory (None: no TensorBoard)."""
     log_interval: int = 100

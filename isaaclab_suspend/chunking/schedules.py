@@ -77,6 +77,8 @@ class ChunkSchedule:
     """Whether the schedule suspends envs (it then needs an env with suspension enabled)."""
     passes_prefix: ClassVar[bool] = False
     """Whether a launch passes the model the actions that run before its chunk lands (to a model accepting it)."""
+    serves_resets: ClassVar[bool] = False
+    """Whether an env reset in a step may be served at the next one (its post-reset observation feeds a call)."""
 
     def __init__(self, cfg: ChunkScheduleCfg | None = None):
         self.cfg = cfg if cfg is not None else schedule_cfg(self.name)
@@ -107,6 +109,12 @@ class ChunkSchedule:
     def record_step(self, seconds: float) -> None:
         """Measured simulation time of an env step (for schedules that learn costs)."""
 
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        """Whether the plan at ``step`` may hand the model the observation of the env step before it, resets aside
+        (:attr:`serves_resets`): that step's observation demand. Host-side, no sync; a step foreseen wrongly only
+        costs a late render (the policy completes a stale observation before a call)."""
+        return True
+
 
 FULL_BATCH = SchedulePlan(infer=True)
 """Run the model on every env; every env takes the chunk."""
@@ -125,6 +133,10 @@ class AnySchedule(ChunkSchedule):
     """
 
     name = "any"
+    serves_resets = True
+
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        return queues.may_request()
 
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
         requests = queues.requests(resets_pending)
@@ -141,6 +153,9 @@ class HoldSchedule(ChunkSchedule):
 
     name = "hold"
 
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        return _is_tick(queues, step)
+
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
         return FULL_BATCH if _is_tick(queues, step) else None
 
@@ -149,6 +164,10 @@ class PartialBatchSchedule(ChunkSchedule):
     """Inference on the requesting envs only, batched together, whenever some env requests a chunk."""
 
     name = "partial_batch"
+    serves_resets = True
+
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        return queues.may_request()
 
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
         requests = queues.requests(resets_pending)
@@ -167,6 +186,9 @@ class GlobalClockSchedule(ChunkSchedule):
 
     name = "global_clock"
     suspends = True
+
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        return _is_tick(queues, step)
 
     def plan(self, queues: ChunkQueues, step: int, resets_pending: bool) -> SchedulePlan | None:
         if _is_tick(queues, step):
@@ -195,6 +217,7 @@ class AutoSchedule(ChunkSchedule):
 
     name = "auto"
     suspends = True
+    serves_resets = True
 
     def __init__(self, cfg: AutoScheduleCfg | None = None, cost_model: InferenceCostModel | None = None):
         super().__init__(cfg)
@@ -214,6 +237,9 @@ class AutoSchedule(ChunkSchedule):
         if self.serve_now(num_waiting, steps_to_tick, queues.num_envs, queues.chunk_length):
             return SchedulePlan(infer=True, env_ids=waiting.nonzero().squeeze(1))
         return SchedulePlan(park=waiting)
+
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        return _is_tick(queues, step)
 
     def serve_now(self, num_waiting: int, steps_to_tick: int, num_envs: int, chunk_length: int) -> bool:
         """Whether serving ``num_waiting`` envs now beats letting them wait ``steps_to_tick`` steps."""
@@ -258,6 +284,12 @@ class AsyncClockSchedule(ChunkSchedule):
         if not (collect or launch or park is not None):
             return None
         return SchedulePlan(park=park, launch=launch, collect=collect, lead=lead)
+
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        """The first tick and the launches (a collect installs a chunk computed from an earlier observation)."""
+        lead = self.lead(queues.chunk_length, queues.refill_at)
+        period = queues.chunk_length - lead
+        return step == 0 or step % period == period - lead
 
     def configure(self, policy_cfg: Any, chunk_length: int) -> None:
         """The lead (at most H / 2); only the ``replace`` aggregator suits the installs."""
@@ -363,6 +395,15 @@ class RealTimeChunkSchedule(ChunkSchedule):
         if not (collect or launch or park is not None):
             return None
         return SchedulePlan(park=park, launch=launch, collect=collect, lead=lead)
+
+    def observes_at(self, queues: ChunkQueues, step: int) -> bool:
+        """The launches and synchronous ticks as :meth:`plan` will find them, with the delay known so far."""
+        if step == 0:
+            return True
+        if self._in_flight:  # a launch right at the landing comes only when nothing is left between the two
+            h = queues.chunk_length
+            return step == self._next_tick and h - self._lead - self._overlap(queues, self._lead) <= self.lead(queues)
+        return step >= self._next_tick - self.lead(queues)
 
     def lead(self, queues: ChunkQueues) -> int:
         """Steps between the next launch and its tick: ``min(d, H // 2)`` (0 before anything was measured)."""

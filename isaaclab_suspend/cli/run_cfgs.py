@@ -18,7 +18,7 @@ def evaluation_cfg(args: argparse.Namespace) -> EvaluationCfg:
     ``args.sources``')."""
     return EvaluationCfg(env=env_cfg(args), model=args.source.cfg,
                          models={name: source.cfg for name, source in getattr(args, "sources", {}).items()},
-                         chunking=chunking_cfg(args).replace(schedule=None),
+                         chunking=chunking_cfg(args).replace(schedule=None, observation_demand=True),
                          schedules=[schedule_arg(args, name) for name in args.schedules], latency=args.latency,
                          virtual_latency=args.virtual_latency,
                          steps=args.steps, episodes_per_env=args.episodes_per_env, record=args.record,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import types
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,6 +17,7 @@ from ..recording.recorder_manager import SuspendableRecorderManager, Suspendable
 from ..suspension.random_streams import RandomStreams
 from ..suspension.suspension_manager import SuspensionManager
 from ..suspension.suspend_cfg import SuspendCfg
+from .observation_demand import DemandedObservationManager
 from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg
 
 EnvIds = torch.Tensor | np.ndarray | Sequence[int]
@@ -80,20 +82,26 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             seed = self.cfg.seed if self.cfg.seed is not None else torch.initial_seed()
             self.random_streams = RandomStreams(seed, self.num_envs, self.device)
             self.random_streams.route_events(self.event_manager)
-        recorders = self.cfg.recorders
+        observations, recorders = self.cfg.observations, self.cfg.recorders
         masked = self.suspend_cfg.enabled and self.suspend_cfg.record_active_only
-        if not (masked or isinstance(recorders, SuspendableRecorderManagerCfg)):
-            super().load_managers()
-            return
-        # the parent builds a stock recorder manager without terms, replaced below: Isaac Lab's load_managers makes
-        # RecorderManager(self.cfg.recorders) by name, with no hook for the class, between the other managers
-        self.cfg.recorders = None
+        own_recorder = masked or isinstance(recorders, SuspendableRecorderManagerCfg)
+        # the parent builds a stock observation (and recorder) manager without terms, replaced below: Isaac Lab's
+        # load_managers makes ObservationManager(self.cfg.observations) and RecorderManager(self.cfg.recorders) by
+        # name, with no hook for the class, between the other managers
+        self.cfg.observations = types.SimpleNamespace()  # no groups (an empty dict would leave the manager unbuilt)
+        if own_recorder:
+            self.cfg.recorders = None
         try:
             super().load_managers()
         finally:
-            self.cfg.recorders = recorders
-        self.recorder_manager = SuspendableRecorderManager(recorders, self)
-        print("[INFO] Recorder Manager (records active envs only): ", self.recorder_manager)
+            self.cfg.observations, self.cfg.recorders = observations, recorders
+        self.observation_manager = DemandedObservationManager(observations, self)
+        print("[INFO] Observation Manager: ", self.observation_manager)
+        if self.observation_manager.lazy_groups or self.observation_manager.every_step:
+            print("[INFO] Observation demand:", self.observation_manager.describe())
+        if own_recorder:
+            self.recorder_manager = SuspendableRecorderManager(recorders, self)
+            print("[INFO] Recorder Manager (records active envs only): ", self.recorder_manager)
 
     def start_recording(self, cfg: SuspendableRecorderManagerCfg) -> SuspendableRecorderManager:
         """Attach a :class:`SuspendableRecorderManager` with ``cfg`` to an env built without recorder terms, before
@@ -189,6 +197,21 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self._require_enabled("resume_envs")
         self.suspension_manager.resume(self.env_mask(env_ids))
 
+    def demand_observations(self, needed: bool, on_reset: bool = False) -> None:
+        """Say, before the next :meth:`step`, whether its observation feeds a model call: if not, the camera groups
+        are not computed at that step and keep their last value, marked stale (see
+        :class:`~isaaclab_suspend.envs.observation_demand.DemandedObservationManager`). Holds for one step.
+
+        Args:
+            needed: Whether the camera groups are needed (a host bool: the renderer draws every env at once).
+            on_reset: Whether they are also needed if the step resets some env (it is served at once).
+        """
+        self.observation_manager.demand(needed, on_reset)
+
+    def complete_observations(self, obs: dict) -> dict:
+        """``obs`` with its stale camera groups computed now from the current state (``obs`` itself if none is)."""
+        return self.observation_manager.complete(obs)
+
     def env_mask(self, env_ids: EnvIds) -> torch.Tensor:
         """Convert an env selection into a fresh bool mask of shape (num_envs,) on the env device.
 
@@ -256,13 +279,16 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         self._check_action(action)
         masked = self.suspension_manager is not None and self.suspension_manager.maybe_suspended
         streams = self.random_streams
-        with streams.step(self.suspension_manager.active if masked else None) if streams else contextlib.nullcontext():
-            if not masked:
-                return super().step(action)
-            try:
-                return self._step_with_suspended(action)
-            finally:
-                self._in_step = False  # also after an error raised inside the step (e.g. the writer's OSError)
+        try:
+            with streams.step(self.suspension_manager.active if masked else None) if streams else contextlib.nullcontext():
+                if not masked:
+                    return super().step(action)
+                try:
+                    return self._step_with_suspended(action)
+                finally:
+                    self._in_step = False  # also after an error raised inside the step (e.g. the writer's OSError)
+        finally:
+            self.observation_manager.end_step()  # a demand holds for one step
 
     def _step_with_suspended(self, action: torch.Tensor) -> VecEnvStepReturn:
         """:meth:`ManagerBasedRLEnv.step` with the suspension manager's hooks between the phases.

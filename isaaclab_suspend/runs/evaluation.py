@@ -64,10 +64,11 @@ class EvaluationCfg:
     """Arms compared on the same (env, episode) grid, by name (e.g. ``{"A": ..., "B": ...}``), each run under every
     schedule on the same task; empty: :attr:`model` alone. Give ``episodes_per_env`` (and ``steps`` None) to
     score the same episodes in every arm, which the verdict needs to pair them."""
-    chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg(chunk_length=None, schedule=None)
+    chunking: ActionChunkingPolicyCfg = ActionChunkingPolicyCfg(chunk_length=None, schedule=None,
+                                                                observation_demand=True)
     """The chunking policy around the model (aggregator, refill threshold, RTC overlap, TensorBoard directory:
-    one sub-directory per schedule); its ``schedule`` is each of :attr:`schedules` and its ``chunk_length`` the
-    model's: others are refused."""
+    one sub-directory per schedule, observation demand: cameras render at model calls only); its ``schedule``
+    is each of :attr:`schedules` and its ``chunk_length`` the model's: others are refused."""
     schedules: list[str | ChunkScheduleCfg] = ["global_clock"]
     """Chunk schedules, run one after the other: names (each schedule's default cfg) or cfgs
     (:mod:`~isaaclab_suspend.chunking.schedules`)."""
@@ -85,7 +86,8 @@ class EvaluationCfg:
     timeline_envs: int = 16
     """Envs kept in each schedule's timeline."""
     frames: bool = False
-    """On a camera task, keep frames of the first envs' episodes (for the report's strips)."""
+    """On a camera task, keep frames of the first envs' episodes (for the report's strips); the frames are taken
+    between model calls, so the cameras render every step (no observation demand)."""
     show_progress: bool = True
     """A progress bar per run."""
     overwrite: bool = False
@@ -211,7 +213,8 @@ def verdicts(runs: dict[str, ScheduleRun]) -> list[dict]:
 def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str | ChunkScheduleCfg,
                   suffix: str, open_env: Callable) -> ScheduleRun:
     with open_env(env_cfg) as env:
-        policy = make_chunking_policy(cfg.chunking, source, env, schedule)  # does not fit: before any file
+        chunking = cfg.chunking.replace(observation_demand=False) if cfg.frames else cfg.chunking
+        policy = make_chunking_policy(chunking, source, env, schedule)  # does not fit: before any file
         if cfg.record:
             env.start_recording(dataset_recorder_cfg(cfg.record, suffix))
         obs = start_episodes(env, env_cfg.seed, env_cfg.desync)

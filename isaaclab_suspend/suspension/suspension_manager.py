@@ -265,8 +265,11 @@ class SuspensionManager:
         for name, term in env.command_manager._terms.items():
             self.start_state.add(f"command.{name}", lambda term=term: term.command)
         if "observations" not in skip_parts:
+            lazy = getattr(om, "lazy_groups", ())
             for g in om.active_terms:
-                if om.group_obs_concatenate[g]:
+                if g in lazy:  # rendered, whenever computed, from the frozen state: a stale value is never captured
+                    self._rows.append(("observations", "-", f"obs.{g}", "computed from the frozen state", ""))
+                elif om.group_obs_concatenate[g]:
                     self._add_returned(f"obs.{g}", lambda g=g: env.obs_buf.get(g))
                 else:
                     for term in om.active_terms[g]:

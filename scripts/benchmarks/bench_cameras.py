@@ -1,17 +1,18 @@
 """Step time of the push-cube task with cameras against without, render share, and image recording cost.
 
-Part 1, step time: for each env count, ``Isaac-PushCube-Suspendable`` (no camera) is timed beside the camera
-variants (``-Camera-``: one camera, ``-TwoCamera-``: two) at each image size, with the same random actions.
-Cameras render once per policy step (lazily, when the observations are computed). The render share is the
-part of a camera step that the cameras add: ``(camera step - no-camera step) / camera step``.
+Part 1, step time: ``Isaac-PushCube-Suspendable`` (no camera) beside ``-Camera-`` (one) and ``-TwoCamera-`` (two)
+at each size and env count, same random actions, a render per step; the render share is ``(camera step -
+no-camera step) / camera step``.
 
-Part 2, recording: the one-camera task steps with and without ``DatasetRecorderManagerCfg`` (states, actions,
-images), the same random actions and desynchronised episodes; reported are both env-step rates and their
-ratio (recording, the export and the writer's final flush included) and the bytes per image sample stored,
-then the same images rewritten with h5py without compression, with gzip (level 2, as Isaac Lab writes) and
-with lzf, one frame per chunk.
+Part 2, recording: the one-camera task with and without ``DatasetRecorderManagerCfg`` (states, actions, images),
+same actions, desynchronised episodes: both rates and their ratio (export and final flush included), bytes per
+image sample stored, and the images rewritten by h5py raw, with gzip 2 and with lzf, one frame per chunk.
 
-Example::
+Part 3, observation demand: the eval loop (the planner, ``global_clock``) in active env-steps/s with the demand
+off and on (:mod:`isaaclab_suspend.benchmarks.demand_timing`), at each H, on push-cube camera and the SO-101 lift
+camera, with the on/off factor; then push-cube camera (demand on) against ``Isaac-PushCube-Suspendable``.
+
+Example (``--parts demand`` for part 3 alone)::
 
     tools/run.sh python scripts/benchmarks/bench_cameras.py --num_envs 16 64 --sizes 64 128 --steps 30
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import tempfile
 import time
 
@@ -27,17 +29,19 @@ import h5py
 import torch
 from prettytable import PrettyTable
 
+from isaaclab_suspend.benchmarks.demand_timing import demand_rates, rates_against
 from isaaclab_suspend.recording import DatasetRecorderManagerCfg
 from isaaclab_suspend.tasks.env_factory import open_env
 
 TASKS = {0: "Isaac-PushCube-Suspendable", 1: "Isaac-PushCube-Camera-Suspendable", 2: "Isaac-PushCube-TwoCamera-Suspendable"}
 """Task per number of cameras."""
+DEMAND_TASKS = (TASKS[1], "IsaacContrib-Lift-Cube-SO101-IK-Abs-Camera-Suspendable")
+"""The observation-demand rows' tasks: push-cube's scene camera, the SO-101 lift's wrist and front cameras."""
 
 
 def camera_attrs(cameras: int, size: int) -> dict:
     """Cfg overrides setting every camera of the task to ``size`` x ``size``."""
-    names = ("scene_camera", "pusher_camera")[:cameras]
-    return {f"scene__{n}__{dim}": size for n in names for dim in ("height", "width")}
+    return {f"scene__{n}__{d}": size for n in ("scene_camera", "pusher_camera")[:cameras] for d in ("height", "width")}
 
 
 def step_ms(cameras: int, num_envs: int, size: int, steps: int, warmup: int) -> float:
@@ -53,11 +57,9 @@ def step_ms(cameras: int, num_envs: int, size: int, steps: int, warmup: int) -> 
 
 
 def env_steps_per_s(num_envs: int, size: int, steps: int, out_dir: str | None) -> float:
-    """Env-steps per second of the one-camera task under random actions and desynchronised episodes; with
-    ``out_dir``, recorded by ``DatasetRecorderManagerCfg`` (states, actions, images) into
-    ``out_dir/bench_cameras.hdf5``, the export of the episodes still open and the writer's final flush included."""
-    recorders = (DatasetRecorderManagerCfg(dataset_export_dir_path=out_dir, dataset_filename="bench_cameras")
-                 if out_dir else None)
+    """Env-steps/s of the one-camera task, random actions, desynchronised episodes; with ``out_dir``, recorded into
+    ``out_dir/bench_cameras.hdf5`` (the export of the open episodes and the final flush included)."""
+    recorders = out_dir and DatasetRecorderManagerCfg(dataset_export_dir_path=out_dir, dataset_filename="bench_cameras")
     with open_env(TASKS[1], num_envs, recorders=recorders, **camera_attrs(1, size)) as env:
         gen = torch.Generator().manual_seed(0)
         env.reset()
@@ -93,14 +95,21 @@ def image_storage(path: str, out_dir: str) -> list[tuple[str, float, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--num_envs", type=int, nargs="+", default=[16, 64])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128])
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--record_envs", type=int, default=64)
-    parser.add_argument("--record_steps", type=int, default=300)
+    for flag, default in (("--num_envs", [16, 64]), ("--sizes", [64, 128]), ("--demand_envs", [16, 64]),
+                          ("--chunks", [8, 16, 32])):
+        parser.add_argument(flag, type=int, nargs="+", default=default)
+    for flag, default in (("--steps", 30), ("--warmup", 5), ("--record_envs", 64), ("--record_steps", 300),
+                          ("--demand_steps", 96), ("--rounds", 2), ("--ratio_steps", 320)):
+        parser.add_argument(flag, type=int, default=default)
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
+    parser.add_argument("--demand_tasks", nargs="*", default=list(DEMAND_TASKS))
     args = parser.parse_args()
+    for part in args.parts:
+        PARTS[part](args)
 
+
+def step_table(args: argparse.Namespace) -> None:
+    """Part 1: step time with cameras against without."""
     table = PrettyTable(["envs", "size", "cameras", "step [ms]", "x no camera", "render share"])
     for num_envs in args.num_envs:
         base = step_ms(0, num_envs, 0, args.steps, args.warmup)
@@ -111,17 +120,40 @@ def main() -> None:
                 table.add_row([num_envs, f"{size}x{size}", cameras, f"{ms:.1f}", f"{ms / base:.2f}", f"{(ms - base) / ms:.0%}"])
         print(table, flush=True)
 
+
+def recording_rows(args: argparse.Namespace) -> None:
+    """Part 2: the one-camera task recorded against not, and the image storage."""
     with tempfile.TemporaryDirectory() as out_dir:
         plain = env_steps_per_s(args.record_envs, args.sizes[0], args.record_steps, None)
         recorded = env_steps_per_s(args.record_envs, args.sizes[0], args.record_steps, out_dir)
         print(f"{TASKS[1]} ({args.sizes[0]}x{args.sizes[0]}, {args.record_envs} envs, {args.record_steps} steps):"
               f" {plain:.0f} env-steps/s without recording, {recorded:.0f} recording states, actions and images"
               f" (export and final flush included): {recorded / plain:.2f} of the un-recorded rate")
-        path = os.path.join(out_dir, "bench_cameras.hdf5")
         storage = PrettyTable(["image storage", "bytes / image sample", "write MB/s (raw)"])
-        for name, per_sample, rate in image_storage(path, out_dir):
+        for name, per_sample, rate in image_storage(os.path.join(out_dir, "bench_cameras.hdf5"), out_dir):
             storage.add_row([name, f"{per_sample:.0f}", "-" if rate != rate else f"{rate:.0f}"])
         print(storage)
+
+
+def demand_table(args: argparse.Namespace) -> None:
+    """Part 3: the eval loop with the observation demand off and on, then push-cube camera against no camera."""
+    table = PrettyTable(["task", "envs", "H", "demand off [env-steps/s]", "demand on [env-steps/s]", "on / off"])
+    for task in args.demand_tasks:
+        for num_envs in args.demand_envs:
+            with open_env(task, num_envs) as env:
+                for h in args.chunks:
+                    off, on = demand_rates(env, task, h, args.demand_steps, args.rounds)
+                    table.add_row([task, num_envs, h, f"{off:.0f}", f"{on:.0f}", f"{on / off:.2f}"])
+            print(table, flush=True)
+    print(f"{TASKS[1]} with the observation demand against {TASKS[0]}, global_clock, 16 envs, H = 16,"
+          f" {args.ratio_steps} steps, in turn:")
+    for per, (camera, none) in rates_against((TASKS[1], TASKS[0]), 16, 16, args.ratio_steps, args.rounds).items():
+        print(f"  active env-steps per {per}: camera {[round(r) for r in camera]}, no camera {[round(r) for r in none]};"
+              f" camera / no camera {[round(c / n, 2) for c, n in zip(camera, none)]}, median"
+              f" {statistics.median(c / n for c, n in zip(camera, none)):.2f}")
+
+
+PARTS = {"steps": step_table, "recording": recording_rows, "demand": demand_table}
 
 
 if __name__ == "__main__":

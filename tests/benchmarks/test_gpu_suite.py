@@ -47,6 +47,10 @@ def test_small_suite_runs_every_part_on_the_cpu(tmp_path):
     assert abs(sum(phases) + split["rest_ms"] - split["loop_ms"]) < 1e-6 and split["rest_ms"] < split["loop_ms"]
     [loop] = [r for r in figures["policy"] if r["schedule"] == "global_clock"]
     assert abs(split["loop_ms"] - 1e3 / loop["steps_per_s"]) < 1e-6  # the same run
+    # the camera task's eval loop with the observation demand off and on
+    [demand] = figures["observation_demand"]
+    assert demand["task"] == "Isaac-PushCube-Camera-Suspendable" and demand["num_envs"] == 4
+    assert demand["off_env_steps_per_s"] > 0 and demand["on_over_off"] > 0 and "on_over_off" in result.stdout
     # the 16384-env row needs a CUDA device: skipped with the reason, not an error
     assert figures["skipped"] == [{"part": "timing", "what": "step_time at 16384 envs", "reason": "CUDA devices only"}]
     assert "not measured (timing): step_time at 16384 envs: CUDA devices only" in result.stdout

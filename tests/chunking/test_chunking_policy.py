@@ -140,6 +140,28 @@ def test_clock_schedules_call_exactly_ceil_t_over_h(env, schedule):
     assert stats["active_env_steps"] + stats[waiting] == 150 * N
 
 
+@pytest.mark.parametrize("schedule", sorted(SCHEDULES))
+def test_the_observation_demand_foresees_every_call(env, schedule, monkeypatch):
+    """With ``observation_demand`` the policy tells the env before each step whether the next observation feeds a
+    call (so that cameras render for calls only): every observation a call reads was demanded, or was that of a
+    step that reset envs under a schedule serving resets at once; the clock schedules demand about one step in H."""
+    handed, reads = [], []  # per act: (needed, on_reset, reset count); per read: (act index, reset count)
+    monkeypatch.setattr(env, "demand_observations",
+                        lambda needed, on_reset=False: handed.append((needed, on_reset, env.reset_count)))
+    monkeypatch.setattr(env, "complete_observations", lambda obs: reads.append((len(handed), env.reset_count)) or obs)
+    extra = {"delay_steps": 2} if schedule == "rtc" else {}
+    policy = ActionChunkingPolicy(RecordingZeroModel(), env, chunk_length=H, schedule=schedule,
+                                  observation_demand=True, **extra)
+    history = rollout(env, policy, 64)
+    policy.close()
+    assert len(off_tick_resets(history, H)) >= 2 and len(handed) == 64 and len(reads) >= 64 // H
+    for act, resets in reads[1:]:  # the first act reads the reset's observation
+        needed, on_reset, resets_before = handed[act - 1]
+        assert needed or (on_reset and resets != resets_before), f"act {act} read an observation not demanded"
+    if schedule in ("global_clock", "hold", "async", "rtc"):
+        assert sum(needed for needed, _, _ in handed) <= 64 // (H // 2)
+
+
 def test_suspended_envs_resume_at_the_tick_with_a_chunk_from_their_post_reset_observation(env):
     model = RecordingZeroModel()
     policy = ActionChunkingPolicy(model, env, chunk_length=H, schedule="global_clock")
