@@ -14,11 +14,11 @@ Example::
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
-import statistics
 
 from prettytable import PrettyTable
+
+from isaaclab_suspend.benchmarks.paired_workers import median_in_turn, paired_workers
 
 TASKS = ("Isaac-PushCube-Suspendable", "IsaacContrib-Stack-Cube-SO101-Suspendable")
 """Push-cube and the SO-101 stack (MuJoCo's narrow phase and Newton's collision pipeline)."""
@@ -31,9 +31,8 @@ def worker(task: str, num_envs: int, deterministic: str, device: str, pipe) -> N
     from isaaclab.envs import ManagerBasedRLEnv
 
     from isaaclab_suspend.benchmarks.step_timing import random_actions, time_block
-    from isaaclab_suspend.tasks.env_factory import open_env, set_quiet
+    from isaaclab_suspend.tasks.env_factory import open_env
 
-    set_quiet(True)
     with open_env(task, num_envs, device, suspendable=True, episode_length_s=1e6, deterministic=deterministic) as env:
         env.reset()
         gen = torch.Generator().manual_seed(0)
@@ -44,31 +43,9 @@ def worker(task: str, num_envs: int, deterministic: str, device: str, pipe) -> N
 
 def measure(task: str, num_envs: int, blocks: int, steps: int, device: str) -> tuple[float, float]:
     """Median seconds per step, reproducible physics off then on."""
-    ctx = mp.get_context("spawn")
-    pipes, procs = [], []
-    for mode in ("off", "on"):
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker, args=(task, num_envs, mode, device, child))
-        proc.start()
-        pipes.append(parent)
-        procs.append(proc)
-    try:
-        for pipe in pipes:
-            assert pipe.recv() == "ready"
-        times = [[], []]
-        for block in range(blocks + 1):  # the first block warms up
-            for i, pipe in enumerate(pipes):
-                pipe.send(steps)
-                if block:
-                    times[i].append(pipe.recv())
-                else:
-                    pipe.recv()
-        return statistics.median(times[0]), statistics.median(times[1])
-    finally:
-        for pipe in pipes:
-            pipe.send(None)
-        for proc in procs:
-            proc.join()
+    with paired_workers(worker, [(task, num_envs, mode, device) for mode in ("off", "on")]) as pipes:
+        off, on = median_in_turn(pipes, blocks, steps)
+    return off, on
 
 
 def main() -> None:

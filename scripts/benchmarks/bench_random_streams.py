@@ -15,12 +15,12 @@ Example::
 from __future__ import annotations
 
 import argparse
-import multiprocessing as mp
 import os
-import statistics
 import time
 
 from prettytable import PrettyTable
+
+from isaaclab_suspend.benchmarks.paired_workers import median_in_turn, paired_workers
 
 TASK = "Isaac-PushCube-Noisy-Suspendable"
 """The default task: push-cube with noise on every policy term, a random delay, nudges and target resampling."""
@@ -56,34 +56,13 @@ def worker(task: str, num_envs: int, per_env_random: bool, device: str, pipe) ->
 
 def measure(task: str, num_envs: int, blocks: int, steps: int, device: str) -> tuple[float, float, int, int]:
     """Median seconds per step and ops per step, shared generator then per-env streams."""
-    ctx = mp.get_context("spawn")
-    pipes, procs = [], []
-    for per_env in (False, True):
-        parent, child = ctx.Pipe()
-        proc = ctx.Process(target=worker, args=(task, num_envs, per_env, device, child))
-        proc.start()
-        pipes.append(parent)
-        procs.append(proc)
-    try:
-        for pipe in pipes:
-            assert pipe.recv() == "ready"
-        times = [[], []]
-        for block in range(blocks + 1):  # the first block warms up
-            for i, pipe in enumerate(pipes):
-                pipe.send(steps)
-                seconds = pipe.recv()
-                if block:
-                    times[i].append(seconds)
+    with paired_workers(worker, [(task, num_envs, per_env, device) for per_env in (False, True)]) as pipes:
+        shared, per_env = median_in_turn(pipes, blocks, steps)
         ops = []
         for pipe in pipes:
             pipe.send(0)
             ops.append(pipe.recv())
-        return statistics.median(times[0]), statistics.median(times[1]), ops[0], ops[1]
-    finally:
-        for pipe in pipes:
-            pipe.send(None)
-        for proc in procs:
-            proc.join()
+    return shared, per_env, ops[0], ops[1]
 
 
 def main() -> None:
