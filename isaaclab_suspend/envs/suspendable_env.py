@@ -370,6 +370,15 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         sm.refresh_host_mirror()  # after a suspend/resume only; the reset query above has synchronised
         return self.obs_buf, self.reward_buf, self.reset_terminated, self.reset_time_outs, self.extras
 
+    def reset(self, env_ids: torch.Tensor | slice | None = slice(None), *, seed: int | None = None,
+              options: dict | None = None):
+        """Reset as the parent does. With per-env random streams, a ``seed`` also keys the streams by it and counts
+        every env's episodes from 0 again, so that the k-th episode of env i after ``reset(seed=s)`` starts from a
+        state drawn from (s, i, k) whatever ran before."""
+        if seed is not None and self.random_streams is not None:
+            self.random_streams.restart(seed)
+        return super().reset(env_ids, seed=seed, options=options)
+
     def _reset_idx(self, env_ids: torch.Tensor | slice):
         """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs and hashes the
         state they start from (:attr:`episode_start_hash`). Their random streams start the new episode first."""

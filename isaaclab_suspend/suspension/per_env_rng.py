@@ -97,9 +97,8 @@ class PerEnvGenerator:
         """Active steps of each env in its current episode (0 from its reset). Shape: (num_envs,)."""
         self.resets = torch.zeros(num_envs, dtype=torch.int64, device=self.device)
         """Resets of each env since the env was built: the index of its current episode. Shape: (num_envs,)."""
-        env_key = torch.arange(num_envs, dtype=torch.int64, device=self.device) * _s64(_GAMMA)
-        self._env_key = _mix_(env_key + _s64(_mix_int(stable_hash(f"seed {seed}"))))
         self._keys: dict[bool, torch.Tensor] = {}  # stream keys (num_envs, 1) by resetting, until a counter moves
+        self.restart(seed)
         self._positions: dict[tuple[int, int], torch.Tensor] = {}
         self._offsets: dict[tuple[str, int], int] = {}
         self.resetting_now = False
@@ -112,6 +111,16 @@ class PerEnvGenerator:
     """
     Counters.
     """
+
+    def restart(self, seed: int) -> None:
+        """Key the streams by ``seed`` and start counting every env's episodes and steps again from 0 (an env's
+        ``reset(seed=...)``): the k-th episode after it draws the same whatever ran before."""
+        self.seed = seed
+        env_key = torch.arange(self.num_envs, dtype=torch.int64, device=self.device) * _s64(_GAMMA)
+        self._env_key = _mix_(env_key + _s64(_mix_int(stable_hash(f"seed {seed}"))))
+        self.steps.zero_()
+        self.resets.zero_()
+        self._keys.clear()
 
     def advance(self, active: torch.Tensor | None = None) -> None:
         """One env step: the active envs (bool, (num_envs,); None: all) count one more step."""

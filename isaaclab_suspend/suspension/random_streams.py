@@ -236,6 +236,11 @@ class RandomStreams:
         """A reset of ``env_ids`` (see :meth:`PerEnvGenerator.resetting`)."""
         return self.generator.resetting(env_ids)
 
+    def restart(self, seed: int) -> None:
+        """The streams keyed by ``seed``, every env's episode count from 0 (see :meth:`PerEnvGenerator.restart`)."""
+        self._scratch.clear()
+        self.generator.restart(seed)
+
     def _note_unrouted(self, sampler: str) -> None:
         """Count a draw from torch's generator during a step outside the routed terms; warn at a new call site."""
         frame = sys._getframe(2)

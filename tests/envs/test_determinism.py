@@ -55,8 +55,10 @@ def test_each_script_says_its_default(script, default):
 
 def test_audit_with_reproducible_physics_on_is_exact_and_reports_it():
     out = subprocess.run([sys.executable, f"{ROOT}/scripts/audit_suspension.py", "--task", TASK, "--num_envs", "2",
-                          "--steps", "24", "--deterministic", "on", "--verbose"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+                          "--steps", "24", "--suspend_at", "3", "--suspend_steps", "7", "--deterministic", "on",
+                          "--verbose", "env.episode_length_s=0.1", "env.events.nudge_cube.interval_range_s=[0.05,0.1]"],
+                         capture_output=True, text=True)  # short episodes and nudges: a reset and a nudge run in
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]  # and after the suspension
     assert "Suspended envs frozen bit for bit on cpu; resume equivalence: bit-exact." in out.stdout
 
 
