@@ -111,7 +111,7 @@ class ChunkSchedule:
 
     def observes_at(self, queues: ChunkQueues, step: int) -> bool:
         """Whether the plan at ``step`` may hand the model the observation of the env step before it, resets aside
-        (:attr:`serves_resets`): that step's observation demand. Host-side, no sync; a step foreseen wrongly only
+        (:attr:`ChunkSchedule.serves_resets`): that step's observation demand. Host-side, no sync; a step foreseen wrongly only
         costs a late render (the policy completes a stale observation before a call)."""
         return True
 

@@ -97,6 +97,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             self.cfg.observations, self.cfg.recorders = observations, recorders
         self.observation_manager = DemandedObservationManager(observations, self)
         print("[INFO] Observation Manager: ", self.observation_manager)
+        if hasattr(self, "_configure_gym_env_spaces"):  # the parent's were made from the manager without groups
+            self._configure_gym_env_spaces()
         if self.observation_manager.lazy_groups or self.observation_manager.every_step:
             print("[INFO] Observation demand:", self.observation_manager.describe())
         if own_recorder:

@@ -13,9 +13,10 @@ The observations and actions are mapped by the sidecar of the export the policy 
 ``images`` group, ``environment_state`` the exported ``policy`` terms (LeRobot's
 ``observation.environment_state``), and the policy's ``action`` rows lose their pad before they reach the env.
 
-Seeds: a rollout resets the Isaac Lab env with the first of its B seeds (``start_seed + batch index x B``; one
-Isaac Lab env has one random generator). A rollout is therefore ``eval.py --seed <that seed> --num_envs B
---episodes_per_env 1 --schedule global_clock`` with H = the policy's ``n_action_steps``: the same episodes.
+Seeds: a rollout resets the Isaac Lab env with the first of its B seeds (``start_seed + batch index x B``), which
+keys its per-env random streams (on, as in ``eval.py``): each env's episode is drawn from (seed, env, episode). A
+rollout is therefore ``eval.py --seed <that seed> --num_envs B --episodes_per_env 1 --schedule global_clock`` with
+H = the policy's ``n_action_steps``: the same episodes.
 """
 
 from __future__ import annotations
@@ -78,6 +79,7 @@ class LeRobotVectorEnv(gym.vector.VectorEnv):
         """Largest absolute action :meth:`step` takes (None: any finite one)."""
         self._refuse = refuse
         cfg = make_env_cfg(task, num_envs, device)
+        cfg.suspend.per_env_random = True  # eval.py's default: each env's episodes drawn from (seed, env, episode)
         cameras = _image_terms(cfg)
         if video_camera and video_camera not in cameras:
             raise ValueError(f"--env.video_camera '{video_camera}' is not a camera of {task}'s images group"
