@@ -26,10 +26,9 @@ def test_any_other_form_is_refused_in_one_line(device):
     assert "is not a device this package runs on" in line
 
 
-@pytest.mark.parametrize("device", ["cuda", "cuda:0", "cuda:7", "cuda:9999"])
-def test_a_cuda_device_past_the_machines_count_is_refused(device):
-    if int(device.partition(":")[2] or 0) < CUDA:
-        assert check_device(device) == device
-        return
-    with pytest.raises(ValueError, match=f"'{device}': this machine has {CUDA} CUDA devices"):
-        check_device(device)
+@pytest.mark.parametrize("index", [CUDA, CUDA + 1, 9999])
+def test_a_cuda_device_past_the_machines_count_is_refused(index):
+    """Indices at and past this machine's count (``cuda`` itself too, where the machine has none)."""
+    for device in [f"cuda:{index}", *(["cuda"] if CUDA == 0 and index == CUDA else [])]:
+        with pytest.raises(ValueError, match=f"'{device}': this machine has {CUDA} CUDA devices"):
+            check_device(device)

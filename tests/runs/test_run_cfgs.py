@@ -1,4 +1,4 @@
-"""The run cfgs are checked before any env is built (issue 55, findings 4, 8 and 9): a bad field, an output that
+"""The run cfgs are checked before any env is built: a bad field, an output that
 exists, is a symbolic link or a folder, a chunk length or writer count past the memory bounds end in one
 ``ValueError`` from the library call, and in one line with exit status 2 from the scripts; nothing is written,
 replaced or allocated. Each library case passes an ``open_env`` that fails the test if it is ever called."""

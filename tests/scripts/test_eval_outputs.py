@@ -1,4 +1,4 @@
-"""eval.py's runs never overwrite each other (issue 56, item 5): each run writes one folder (by default a new
+"""eval.py's runs never overwrite each other: each run writes one folder (by default a new
 ``outputs/eval/<date>_<task>_<n>``) holding its report, run log, timeline and figures, printed once; ``--output``
 picks it, and a file of an earlier run is replaced only with ``--overwrite``. ``--report DIR`` is the deprecated
 spelling of ``--output DIR``."""
