@@ -54,6 +54,10 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
     def __init__(self, cfg: SuspendableManagerBasedRLEnvCfg, render_mode: str | None = None, **kwargs):
         self.suspend_cfg: SuspendCfg = getattr(cfg, "suspend", None) or SuspendCfg()
         """Suspension settings (a default, disabled :class:`SuspendCfg` if the cfg has none)."""
+        threads = self.suspend_cfg.cpu_step_threads
+        if threads is not None and (type(threads) is not int or threads < 1):
+            raise ValueError(f"suspend.cpu_step_threads is {threads!r}: give a positive number of threads, or None to "
+                             "leave torch's setting while the env steps on the CPU.")
         self.reset_count = 0
         """Number of resets so far (calls of ``_reset_idx``, from ``reset`` or inside :meth:`step`), on
         the host: a caller compares it around a step to know whether the step reset some env, without a sync."""
@@ -187,8 +191,9 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             raise RuntimeError("suspend_envs() needs observations to freeze: call env.reset() first.")
         # apply pending kinematics and solver resets (of envs reset in the last step) now, so the captured
         # state is exactly what the next physics step would have started from
-        self.sim.forward()
-        self.suspension_manager.suspend(mask)
+        with self._step_threads():
+            self.sim.forward()
+            self.suspension_manager.suspend(mask)
 
     def resume_envs(self, env_ids: EnvIds) -> None:
         """Let the given envs step again from their frozen state. Resuming an active env is a no-op.
@@ -197,7 +202,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
             env_ids: A 1-D integer tensor, a list or tuple of ints, or a bool mask of shape (num_envs,).
         """
         self._require_enabled("resume_envs")
-        self.suspension_manager.resume(self.env_mask(env_ids))
+        with self._step_threads():
+            self.suspension_manager.resume(self.env_mask(env_ids))
 
     def demand_observations(self, needed: bool, on_reset: bool = False) -> None:
         """Say, before the next :meth:`step`, whether its observation feeds a model call: if not, the camera groups
@@ -212,7 +218,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
 
     def complete_observations(self, obs: dict) -> dict:
         """``obs`` with its stale camera groups computed now from the current state (``obs`` itself if none is)."""
-        return self.observation_manager.complete(obs)
+        with self._step_threads():
+            return self.observation_manager.complete(obs)
 
     def env_mask(self, env_ids: EnvIds) -> torch.Tensor:
         """Convert an env selection into a fresh bool mask of shape (num_envs,) on the env device.
@@ -282,7 +289,9 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         masked = self.suspension_manager is not None and self.suspension_manager.maybe_suspended
         streams = self.random_streams
         try:
-            with streams.step(self.suspension_manager.active if masked else None) if streams else contextlib.nullcontext():
+            with self._step_threads(), (
+                streams.step(self.suspension_manager.active if masked else None) if streams else contextlib.nullcontext()
+            ):
                 if not masked:
                     return super().step(action)
                 try:
@@ -379,7 +388,8 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
         state drawn from (s, i, k) whatever ran before."""
         if seed is not None and self.random_streams is not None:
             self.random_streams.restart(seed)
-        return super().reset(env_ids, seed=seed, options=options)
+        with self._step_threads():
+            return super().reset(env_ids, seed=seed, options=options)
 
     def _reset_idx(self, env_ids: torch.Tensor | slice):
         """Reset envs as the parent does; a reset starts a new episode, so it also resumes the envs and hashes the
@@ -393,6 +403,22 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
     """
     Helpers.
     """
+
+    @contextlib.contextmanager
+    def _step_threads(self):
+        """Torch's intra-op threads at :attr:`SuspendCfg.cpu_step_threads` for the block on a CPU device (the env's
+        own work: step, reset, suspend, resume, a late render), the caller's count restored after (a host-side
+        setting: no device work, no sync)."""
+        threads = self.suspend_cfg.cpu_step_threads
+        before = torch.get_num_threads()
+        if threads is None or threads == before or self.device != "cpu":
+            yield
+            return
+        torch.set_num_threads(threads)
+        try:
+            yield
+        finally:
+            torch.set_num_threads(before)
 
     def _require_enabled(self, what: str) -> None:
         if not self.suspend_cfg.enabled:

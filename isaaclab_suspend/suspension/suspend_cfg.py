@@ -7,7 +7,7 @@ from isaaclab.utils import configclass
 
 @configclass
 class SuspendCfg:
-    """Per-env suspension settings.
+    """Settings of a suspendable env: per-env suspension, per-env random streams and the CPU step's threads.
 
     The cfg of the :class:`~isaaclab_suspend.suspension.SuspensionManager` (the ``suspend`` field of a suspendable
     env's cfg). With :attr:`enabled` False the env behaves bit-identically to :class:`~isaaclab.envs.ManagerBasedRLEnv`
@@ -33,6 +33,14 @@ class SuspendCfg:
     have drawn, the others' draws do not depend on it, and its k-th episode starts from the same state whatever
     the policy. Works with suspension disabled too. Defaults to False (Isaac Lab's
     generator, bit for bit); the evaluation, recording, replay and audit scripts turn it on."""
+
+    cpu_step_threads: int | None = 1
+    """Torch's intra-op threads while the env steps, resets, suspends or resumes envs on a CPU device, the process's
+    own setting restored after (so a model called between steps keeps it); None leaves torch's setting. A step on the CPU is hundreds of
+    small tensor ops and Warp launches, and torch's thread pool only adds wake-ups to them, on a busy machine
+    waits for a descheduled thread: push-cube camera, 16 envs, ran its eval loop at 0.45 of the task without a
+    camera per CPU second with 2 threads and at 0.90 with 1 (docs/results.rst). Defaults to 1. No effect on a
+    CUDA device."""
 
     unfrozen_parts: list[str] = []
     """Parts of the env whose per-env state is NOT frozen, by name (``actions``, ``physics``, ``actuators``,

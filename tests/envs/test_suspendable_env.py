@@ -7,7 +7,7 @@ import torch
 from isaaclab.app.sim_launcher import launch_simulation
 
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
-from isaaclab_suspend.tasks.env_factory import open_env
+from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env
 from isaaclab_tasks.utils import parse_env_cfg
 from isaaclab_tasks.utils.parse_cfg import load_cfg_from_registry
 
@@ -117,3 +117,36 @@ def test_bad_env_ids(cartpole, env_ids, error, message):
 def test_bad_actions(cartpole, action, error, message):
     with pytest.raises(error, match=message):
         cartpole.step(action)
+
+
+def test_cpu_step_runs_on_the_cfg_threads(cartpole, monkeypatch):
+    """On the CPU an env steps, resets, suspends and resumes envs with ``suspend.cpu_step_threads`` torch threads,
+    and the caller's count is back after each call (a model called between steps keeps it); None leaves the
+    caller's count."""
+    env = cartpole.unwrapped
+    seen = []
+    for owner, name in ((env.scene, "update"), (env.suspension_manager, "suspend"), (env.suspension_manager, "resume")):
+        method = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, m=method, **k: (seen.append(torch.get_num_threads()), m(*a, **k))[1])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        env.step(torch.zeros(NUM_ENVS, 1))
+        env.reset()
+        env.suspend_envs([1])
+        env.resume_envs([1])
+        assert len(seen) > 2 and set(seen) == {1} and torch.get_num_threads() == 2
+        seen.clear()
+        monkeypatch.setattr(env.suspend_cfg, "cpu_step_threads", None)
+        env.step(torch.zeros(NUM_ENVS, 1))
+        assert set(seen) == {2}
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True])
+def test_bad_cpu_step_threads(threads):
+    cfg = make_env_cfg("Isaac-Cartpole-Suspendable", NUM_ENVS)
+    cfg.suspend.cpu_step_threads = threads
+    with pytest.raises(ValueError, match="cpu_step_threads is .*give a positive number of threads"):
+        SuspendableManagerBasedRLEnv(cfg)
