@@ -16,7 +16,7 @@ from isaaclab_suspend.assets.asset_map import ASSET_MAP, local_counterpart
 from isaaclab_suspend.tasks.embedded import make_default_model, planner_actions
 from isaaclab_suspend.solver_notices import NOTICE
 from isaaclab_suspend.tasks.audit import SuspensionAuditCfg, audit_suspension
-from isaaclab_suspend.tasks.env_factory import check_local_assets, check_suspension_settings, make_env_cfg
+from isaaclab_suspend.tasks.env_factory import check_local_assets, check_suspension_settings, make_env_cfg, open_env
 
 STACK = "IsaacContrib-Stack-Cube-SO101-Suspendable"
 LIFT = "IsaacContrib-Lift-Cube-SO101-IK-Abs-Suspendable"
@@ -135,6 +135,30 @@ def test_planner_driven_arm_freezes_exactly_while_resting_closing_and_holding(ca
     assert abs(seen[(0, 4)][0] - rest_z) < 1e-3 and seen[(0, 4)][3] == 0.0  # resting cube, jaw commanded open
     assert seen[(1, 45)][3] == 1.0 and abs(seen[(1, 45)][2]) > 0.1  # the jaw moving shut
     assert seen[(2, 50)][0] > rest_z + 0.01 and seen[(2, 50)][1] < 1.0  # held between the jaws, lifted
+
+
+@pytest.mark.slow  # the lift built twice, one env to its planner's lift (about 20 s)
+def test_lift_contact_buffer_is_sized_to_the_scene_without_changing_the_physics():
+    """The lift's MuJoCo-Warp contact buffer (96 per world against the stack cfg's 600, which its gradient kernel
+    sweeps on the CPU) holds every contact: the planner's approach, grasp and lift retrace the 600-contact run
+    bit for bit."""
+    traces, jaw = [], []
+    for nconmax in (600, None):
+        planner = planner_actions(LIFT)
+        cfg = make_env_cfg(LIFT, 1, "cpu")
+        assert cfg.sim.physics.solver_cfg.nconmax == 96
+        if nconmax:
+            cfg.sim.physics.solver_cfg.nconmax = nconmax
+        with open_env(LIFT, cfg=cfg) as env:
+            obs, _ = env.reset(seed=3)
+            rows = []
+            for _ in range(56):  # lifted at step 53
+                obs = env.step(planner(obs, env))[0]
+                rows.append(torch.cat([v.flatten(1) for v in obs["policy"].values()], 1))
+            jaw.append(obs["policy"]["actions"][0, 7].item())
+        traces.append(torch.cat(rows))
+    assert jaw == [1.0, 1.0]  # the jaw commanded shut: the grasp is in the traces
+    assert torch.equal(traces[0], traces[1])
 
 
 def _lift_obs(num: int, closing: bool) -> dict:

@@ -36,6 +36,11 @@ class SO101LiftCubeEnvCfg(SO101CubeStackEnvCfg):
     def __post_init__(self):
         super().__post_init__()
         self.episode_length_s = 6.0
+        # MuJoCo-Warp holds the contacts of all worlds in one buffer of nconmax per world; its elliptic-cone
+        # gradient kernel sweeps every slot of it on the CPU. This scene (the arm, three cubes, the table) makes at
+        # most 36 contacts in a world (19 planner episodes), so 96 per world, not the stack cfg's 600: the same
+        # physics bit for bit, a step at 16 envs on the CPU 4.8x faster (2.49 -> 0.52 s).
+        self.sim.physics.newton_mjwarp.solver_cfg.nconmax = 96
         policy = self.observations.policy
         policy.joint_pos_abs = ObsTerm(func=mdp.joint_pos)
         policy.eef_pose_b = ObsTerm(func=stack_mdp.ee_frame_pose_in_base_frame)
