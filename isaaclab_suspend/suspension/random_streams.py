@@ -6,8 +6,10 @@ a draw shifts every later draw of the others, and is handed other numbers after 
 :class:`~isaaclab_suspend.suspension.per_env_rng.PerEnvGenerator` while the term runs, with the term's env ids as
 rows: observation noise (``NoiseCfg`` functions and ``NoiseModel`` instances), random observation delays
 (``DelayBuffer``), event terms in every mode and the event manager's interval timers, and command resampling
-(``CommandTerm._resample``). What env ``i`` draws is then a function of (seed, ``i``, its episode, its active step
-in the episode, the term); what it draws while reset, of (seed, ``i``, its episode, the term) alone. Terms it cannot
+(``CommandTerm._resample``). An event term whose module draws from Python's ``random`` (Isaac Lab's stack tasks
+place their cubes so) is called once per env id, with ``random`` seeded from that env's stream and its own state
+restored after. What env ``i`` draws is then a function of (seed, ``i``, its episode, its active step in the episode,
+the term); what it draws while reset, of (seed, ``i``, its episode, the term) alone. Terms it cannot
 route are named at start-up with what to change, and a draw from torch's generator during a step outside the routed
 terms is named in a warning once per call site.
 """
@@ -18,6 +20,7 @@ import contextlib
 import copy
 import inspect
 import logging
+import random
 import re
 import sys
 from collections.abc import Iterator
@@ -50,6 +53,10 @@ _UNROUTABLE = (
 )
 """Source patterns of draws the streams cannot make per-env, with what to change."""
 
+_PYTHON_RANDOM = re.compile(r"\brandom\.(random|uniform|randint|randrange|choice|choices|gauss|normalvariate|shuffle|"
+                            r"sample|triangular)\(")
+"""Calls of Python's ``random`` module in a term's module source: the term is then called once per env."""
+
 _SAMPLER_FILES = ("isaaclab/utils/math.py", "suspension/per_env_rng.py")
 """Files of samplers that draw for their caller: a draw is named by the first frame outside them."""
 
@@ -58,22 +65,55 @@ class _Routed:
     """A term callable whose calls draw from the per-env streams; attributes are the wrapped term's.
 
     ``rows_arg`` is the position of the env ids among the call's arguments (None: all envs); an interval-mode
-    event term also redraws its timer for the envs it fires for (:meth:`RandomStreams._retime`)."""
+    event term also redraws its timer for the envs it fires for (:meth:`RandomStreams._retime`). With
+    ``python_random`` (an event term whose module draws from Python's ``random``) the term is called once per env id
+    (:meth:`_call_per_env`)."""
 
     def __init__(self, func, name: str, generator: PerEnvGenerator, rows_arg: int | None, rows_kw: str = "env_ids",
-                 retime=None):
+                 retime=None, python_random: bool = False):
         self.__wrapped__ = func
         self._name, self._generator, self._retime = name, generator, retime
         self._rows_arg, self._rows_kw = rows_arg, rows_kw
+        self._python_random = python_random
 
     def __call__(self, *args, **kwargs):
         env_ids = None
         if self._rows_arg is not None:
             env_ids = args[self._rows_arg] if len(args) > self._rows_arg else kwargs.get(self._rows_kw)
+        if self._python_random:
+            return self._call_per_env(args, kwargs, env_ids)
         with self._generator.route(self._name, env_ids):
             if self._retime is not None:
                 self._retime(env_ids)
             return self.__wrapped__(*args, **kwargs)
+
+    def _call_per_env(self, args: tuple, kwargs: dict, env_ids) -> None:
+        """Call the term once per env id, with Python's ``random`` seeded from a draw of that env's stream (its
+        torch draws routed to it too), and ``random``'s own state restored after: a term that loops over its env ids
+        drawing from ``random`` (Isaac Lab's ``randomize_object_pose``) then draws per env. Its env ids are read on
+        the host, as such a term reads them itself."""
+        gen = self._generator
+        rows = gen.rows(env_ids)
+        rows = torch.arange(gen.num_envs, device=gen.device) if rows is None else rows
+        keys = gen.bits(rows, 1, gen.offset(f"{self._name}.python_random", 0)).view(-1).tolist()
+        if self._retime is not None:
+            with gen.route(self._name, rows):
+                self._retime(rows)
+        positional = self._rows_arg is not None and len(args) > self._rows_arg
+        state = random.getstate()
+        try:
+            for row, key in zip(rows.split(1), keys):
+                random.seed(key)
+                if positional:
+                    args = (*args[: self._rows_arg], row, *args[self._rows_arg + 1:])
+                else:
+                    kwargs[self._rows_kw] = row
+                with gen.route(self._name, row):
+                    self.__wrapped__(*args, **kwargs)
+        finally:
+            random.setstate(state)
+        if gen.drawn is not None:  # the audit's record: it drew, from Python's random
+            gen.drawn[self._name] = gen.drawn.get(self._name, 0) + 1
 
     def __getattr__(self, attr: str):
         try:
@@ -154,8 +194,11 @@ class RandomStreams:
                 if mode == "interval":
                     retime = lambda ids, i=index, c=cfg, n=label: self._retime(i, c, n, ids)  # noqa: E731
                     retime(None)  # the timers drawn when the manager was built
-                self._cover(label, f"{mode} event, on its env ids" + (", and its timer" if retime else ""), cfg.func)
-                cfg.func = _Routed(cfg.func, label, gen, 1, retime=retime)
+                per_env = draws_python_random(cfg.func)
+                self._cover(label, f"{mode} event, on its env ids" + (", and its timer" if retime else "")
+                            + (", once per env (Python's random seeded per env)" if per_env else ""), cfg.func,
+                            python_random_routed=per_env)
+                cfg.func = _Routed(cfg.func, label, gen, 1, retime=retime, python_random=per_env)
 
     def route_managers(self, env: ManagerBasedRLEnv) -> None:
         """Route observation noise, random observation delays and command resampling (and the event terms, if no
@@ -183,9 +226,12 @@ class RandomStreams:
             term._resample = self._routed_method(term._resample, f"command.{name}", 0)
             self._cover(f"command.{name}", f"{type(term).__name__} resampling", type(term))
 
-    def _cover(self, label: str, what: str, func=None) -> None:
-        """File a routed term as covered, or as not per-env if its source draws in a way that cannot be routed."""
+    def _cover(self, label: str, what: str, func=None, python_random_routed: bool = False) -> None:
+        """File a routed term as covered, or as not per-env if its source draws in a way that cannot be routed
+        (Python's ``random`` can, for an event term called per env: ``python_random_routed``)."""
         reasons = unroutable_reasons(func) if func is not None else []
+        if python_random_routed:
+            reasons = [why for why in reasons if "Python's random" not in why]
         self.covered.append((label, what))
         self.not_per_env += [(label, reason) for reason in reasons]
 
@@ -290,3 +336,18 @@ def unroutable_reasons(func) -> list[str]:
     except (OSError, TypeError):
         return []
     return [why for pattern, why in _UNROUTABLE if re.search(pattern, source)]
+
+
+def draws_python_random(func) -> bool:
+    """Whether the module of ``func`` (a function, a class or an instance of one) imports Python's ``random`` and
+    calls its samplers: the term may draw through a helper of its module (Isaac Lab's ``randomize_object_pose``
+    through ``sample_object_poses``)."""
+    target = func if inspect.isfunction(func) or inspect.isclass(func) else type(func)
+    module = inspect.getmodule(target)
+    if module is None or getattr(module, "random", None) is not random:
+        return False
+    try:
+        source = inspect.getsource(module)
+    except (OSError, TypeError):
+        return False
+    return _PYTHON_RANDOM.search(source) is not None

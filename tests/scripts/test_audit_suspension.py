@@ -33,7 +33,7 @@ DEVICE_AUDITS = {
     # registered here is skipped.
     "Isaac-Cartpole-Suspendable": ((), [SHORT]),
     "Isaac-PushCube-Suspendable": ((), [SHORT, NUDGE]),
-    "IsaacContrib-Stack-Cube-SO101-v0": ((), None),  # its cube poses come from Python's random module
+    "IsaacContrib-Stack-Cube-SO101-v0": ((), [SHORT]),  # its cube poses from Python's random, seeded per env
     "Isaac-Lift-Franka": ((), None),  # its conditional reset draws one row for all envs
     "Isaac-Reach-Franka": ((), [SHORT]),
 }

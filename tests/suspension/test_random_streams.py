@@ -8,6 +8,7 @@ reports "shared random generator".
 """
 
 import contextlib
+import random
 
 import numpy as np
 import pytest
@@ -20,8 +21,12 @@ from isaaclab.envs.mdp.events import _randomize_prop_by_op
 from isaaclab.utils import noise
 from isaaclab.utils.buffers import DelayBuffer
 
+from isaaclab.managers import EventTermCfg, SceneEntityCfg
+from isaaclab_tasks.contrib.stack.mdp.stack_events import randomize_object_pose
+
 from helpers import load_script
 from isaaclab_suspend.suspension import PerEnvGenerator, per_env_rng
+from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env
 from isaaclab_suspend.suspension.random_streams import unroutable_reasons
 
 # 0.4 s episodes (24 steps) and the steps the audit chooses after the suspension (31: the nudge's longest interval
@@ -251,3 +256,34 @@ def test_terms_that_cannot_be_routed_are_named_with_what_to_change():
     assert "draw with torch.rand" in unroutable_reasons(_numpy_event)[0]
     assert "torch.randn" in unroutable_reasons(events.reset_root_state_with_random_orientation)[0]
     assert unroutable_reasons(events.push_by_setting_velocity) == []
+
+
+def test_an_event_drawing_from_pythons_random_draws_per_env():
+    """Isaac Lab's ``randomize_object_pose`` (its stack tasks place their cubes with Python's ``random``) is called
+    once per env, ``random`` seeded from the env's reset stream: env 0's next start is the same whether env 1 reset
+    twice before it or not and whatever Python's own stream holds, the envs start apart, and ``random``'s state is
+    left as it was."""
+    cfg = make_env_cfg("Isaac-PushCube-Suspendable", 2)
+    cfg.suspend.per_env_random = True
+    cfg.events.place_cube = EventTermCfg(func=randomize_object_pose, mode="reset", params={
+        "asset_cfgs": [SceneEntityCfg("cube")], "pose_range": {"x": (0.3, 0.6), "y": (-0.2, 0.2), "z": (0.05, 0.05)}})
+    with open_env("Isaac-PushCube-Suspendable", cfg=cfg) as env:
+        env = env.unwrapped
+
+        def next_start(others: int, python_seed: int) -> torch.Tensor:
+            """Env 0's cube after its first reset, ``others`` resets of env 1 before it."""
+            random.seed(python_seed)
+            env.reset(seed=5)
+            for _ in range(others):
+                env.reset(torch.tensor([1]))
+            state = random.getstate()
+            env.reset(torch.tensor([0]))
+            assert random.getstate() == state
+            pos = env.scene["cube"].data.root_pos_w - env.scene.env_origins
+            return pos.clone()
+
+        alone, after_others = next_start(0, python_seed=1), next_start(2, python_seed=2)
+        assert torch.equal(alone[0], after_others[0])
+        assert not torch.equal(alone[0, :2], alone[1, :2])
+        assert 0.3 <= alone[0, 0] <= 0.6 and alone[0, 2] == pytest.approx(0.05, abs=1e-4)
+        assert "once per env (Python's random seeded per env)" in str(env.random_streams)
