@@ -35,7 +35,7 @@ Examples::
     # fair figures: 4 episodes from every env (not the first to finish), one JSON line per episode
     tools/run.sh python scripts/eval.py --episodes_per_env 4 --desync --episode_log outputs/episodes.jsonl
 
-    # shard 2 of 4 (seed + 2, files <stem>-shard2of4.*); scripts/merge_shards.py merges the shards' results
+    # shard 2 of 4 (seed + 2, files <stem>-shard2of4.*); merge_shards.py merges the shards' results and verdicts
     tools/run.sh python scripts/eval.py --remote 127.0.0.1:5555 --shard 2/4 --output outputs/eval/remote
 """
 
@@ -101,11 +101,11 @@ def evaluate(args: argparse.Namespace) -> None:
     for schedule, run in results.items():
         cli.log_episodes(args.episode_log, run.episodes, args.suffixes[schedule], args.overwrite)
     written = cli.write_eval_outputs(args, header, results)  # this shard's timeline and report, before torchrun merges
-    header, figures = cli.gather_results(args, header, {s: r.figures for s, r in results.items()})  # rank 0's
+    header, figures, verdicts = cli.gather_results(args, header, results)  # under torchrun: every rank's, on rank 0
     if args.results:
         written.append(cli.write_results(args.results, header, figures, args.overwrite))
     print(f"\n{header}\n{stats_table(figures)}\nEpisodes scored: {cli.describe_scoring(args)}.",
-          *(f"Verdict: {v['sentence']}" for v in runs.verdicts(results)),  # which is better, by how much, how sure
+          *(f"Verdict: {v['sentence']}" for v in verdicts),  # which is better, by how much, how sure
           *cli.describe_outputs(args, written), sep="\n")
     if args.record:
         print(f"Episodes recorded to {os.path.abspath(args.record)}"

@@ -1,4 +1,5 @@
-"""Merge the shards of a run: the figures of ``eval.py --shard I/K --results`` into one table, and the HDF5
+"""Merge the shards of a run: the figures of ``eval.py --shard I/K --results`` into one table (from the shards' run
+folders, ``--runs``: with the verdicts over every shard's episodes, each paired within its shard), and the HDF5
 datasets of ``record.py --shard I/K`` (or ``eval.py --record``) into one dataset.
 
 Files named as shards (``<stem>-shard<I>of<K>``) must come as whole sets of K, unless ``--partial``. The merged
@@ -10,6 +11,7 @@ interrupted.
 Examples::
 
     tools/run.sh python scripts/merge_shards.py --results outputs/eval-shard*of4.json
+    tools/run.sh python scripts/merge_shards.py --runs outputs/eval/remote-shard*of4
     tools/run.sh python scripts/merge_shards.py --datasets datasets/cartpole-shard*of4.hdf5 \\
         --output datasets/cartpole.hdf5
 """
@@ -26,6 +28,8 @@ from isaaclab_suspend.cli.arguments import add_quiet_arg  # light: h5py and Isaa
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--results", nargs="+", default=[], help="JSON files of eval.py --results, one per shard")
+    parser.add_argument("--runs", nargs="+", default=[], help="eval.py's run folders (--output), one per shard, or"
+                        " their run logs (episodes.jsonl): the table and the verdicts over every shard's episodes")
     parser.add_argument("--datasets", nargs="+", default=[], help="HDF5 datasets, one per shard, in shard order")
     parser.add_argument("--output", default=None, help="merged dataset (with --datasets)")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --output")
@@ -35,8 +39,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     from isaaclab_suspend.datasets.shards import check_shard_set, same_file
 
-    if not args.results and not args.datasets:
-        parser.error("nothing to merge: pass --results and/or --datasets")
+    if not args.results and not args.runs and not args.datasets:
+        parser.error("nothing to merge: pass --results or --runs, and/or --datasets")
+    if args.results and args.runs:
+        parser.error("--results and --runs both give the shards' figures (a run folder holds them too): pass one")
     if args.datasets and not args.output:
         parser.error("--datasets needs --output, the merged dataset")
     if args.output and not args.output.endswith(".hdf5"):
@@ -50,19 +56,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"'{args.output}' exists: pass --overwrite to replace it")
     try:
         check_shard_set(args.results, args.partial)
+        check_shard_set(args.runs, args.partial)
         check_shard_set(args.datasets, args.partial)
     except ValueError as err:
         parser.error(str(err))
     return args
 
 
-def merged_report(paths: list[str]) -> str:
-    """The table of the shards' figures merged per schedule, under the shards' headers."""
+def merged_report(results: list[str], runs: list[str]) -> str:
+    """The table of the shards' figures merged per run, under the shards' headers, from their ``results`` files
+    or their ``runs`` (run folders or logs), then with the verdicts over every shard's episodes."""
     from isaaclab_suspend.datasets.shards import merge_results, read_results
     from isaaclab_suspend.chunking import stats_table
 
-    merged = merge_results([read_results(path) for path in paths])
-    return f"{merged['header']}\n{stats_table(merged['schedules'])}"
+    if runs:
+        from isaaclab_suspend.runs import merge_shard_logs  # torch and Isaac Lab: only for run logs
+
+        header, figures, verdicts = merge_shard_logs(runs)
+    else:
+        merged = merge_results([read_results(path) for path in results])
+        header, figures, verdicts = merged["header"], merged["schedules"], []
+    return "\n".join([header, str(stats_table(figures)), *(f"Verdict: {v['sentence']}" for v in verdicts)])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,8 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     from isaaclab_suspend.datasets.shards import merge_datasets
 
     try:
-        if args.results:
-            print(merged_report(args.results))
+        if args.results or args.runs:
+            print(merged_report(args.results, args.runs))
         if args.datasets:
             episodes, samples = merge_datasets(args.datasets, args.output)
             print(f"{episodes} episodes ({samples} samples) of {len(args.datasets)} shards written to"

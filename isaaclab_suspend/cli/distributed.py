@@ -222,21 +222,29 @@ def _gather(payload: object) -> list[object] | None:
     return [s.payload for s in statuses]
 
 
-def gather_results(args: argparse.Namespace, header: str, results: dict) -> tuple[str, dict]:
-    """``eval.py``'s report step: under torchrun, on rank 0 the figures of every rank merged per schedule (and
-    its ``--record`` datasets, those of ``args.record_cfgs``, merged, ``--results`` the unsharded path, holding
-    every rank's figures too); ``(header, results)`` outside torchrun. The other ranks exit here."""
+def gather_results(args: argparse.Namespace, header: str, runs: dict) -> tuple[str, dict, list[dict]]:
+    """``eval.py``'s report step: the header, the figures and the verdicts of ``runs`` (its
+    :class:`~isaaclab_suspend.runs.ScheduleRun` by name). Under torchrun those of every rank, on rank 0: the figures
+    merged per run, the verdicts over every rank's episodes, each paired within its rank (the same env index on two
+    ranks is two envs, seeded apart: ``runs.paired.run_verdicts``), its ``--record`` datasets (those of
+    ``args.record_cfgs``) merged and ``--results`` the unsharded path, holding every rank's figures too. The other
+    ranks exit here."""
+    from ..runs.paired import run_verdicts  # the runs package imports Isaac Lab: not while a script parses
+
+    figures = {name: run.figures for name, run in runs.items()}
     record = [path for cfg in args.record_cfgs.values() for path in dataset_file_paths(cfg)]
-    shards = _gather({"header": header, "schedules": results, "record": record})
+    mine = {"header": header, "schedules": figures, "record": record,
+            "runs": {name: run.verdict_record() for name, run in runs.items()}}
+    shards = _gather(mine)
     if shards is None:
-        return header, results
+        return header, figures, run_verdicts([mine["runs"]], figures)
     merged = merge_results(shards)
     if args.record:
         merge_rank_files([shard["record"] for shard in shards], args.overwrite)
         args.record = args.shard.unshard(args.record)
     if args.results:
         args.results = args.shard.unshard(args.results)
-    return merged["header"], merged["schedules"]
+    return merged["header"], merged["schedules"], run_verdicts([shard["runs"] for shard in shards], merged["schedules"])
 
 
 def gather_datasets(args: argparse.Namespace) -> list[str]:

@@ -3,7 +3,8 @@ several) against a shared policy server, merged back into one report and one dat
 
 Shard ``i/K`` uses seed ``seed + i`` (disjoint episodes), writes ``<stem>-shard<i>of<K><ext>`` files and, for
 recording, ``episodes // K`` episodes (the first ``episodes % K`` shards one more). :func:`merge_stats` and
-:func:`merge_datasets` combine what the shards wrote; ``scripts/merge_shards.py`` runs both. Start the shards
+:func:`merge_datasets` combine what the shards wrote (and :func:`isaaclab_suspend.runs.merge_shard_logs` their run
+logs, with the paired verdicts over all their episodes); ``scripts/merge_shards.py`` runs them. Start the shards
 with any launcher (a cluster scheduler's array job, ssh): each only needs its ``--shard``. Under ``torchrun`` each
 rank is a shard and rank 0 merges (:mod:`isaaclab_suspend.cli.distributed`).
 """
@@ -162,13 +163,24 @@ def read_results(path: str) -> dict:
     if not (isinstance(schedules, dict) and schedules and isinstance(results.get("header"), str)):
         raise ValueError(f"'{path}' is not a JSON file of eval.py --results (a 'header' text and the figures of each"
                          " of its 'schedules').")
+    check_figures(path, schedules)
+    return results
+
+
+def check_figures(path: str, schedules: dict, files: str = "the --results files of eval.py") -> None:
+    """Raise unless ``schedules`` (run name -> figures, read from ``path``) holds runs whose figures have the
+    numbers of :data:`MERGED_FROM`; ``files`` names what to merge instead.
+
+    Raises:
+        ValueError: Naming the file, the run and the numbers it lacks.
+    """
+    if not schedules:
+        raise ValueError(f"'{path}' holds no run's figures; merge {files}.")
     for name, figures in schedules.items():
         missing = [key for key in MERGED_FROM if not isinstance(figures, dict) or isinstance(figures.get(key), bool)
                    or not isinstance(figures.get(key), (int, float))]
         if missing:
-            raise ValueError(f"'{path}': the figures of schedule '{name}' lack the numbers {missing}; merge the"
-                             " --results files of eval.py.")
-    return results
+            raise ValueError(f"'{path}': the figures of schedule '{name}' lack the numbers {missing}; merge {files}.")
 
 
 def merge_results(shards: Sequence[dict]) -> dict:

@@ -7,8 +7,8 @@ from .chunk_models import (CHUNK_MODELS, ChunkLengthError, ChunkModelSource, Chu
                            Gr00tChunkModelCfg, LeRobotModelCfg, OpenpiChunkModelCfg, RlActorModelCfg,
                            TcpChunkModelCfg, infer_model_cfg, make_chunking_policy)
 from .episode_ledger import EpisodeLedger
-from .evaluation import (EvaluationCfg, ScheduleRun, evaluate, run_names, schedule_suffixes, verdicts,
-                         write_evaluation_report, write_timeline)
+from .evaluation import (EvaluationCfg, ScheduleRun, evaluate, merge_shard_logs, run_names, schedule_suffixes,
+                         verdicts, write_evaluation_report, write_timeline)
 from .outcomes import EpisodeOutcomes
 from .policy_serving import make_policy_server
 from .recording import EXPORT_MODES, RecordingCfg, RecordingResult, dataset_recorder_cfg, record
@@ -20,5 +20,5 @@ __all__ = ["CHUNK_MODELS", "ChunkLengthError", "ChunkModelSource", "ChunkPolicyM
            "Gr00tChunkModelCfg", "HoldPosePolicy", "LeRobotModelCfg", "OpenpiChunkModelCfg", "TcpChunkModelCfg",
            "infer_model_cfg", "RandomPolicy", "RecordingCfg", "RecordingResult", "RlActorModelCfg", "RunEnvCfg",
            "ScheduleRun", "Transition", "dataset_recorder_cfg", "desync_episodes", "evaluate", "make_chunking_policy",
-           "make_ledger", "make_policy_server", "open_run_env", "record", "rollout", "run_names", "schedule_suffixes",
-           "score", "start_episodes", "verdicts", "write_evaluation_report", "write_timeline"]
+           "make_ledger", "make_policy_server", "merge_shard_logs", "open_run_env", "record", "rollout", "run_names",
+           "schedule_suffixes", "score", "start_episodes", "verdicts", "write_evaluation_report", "write_timeline"]

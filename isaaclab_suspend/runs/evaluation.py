@@ -21,7 +21,6 @@ Example::
 from __future__ import annotations
 
 import datetime
-import math
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -32,11 +31,12 @@ from isaaclab.utils import configclass
 
 from ..chunking import ActionChunkingPolicyCfg, ChunkScheduleCfg, LatencyCfg, schedule_name
 from ..chunking.schedules import SCHEDULES
-from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, run_provenance, write_report,
-                     write_run_log)
+from ..datasets.shards import check_figures, merge_results
+from .report import (ChunkTimeline, EpisodeFrames, EvalReportCfg, plot_timelines, read_run_log, run_provenance,
+                     write_report, write_run_log)
 from .chunk_models import ChunkModelSource, EmbeddedModelCfg, ModelCfg, make_chunking_policy
 from .outputs import check_output, new_file
-from .paired import compare_all
+from .paired import has_success, run_verdicts
 from .recording import check_chunks, check_datasets, dataset_recorder_cfg
 from .rollout import rollout, start_episodes
 from .run_env import RunEnvCfg, check_int, make_ledger, open_run_env
@@ -143,6 +143,12 @@ class ScheduleRun:
         """Frame strips of a few episodes (none without frames)."""
         return self.frames.strips(self.episodes) if self.frames is not None else []
 
+    def verdict_record(self) -> dict:
+        """What a verdict reads of this run besides its figures, named as a run log's schedule record names it:
+        ``episodes``, ``policy``, ``chunk_schedule`` (``paired.run_verdicts``; a torchrun rank hands it to
+        rank 0)."""
+        return {"episodes": self.episodes, "policy": self.policy, "chunk_schedule": self.schedule}
+
 
 def schedule_suffixes(names: Sequence[str]) -> dict[str, str]:
     """The suffix of each run's files (its name, :func:`run_names`): ``_<name>`` when there are several, else
@@ -204,10 +210,36 @@ def open_sources(cfg: EvaluationCfg) -> dict[str | None, ChunkModelSource]:
 
 def verdicts(runs: dict[str, ScheduleRun]) -> list[dict]:
     """The verdict on every two of ``runs`` that differ in their policy or in their schedule, not both
-    (``paired.compare_all``, the later against the earlier)."""
-    has_success = any(not math.isnan(run.figures.get("success_rate", math.nan)) for run in runs.values())
-    return compare_all({name: (run.episodes, run.figures) for name, run in runs.items()}, has_success,
-                       {name: (run.policy, run.schedule) for name, run in runs.items()})
+    (``paired.run_verdicts``, the later against the earlier). ``runs`` are one shard's: over every shard of a run
+    split into several, see :func:`merge_shard_logs` (under torchrun ``eval.py``'s rank 0 gathers them itself)."""
+    return run_verdicts([{name: run.verdict_record() for name, run in runs.items()}],
+                        {name: run.figures for name, run in runs.items()})
+
+
+def merge_shard_logs(paths: Sequence[str]) -> tuple[str, dict[str, dict], list[dict]]:
+    """The run logs of an evaluation's shards (each a run folder, holding its log ``episodes.jsonl``, or the log
+    itself; ``eval.py --shard I/K``'s or torchrun's ranks', in shard order) as one run's: the shards' headers, each
+    run's figures merged (``datasets.shards.merge_results``) and the verdicts over every shard's episodes, each
+    paired within its shard (``paired.run_verdicts``: the same env index in two shards is two envs).
+
+    Raises:
+        FileNotFoundError: If a log is not there.
+        ValueError: If a log is not a run log of ``eval.py`` (one line naming it), its figures lack a number the
+            merge reads, or the shards ran different runs.
+    """
+    logs = [os.path.join(path, REPORT_LOG) if os.path.isdir(path) else path for path in paths]
+    for log in logs:
+        if not os.path.isfile(log):
+            raise FileNotFoundError(f"'{log}' is not there: give each shard's run folder of eval.py (its --output,"
+                                    f" which holds the run log {REPORT_LOG} unless --report '') or that log.")
+    shards = [read_run_log(log) for log in logs]
+    results = [{"header": run["header"], "schedules": {name: s["figures"] for name, s in schedules.items()}}
+               for run, schedules in shards]
+    for log, shard in zip(logs, results):
+        check_figures(log, shard["schedules"], "the run logs of eval.py")
+    merged = merge_results(results)
+    success = any(run["has_success"] for run, _ in shards)
+    return merged["header"], merged["schedules"], run_verdicts([s for _, s in shards], merged["schedules"], success)
 
 
 def _run_schedule(cfg: EvaluationCfg, env_cfg: RunEnvCfg, source: ChunkModelSource, schedule: str | ChunkScheduleCfg,
@@ -266,11 +298,11 @@ def write_evaluation_report(cfg: EvaluationCfg, runs: dict[str, ScheduleRun], fo
     """
     for name in (REPORT_LOG, REPORT_PAGE):
         check_output(os.path.join(folder, name), cfg.overwrite, "report")
-    has_success = any(not math.isnan(run.figures.get("success_rate", math.nan)) for run in runs.values())
     schedules = {name: (run.figures, run.episodes, run.timeline, run.strips(),
                         {"chunk_schedule": run.schedule, "policy": run.policy}) for name, run in runs.items()}
+    success = has_success(run.figures for run in runs.values())
     run = {"header": header, "scoring": scoring, "per_env": cfg.episodes_per_env, "num_envs": cfg.env.num_envs,
-           "has_success": has_success, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+           "has_success": success, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
            "latency": cfg.latency, "virtual_latency": cfg.virtual_latency,
            "provenance": run_provenance(cfg.env.task, cfg.env.overrides, cfg.env.seed, cfg.env.device, policy)}
     log = write_run_log(os.path.join(folder, REPORT_LOG), run, schedules)

@@ -9,13 +9,17 @@ sentence says so and why): success with Fisher's exact test and Newcombe's hybri
 proportions, return and length as differences of means. Model calls and useful env-steps/s are compared as ratios
 of the arms' figures (calls are counts, exact; env-steps/s is a timing of one run, noisy).
 
+An evaluation split into shards (``eval.py --shard``, torchrun's ranks) is judged over the episodes of all of them
+(:func:`run_verdicts`), each paired within its own shard (:func:`pair_key`): the same env index in two shards is
+two envs, seeded apart.
+
 Pure Python (``math`` only): the printed output and the report call the same functions on the same records.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 Z95 = 1.96
 """The standard normal quantile of a two-sided 95 % interval."""
@@ -109,11 +113,23 @@ def mean_difference_ci(a: Sequence[float], b: Sequence[float], z: float = Z95) -
     return d, d - half, d + half
 
 
+def pair_key(record: Mapping) -> tuple[int, int, int]:
+    """The key an episode record is paired on: ``(shard, env_id, episode)``; a record without ``shard`` (an
+    unsharded run's) is of shard 0. The shard keeps apart the episodes of one env index in two shards."""
+    return record.get("shard", 0), record["env_id"], record["episode"]
+
+
+def shard_records(shards: Sequence[Sequence[Mapping]]) -> list[dict]:
+    """The episode records of one run's shards (``shards[i]``: shard i's) as one list, each tagged with its
+    shard's index (``shard``, which :func:`pair_key` pairs on)."""
+    return [{**record, "shard": index} for index, records in enumerate(shards) for record in records]
+
+
 def pairing(a: Sequence[Mapping], b: Sequence[Mapping]) -> str | None:
-    """None when ``a`` and ``b`` (episode records) are paired: the same (env, episode) keys, each with a
-    ``start_hash`` equal in both; else why not, in a few words."""
-    keys_a = {(r["env_id"], r["episode"]): r.get("start_hash") for r in a}
-    keys_b = {(r["env_id"], r["episode"]): r.get("start_hash") for r in b}
+    """None when ``a`` and ``b`` (episode records) are paired: the same (env, episode) keys (:func:`pair_key`),
+    each with a ``start_hash`` equal in both; else why not, in a few words."""
+    keys_a = {pair_key(r): r.get("start_hash") for r in a}
+    keys_b = {pair_key(r): r.get("start_hash") for r in b}
     if not keys_a or not keys_b:
         return "no finished episode in one arm"
     if set(keys_a) != set(keys_b):
@@ -145,8 +161,8 @@ def compare(a: Sequence[Mapping], b: Sequence[Mapping], name_a: str = "A", name_
                "calls_ratio": _ratio(figures_a, figures_b, "inference_calls"),
                "env_steps_per_s_ratio": _ratio(figures_a, figures_b, "active_env_steps_per_s")}
     if why is None:
-        by_key = {(r["env_id"], r["episode"]): r for r in a}
-        pairs = [(by_key[(r["env_id"], r["episode"])], r) for r in b]
+        by_key = {pair_key(r): r for r in a}
+        pairs = [(by_key[pair_key(r)], r) for r in b]
         table = {"both": 0, "only_b": 0, "only_a": 0, "neither": 0}
         for ra, rb in pairs:
             sa, sb = bool(ra["success"]), bool(rb["success"])
@@ -224,3 +240,23 @@ def compare_all(arms: Mapping[str, tuple[Sequence[Mapping], Mapping]], has_succe
     if factors:
         pairs = [(x, y) for x, y in pairs if sum(a != b for a, b in zip(factors[x], factors[y])) <= 1]
     return [compare(arms[x][0], arms[y][0], x, y, arms[x][1], arms[y][1], has_success) for x, y in pairs]
+
+
+def has_success(figures: Iterable[Mapping]) -> bool:
+    """Whether the task has a success term: a run's ``success_rate`` among ``figures`` is a number (NaN without
+    one)."""
+    rates = [f.get("success_rate") for f in figures]
+    return any(isinstance(rate, (int, float)) and not math.isnan(rate) for rate in rates)
+
+
+def run_verdicts(shards: Sequence[Mapping[str, Mapping]], figures: Mapping[str, Mapping],
+                 success: bool | None = None) -> list[dict]:
+    """:func:`compare_all` of an evaluation's runs, each a policy under a schedule, over the episodes of all its
+    shards (one for an unsharded run), each paired within its shard (:func:`shard_records`). ``shards[i]`` holds
+    shard i's runs by name as a run log's schedule records do (``episodes``, ``policy``, ``chunk_schedule``; other
+    keys unread), ``figures`` each run's figures (merged over the shards); ``success`` None: :func:`has_success` of
+    them. Only runs that differ in their policy or in their schedule, not both, are compared."""
+    first = shards[0]
+    arms = {name: (shard_records([shard[name]["episodes"] for shard in shards]), figures[name]) for name in first}
+    factors = {name: (run.get("policy"), run.get("chunk_schedule")) for name, run in first.items()}
+    return compare_all(arms, has_success(figures.values()) if success is None else success, factors)

@@ -115,6 +115,7 @@ CASES = [
     ("record", ["--device", "cpu:7"], "argument --device: 'cpu:7' is not a device this package runs on"),
     ("eval", ["episode_length_s"], "'episode_length_s' is not a cfg override KEY=VALUE"),
     ("merge_shards", ["--datasets", "a.hdf5", "b.hdf5", "--output", "b"], "--output 'b.hdf5' is one of the --datasets"),
+    ("merge_shards", ["--results", "a.json", "--runs", "d"], "--results and --runs both give the shards' figures"),
     ("demo_suspend", ["--num_envs", "0"], "argument --num_envs: 0 is out of range"),
     ("view_dataset", ["d.hdf5", "--output", "frames"], "--output 'frames' must end with .gif"),
     ("view_dataset", ["d.hdf5", "--png_steps", "0"], "argument --png_steps: 0 is out of range"),

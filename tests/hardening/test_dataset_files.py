@@ -235,6 +235,21 @@ def test_results_that_are_not_eval_results_name_the_file_and_what_is_wrong(tmp_p
     assert merge(["--results", str(path)]) == 0
 
 
+def test_runs_without_a_run_log_name_the_file_and_what_is_wrong(tmp_path, merge, capsys):
+    """--runs takes eval.py's run folders (or their run logs): a folder without one, an --episode_log given for a
+    run log and an incomplete set of shard folders end with one line naming the file and what to give."""
+    folder = tmp_path / "run-shard0of1"
+    folder.mkdir()
+    _one_error_line(capsys, merge(["--runs", str(folder)]), f"'{folder / 'episodes.jsonl'}' is not there: give each"
+                    " shard's run folder of eval.py")
+    log = tmp_path / "episodes.jsonl"
+    log.write_text(json.dumps({"env_id": 0, "episode": 0, "success": True, "length": 5}) + "\n")
+    _one_error_line(capsys, merge(["--runs", str(log)]), f"'{log}' line 1 is not a run log record")
+    (tmp_path / "run-shard0of2").mkdir()
+    _one_error_line(capsys, merge(["--runs", str(tmp_path / "run-shard0of2")]), "shards of the set are missing",
+                    str(tmp_path / "run-shard1of2"))
+
+
 def test_output_under_a_file_names_it(shards, merge, capsys):
     """An --output whose folder would have to be made where a file is: one line naming the output and the file,
     not a bare "[Errno 17] File exists"."""

@@ -94,3 +94,35 @@ def test_compare_all_with_factors_compares_runs_that_differ_in_one_factor():
     factors = {name: tuple(name.split("_")) for name in arms}
     assert [(v["a"], v["b"]) for v in paired.compare_all(arms, factors=factors)] == [
         ("A_any", "A_hold"), ("A_any", "B_any"), ("A_hold", "B_hold"), ("B_any", "B_hold")]
+
+
+def test_run_verdicts_count_every_shard_and_pair_each_episode_within_its_shard():
+    """Two shards of one run score the same (env, episode) keys from other starts (seeds apart). Shard 0: both arms
+    succeed everywhere; shard 1: neither does. Paired within each shard, no pair is discordant; paired across
+    shards (one env index taken for one env), B's successes of shard 0 would meet A's failures of shard 1."""
+    shards = []
+    for shard, success in enumerate((True, False)):
+        hashes = [f"{shard}{i:03x}" for i in range(8)]
+        shards.append({arm: {"episodes": _records([success] * 8, hashes), "policy": policy, "chunk_schedule": "any"}
+                       for arm, policy in (("A", "planner"), ("B", "planner x0.6"))})
+    [v] = paired.run_verdicts(shards, {"A": {"success_rate": 0.5}, "B": {"success_rate": 0.5}})
+    assert v["paired"] and (v["episodes"], v["wins_a"], v["wins_b"], v["better"], v["worse"]) == (16, 8, 8, 0, 0)
+    assert "B succeeds in 8 of 16 paired episodes, A in 8; B better in 0, worse in 0" in v["sentence"], v["sentence"]
+    records = paired.shard_records([shards[0]["A"]["episodes"], shards[1]["A"]["episodes"]])
+    assert len({paired.pair_key(r) for r in records}) == 16 and {r["shard"] for r in records} == {0, 1}
+    # an episode of another shard is not a pair: shard 1's episodes left out of B's arm, the arms differ
+    one_sided = paired.compare(records, paired.shard_records([shards[0]["B"]["episodes"]]))
+    assert not one_sided["paired"] and "different (env, episode) sets" in one_sided["unpaired_reason"]
+
+
+def test_run_verdicts_of_one_shard_are_compare_all_of_its_runs():
+    hashes = [f"{i:04x}" for i in range(8)]
+    runs = {"A": {"episodes": _records([True] * 6 + [False] * 2, hashes), "policy": "p", "chunk_schedule": "any"},
+            "B": {"episodes": _records([True] * 2 + [False] * 6, hashes), "policy": "q", "chunk_schedule": "any"}}
+    figures = {"A": {"success_rate": 0.75, "inference_calls": 10}, "B": {"success_rate": 0.25, "inference_calls": 20}}
+    [v] = paired.run_verdicts([runs], figures)
+    alone = paired.compare(runs["A"]["episodes"], runs["B"]["episodes"], "A", "B", figures["A"], figures["B"])
+    assert v["sentence"] == alone["sentence"] and (v["better"], v["worse"], v["p"]) == (0, 4, alone["p"])
+    nan = {"success_rate": math.nan}
+    assert paired.has_success([nan, figures["A"]]) and not paired.has_success([nan, {}])
+    assert "succeeds" not in paired.run_verdicts([runs], {"A": nan, "B": nan})[0]["sentence"]

@@ -1,9 +1,12 @@
-"""torchrun with 2 processes on one machine (gloo): eval.py ranks merged into one --results file, record.py ranks
-merged into one dataset that replay.py (also under torchrun) passes, and failing ranks that fail the run without a
-merged file."""
+"""torchrun with 2 processes on one machine (gloo): eval.py ranks merged into one --results file and one verdict
+over both ranks' episodes (merge_shards.py --runs gives it too), record.py ranks merged into one dataset that
+replay.py (also under torchrun) passes, and failing ranks that fail the run without a merged file."""
 
+import contextlib
+import io
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -36,6 +39,37 @@ def test_eval_ranks_write_one_merged_result(tmp_path):
     assert figures["active_env_steps"] + figures["suspended_env_steps"] + figures["held_env_steps"] == 400
     assert figures["inference_calls"] >= 2 * 7  # each rank's global clock calls at least every 16 steps
     assert done.stdout.count("| inference_calls ") == 1  # one table, from rank 0
+
+
+@pytest.mark.slow  # torchrun: two ranks, each a process, each running two arms
+def test_eval_verdict_counts_every_ranks_episodes_paired_within_its_rank(tmp_path):
+    """The push-cube planner against the planner at 0.6x its actions, 2 envs per rank, one 3 s episode each: the
+    printed verdict counts the 4 paired episodes of both ranks, each paired within its rank (its counts are the sums
+    of each rank's own verdict, from the rank's run log; the ranks' starts differ), and merge_shards.py --runs
+    gives the same verdict from the ranks' run folders."""
+    from helpers import load_script
+    from isaaclab_suspend.runs import paired
+    from isaaclab_suspend.runs.report import read_run_log
+
+    done = _torchrun("eval.py", "--task", "Isaac-PushCube-Suspendable", "--num_envs", "2", "--episodes_per_env", "1",
+                     "--models", "embedded,embedded:action_scale=0.6", "--timeline", "", "--output",
+                     str(tmp_path / "run"), "env.episode_length_s=3")
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = re.findall(r"^Verdict: (.*)$", done.stdout, re.MULTILINE)
+    folders = [str(tmp_path / f"run-shard{rank}of2") for rank in range(2)]
+    logs = [read_run_log(os.path.join(folder, "episodes.jsonl"))[1] for folder in folders]
+    ranks = [paired.compare(log["A"]["episodes"], log["B"]["episodes"]) for log in logs]
+    assert all(v["paired"] and v["episodes"] == 2 for v in ranks), ranks
+    assert logs[0]["A"]["episodes"][0]["start_hash"] != logs[1]["A"]["episodes"][0]["start_hash"]  # seeds apart
+    wins_a, wins_b, better, worse = (sum(v[key] for v in ranks) for key in ("wins_a", "wins_b", "better", "worse"))
+    assert len(printed) == 1 and printed[0].startswith("B against A (paired: the same starts): B succeeds in"
+                                                       f" {wins_b} of 4 paired episodes, A in {wins_a}; B better in"
+                                                       f" {better}, worse in {worse};"), (printed, ranks)
+    merged = io.StringIO()
+    with contextlib.redirect_stdout(merged):
+        assert load_script("merge_shards").main(["--runs", *folders]) == 0
+    assert re.findall(r"^Verdict: (.*)$", merged.getvalue(), re.MULTILINE) == printed, merged.getvalue()
+    assert "2 shards run side by side" in merged.getvalue() and "| episodes_scored " in merged.getvalue()
 
 
 @pytest.mark.slow  # torchrun: two ranks, each a process

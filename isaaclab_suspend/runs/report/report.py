@@ -29,7 +29,7 @@ from isaaclab.utils import configclass
 
 from ...chunking.stats import table_figures
 from ..outputs import new_file
-from ..paired import compare_all
+from ..paired import run_verdicts
 from ..paired import wilson as wilson_interval
 from .run_log import read_run_log
 from .timeline import ChunkTimeline, plot_timelines
@@ -234,9 +234,8 @@ def _mean(values: Sequence[float]) -> str:
 
 def _verdicts(run: Mapping, schedules: Mapping[str, dict]) -> list[dict]:
     """The verdict on every two runs that differ in their policy or in their schedule, not both
-    (:func:`~isaaclab_suspend.runs.paired.compare_all`), from the log alone."""
-    return compare_all({n: (s["episodes"], s["figures"]) for n, s in schedules.items()}, run["has_success"],
-                       {n: (s.get("policy"), s.get("chunk_schedule")) for n, s in schedules.items()})
+    (:func:`~isaaclab_suspend.runs.paired.run_verdicts`), from the log alone."""
+    return run_verdicts([schedules], {n: s["figures"] for n, s in schedules.items()}, run["has_success"])
 
 
 def _lead(v: Mapping, has_success: bool) -> str:
