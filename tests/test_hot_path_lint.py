@@ -45,6 +45,8 @@ ALLOWED = {
     ("suspension/suspension_manager.py", "SuspensionManager.num_suspended", "int(.sum())"):
         "only between a suspend/resume with device ids and the next step, which refreshes the host mirror",
     ("suspension/suspension_manager.py", "SuspensionManager.env_state", ".nonzero()"): "the audit's report",
+    ("suspension/random_streams.py", "_Routed._call_per_env", ".tolist()"):
+        "an event term drawing from Python's random, called per env id: it reads its env ids on the host itself",
     ("suspension/newton_state.py", "add_newton_state", ".numpy()"): "set-up: Newton's model layout, once",
     ("suspension/state_hash.py", "StateHash.add", "int(.max())"): "set-up: a tensor's rows per env, once",
     ("chunking/chunking_policy.py", "check_action_values", "if .all()"): "once per model call (per lerobot-eval"
