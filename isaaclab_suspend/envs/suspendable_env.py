@@ -16,7 +16,7 @@ from isaaclab.utils import index_fill_
 from ..recording.recorder_manager import SuspendableRecorderManager, SuspendableRecorderManagerCfg
 from ..suspension.random_streams import RandomStreams
 from ..suspension.suspension_manager import SuspensionManager
-from ..suspension.suspend_cfg import SuspendCfg
+from ..suspension.suspend_cfg import SuspendCfg, check_suspend_cfg
 from .observation_demand import DemandedObservationManager
 from .suspendable_env_cfg import SuspendableManagerBasedRLEnvCfg
 
@@ -54,10 +54,7 @@ class SuspendableManagerBasedRLEnv(ManagerBasedRLEnv):
     def __init__(self, cfg: SuspendableManagerBasedRLEnvCfg, render_mode: str | None = None, **kwargs):
         self.suspend_cfg: SuspendCfg = getattr(cfg, "suspend", None) or SuspendCfg()
         """Suspension settings (a default, disabled :class:`SuspendCfg` if the cfg has none)."""
-        threads = self.suspend_cfg.cpu_step_threads
-        if threads is not None and (type(threads) is not int or threads < 1):
-            raise ValueError(f"suspend.cpu_step_threads is {threads!r}: give a positive number of threads, or None to "
-                             "leave torch's setting while the env steps on the CPU.")
+        check_suspend_cfg(self.suspend_cfg)
         self.reset_count = 0
         """Number of resets so far (calls of ``_reset_idx``, from ``reset`` or inside :meth:`step`), on
         the host: a caller compares it around a step to know whether the step reset some env, without a sync."""

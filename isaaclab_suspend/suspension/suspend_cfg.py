@@ -47,3 +47,15 @@ class SuspendCfg:
     ``sensors``, ``terminations``, ``rewards``, ``commands``, ``events``, ``observations``). For diagnosis only:
     a suspended env then drifts through that part, which ``scripts/audit_suspension.py`` reports. Defaults to
     none."""
+
+
+def check_suspend_cfg(cfg: SuspendCfg) -> None:
+    """Refuse values of ``cfg`` the env cannot run with, before it is built.
+
+    Raises:
+        ValueError: Naming the field, its value and what to give.
+    """
+    threads = cfg.cpu_step_threads
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise ValueError(f"suspend.cpu_step_threads is {threads!r}: give a positive number of threads, or None to "
+                         "leave torch's setting while the env steps on the CPU.")

@@ -31,6 +31,7 @@ from isaaclab_suspend.names import CFG_OVERRIDES_ATTR, DETERMINISM
 from isaaclab_suspend.solver_notices import say_linesearch_notice_once, without_linesearch_notice
 from isaaclab_suspend.suspension import SuspendCfg
 from isaaclab_suspend.suspension.newton_state import unsupported_solver_setting
+from isaaclab_suspend.suspension.suspend_cfg import check_suspend_cfg
 from isaaclab_suspend.tasks.deterministic import check_deterministic_contacts
 from isaaclab_suspend.tasks.physics_cfg import scale_contact_buffer
 from isaaclab_suspend.tasks.registration import KITLESS_PHYSICS_PRESET, SUSPENDABLE_ENTRY_POINT
@@ -235,12 +236,18 @@ def check_local_assets(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
 
 def check_suspension_settings(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
     """Refuse, before the env is built, a suspendable cfg whose physics settings suspension cannot freeze under
-    (``suspension.newton_state.unsupported_solver_setting``).
+    (``suspension.newton_state.unsupported_solver_setting``) or whose :class:`SuspendCfg` holds a value the env
+    cannot run with (:func:`~isaaclab_suspend.suspension.suspend_cfg.check_suspend_cfg`).
 
     Raises:
         ValueError: Naming the setting and the task.
     """
     suspend = getattr(cfg, "suspend", None)
+    if isinstance(suspend, SuspendCfg):
+        try:
+            check_suspend_cfg(suspend)
+        except ValueError as err:
+            raise ValueError(f"Task '{task}': {err}") from None
     if isinstance(suspend, SuspendCfg) and suspend.enabled and suspend.freeze_solver_state:
         reason = unsupported_solver_setting(getattr(cfg.sim.physics, "solver_cfg", None))
         if reason is not None:

@@ -7,7 +7,7 @@ import torch
 from isaaclab.app.sim_launcher import launch_simulation
 
 from isaaclab_suspend.envs import SuspendableManagerBasedRLEnv
-from isaaclab_suspend.tasks.env_factory import make_env_cfg, open_env
+from isaaclab_suspend.tasks.env_factory import check_suspension_settings, make_env_cfg, open_env
 from isaaclab_tasks.utils import parse_env_cfg
 from isaaclab_tasks.utils.parse_cfg import load_cfg_from_registry
 
@@ -145,8 +145,11 @@ def test_cpu_step_runs_on_the_cfg_threads(cartpole, monkeypatch):
 
 
 @pytest.mark.parametrize("threads", [0, -1, 1.5, True])
-def test_bad_cpu_step_threads(threads):
+def test_bad_cpu_step_threads_are_refused_before_the_env_is_built(threads):
     cfg = make_env_cfg("Isaac-Cartpole-Suspendable", NUM_ENVS)
     cfg.suspend.cpu_step_threads = threads
+    with pytest.raises(ValueError, match="Task 'Isaac-Cartpole-Suspendable': suspend.cpu_step_threads is .*give a"
+                                         " positive number of threads"):
+        check_suspension_settings(cfg, "Isaac-Cartpole-Suspendable")  # what open_env checks before it builds
     with pytest.raises(ValueError, match="cpu_step_threads is .*give a positive number of threads"):
         SuspendableManagerBasedRLEnv(cfg)
