@@ -237,7 +237,7 @@ def check_local_assets(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
 def check_suspension_settings(cfg: ManagerBasedRLEnvCfg, task: str) -> None:
     """Refuse, before the env is built, a suspendable cfg whose physics settings suspension cannot freeze under
     (``suspension.newton_state.unsupported_solver_setting``) or whose :class:`SuspendCfg` holds a value the env
-    cannot run with (:func:`~isaaclab_suspend.suspension.suspend_cfg.check_suspend_cfg`).
+    cannot run with (``suspension.suspend_cfg.check_suspend_cfg``).
 
     Raises:
         ValueError: Naming the setting and the task.
