@@ -38,8 +38,8 @@ class SuspendCfg:
     """Torch's intra-op threads while the env steps, resets, suspends or resumes envs on a CPU device, the process's
     own setting restored after (so a model called between steps keeps it); None leaves torch's setting. A step on the CPU is hundreds of
     small tensor ops and Warp launches, and torch's thread pool only adds wake-ups to them, on a busy machine
-    waits for a descheduled thread: push-cube camera, 16 envs, ran its eval loop at 0.45 of the task without a
-    camera per CPU second with 2 threads and at 0.90 with 1 (docs/results.rst). Defaults to 1. No effect on a
+    waits for a descheduled thread: push-cube camera, 16 envs, ran its eval loop at 0.53 of the task without a
+    camera per CPU second with 2 threads and at 0.90 with 1, one other job on 2 cores (docs/results.rst). Defaults to 1. No effect on a
     CUDA device."""
 
     unfrozen_parts: list[str] = []
